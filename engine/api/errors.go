@@ -1,0 +1,119 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Typed errors of the service contract. Every error a Service returns wraps
+// one of these (check with errors.Is); the HTTP transport carries them as a
+// stable Code and rebuilds the same sentinel on the client side.
+var (
+	// ErrNotFound: no such workflow, run or activity.
+	ErrNotFound = errors.New("cairn: not found")
+	// ErrAlreadyStarted: a run is open for the workflow id (or the reuse
+	// policy forbids a new run).
+	ErrAlreadyStarted = errors.New("cairn: workflow already started")
+	// ErrInvalidArgument: the request is malformed.
+	ErrInvalidArgument = errors.New("cairn: invalid argument")
+	// ErrLimitExceeded: a configured limit (payload size, history length,
+	// pending activities/timers/children, id length) would be exceeded.
+	// Nothing was written.
+	ErrLimitExceeded = errors.New("cairn: limit exceeded")
+	// ErrStaleTask: a workflow task token no longer names the run's current
+	// workflow task (it timed out, was redelivered, or the run moved on).
+	ErrStaleTask = errors.New("cairn: stale workflow task")
+	// ErrStaleAttempt: an activity task token names an attempt whose lease
+	// is no longer current (fencing).
+	ErrStaleAttempt = errors.New("cairn: stale activity attempt")
+	// ErrWorkflowClosed: the run is already closed.
+	ErrWorkflowClosed = errors.New("cairn: workflow closed")
+	// ErrNotPaused: a resolve named an activity whose outcome is not unknown.
+	ErrNotPaused = errors.New("cairn: activity outcome is not unknown")
+	// ErrQueryFailed: the query handler returned an error or does not exist.
+	ErrQueryFailed = errors.New("cairn: query failed")
+	// ErrUnavailable: the service is shutting down or cannot serve now;
+	// retry later.
+	ErrUnavailable = errors.New("cairn: unavailable")
+	// ErrUnauthenticated: missing or wrong credentials (transport only).
+	ErrUnauthenticated = errors.New("cairn: unauthenticated")
+	// ErrInternal: an unexpected failure inside the service.
+	ErrInternal = errors.New("cairn: internal error")
+)
+
+// Code is the stable, transport-level name of an error.
+type Code string
+
+// The error codes, one per sentinel.
+const (
+	CodeOK               Code = ""
+	CodeNotFound         Code = "not_found"
+	CodeAlreadyStarted   Code = "already_started"
+	CodeInvalidArgument  Code = "invalid_argument"
+	CodeLimitExceeded    Code = "limit_exceeded"
+	CodeStaleTask        Code = "stale_task"
+	CodeStaleAttempt     Code = "stale_attempt"
+	CodeWorkflowClosed   Code = "workflow_closed"
+	CodeNotPaused        Code = "not_paused"
+	CodeQueryFailed      Code = "query_failed"
+	CodeUnavailable      Code = "unavailable"
+	CodeUnauthenticated  Code = "unauthenticated"
+	CodeInternal         Code = "internal"
+	CodeDeadlineExceeded Code = "deadline_exceeded"
+	CodeCanceled         Code = "canceled"
+)
+
+var codeErrors = []struct {
+	code Code
+	err  error
+}{
+	{CodeNotFound, ErrNotFound},
+	{CodeAlreadyStarted, ErrAlreadyStarted},
+	{CodeInvalidArgument, ErrInvalidArgument},
+	{CodeLimitExceeded, ErrLimitExceeded},
+	{CodeStaleTask, ErrStaleTask},
+	{CodeStaleAttempt, ErrStaleAttempt},
+	{CodeWorkflowClosed, ErrWorkflowClosed},
+	{CodeNotPaused, ErrNotPaused},
+	{CodeQueryFailed, ErrQueryFailed},
+	{CodeUnavailable, ErrUnavailable},
+	{CodeUnauthenticated, ErrUnauthenticated},
+}
+
+// ErrorCode returns the stable code for err (CodeOK for nil, CodeInternal
+// for an error that wraps no sentinel of this package).
+func ErrorCode(err error) Code {
+	if err == nil {
+		return CodeOK
+	}
+	for _, ce := range codeErrors {
+		if errors.Is(err, ce.err) {
+			return ce.code
+		}
+	}
+	return CodeInternal
+}
+
+// ErrorFromCode rebuilds an error from a code and message received over a
+// transport; the result wraps the code's sentinel.
+func ErrorFromCode(code Code, msg string) error {
+	for _, ce := range codeErrors {
+		if ce.code == code {
+			return &remoteError{sentinel: ce.err, msg: msg}
+		}
+	}
+	return &remoteError{sentinel: ErrInternal, msg: msg}
+}
+
+type remoteError struct {
+	sentinel error
+	msg      string
+}
+
+func (e *remoteError) Error() string { return e.msg }
+func (e *remoteError) Unwrap() error { return e.sentinel }
+
+// Errorf returns an error wrapping sentinel with a formatted message.
+func Errorf(sentinel error, format string, args ...any) error {
+	return fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...))
+}

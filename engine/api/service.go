@@ -1,0 +1,80 @@
+// Package api is the one service contract between Cairn's engine and its
+// clients: workers, the CLI and the HTTP server. It holds request and
+// response types and the Service interface, and nothing that links Badger,
+// so a worker binary that imports it stays small.
+//
+// Every method has the shape
+//
+//	Method(ctx context.Context, req *MethodRequest) (*MethodResponse, error)
+//
+// so that transports can serve and call all of them the same way. Errors
+// wrap the sentinels in errors.go.
+//
+// Use:
+//
+//	var svc api.Service = eng // *engine.Engine, or a remote client
+//	resp, err := svc.StartWorkflow(ctx, &api.StartWorkflowRequest{
+//		WorkflowID: "invoice-INV-9", WorkflowType: "PayInvoice", TaskQueue: "agents",
+//	})
+package api
+
+import "context"
+
+// Service is the engine as its clients see it.
+type Service interface {
+	// StartWorkflow starts a run. With a run already open it returns
+	// ErrAlreadyStarted, unless ConflictPolicy is UseExisting, in which case
+	// it returns the open run with Started false. A closed previous run is
+	// subject to ReusePolicy.
+	StartWorkflow(ctx context.Context, req *StartWorkflowRequest) (*StartWorkflowResponse, error)
+	// SignalWorkflow delivers a signal to the run (the current run when
+	// RunID is empty). ErrNotFound, ErrWorkflowClosed.
+	SignalWorkflow(ctx context.Context, req *SignalWorkflowRequest) (*SignalWorkflowResponse, error)
+	// SignalWithStartWorkflow signals the open run, or starts one and
+	// signals it, atomically.
+	SignalWithStartWorkflow(ctx context.Context, req *SignalWithStartRequest) (*StartWorkflowResponse, error)
+	// RequestCancelWorkflow records a cancel request the workflow code sees.
+	RequestCancelWorkflow(ctx context.Context, req *CancelWorkflowRequest) (*CancelWorkflowResponse, error)
+	// TerminateWorkflow closes the run at once without running code.
+	TerminateWorkflow(ctx context.Context, req *TerminateWorkflowRequest) (*TerminateWorkflowResponse, error)
+	// DescribeWorkflow returns the run's status and pending work.
+	DescribeWorkflow(ctx context.Context, req *DescribeWorkflowRequest) (*DescribeWorkflowResponse, error)
+	// GetHistory returns events of a run, optionally long-polling for new
+	// ones when there are none past FromEventID.
+	GetHistory(ctx context.Context, req *GetHistoryRequest) (*GetHistoryResponse, error)
+	// GetResult returns the run's outcome, long-polling while it is open
+	// when Wait is set (an open run at the poll's end returns Closed=false).
+	GetResult(ctx context.Context, req *GetResultRequest) (*GetResultResponse, error)
+	// ListWorkflows lists runs newest first, filtered and paginated.
+	ListWorkflows(ctx context.Context, req *ListWorkflowsRequest) (*ListWorkflowsResponse, error)
+	// QueryWorkflow asks a worker to answer a query against the run's state.
+	// Nothing is written to history.
+	QueryWorkflow(ctx context.Context, req *QueryWorkflowRequest) (*QueryWorkflowResponse, error)
+	// ResolveActivity decides an activity whose outcome is unknown (the run
+	// is paused on it): happened, not happened, or failed.
+	ResolveActivity(ctx context.Context, req *ResolveActivityRequest) (*ResolveActivityResponse, error)
+
+	// PollWorkflowTask long-polls a task queue for a workflow task (or a
+	// query task). On timeout it returns a response with a nil Task.
+	PollWorkflowTask(ctx context.Context, req *PollWorkflowTaskRequest) (*PollWorkflowTaskResponse, error)
+	// CompleteWorkflowTask applies the task's commands. ErrStaleTask for a
+	// token that is no longer current.
+	CompleteWorkflowTask(ctx context.Context, req *CompleteWorkflowTaskRequest) (*CompleteWorkflowTaskResponse, error)
+	// FailWorkflowTask reports that the workflow code could not produce
+	// commands (panic, nondeterminism); the task is retried.
+	FailWorkflowTask(ctx context.Context, req *FailWorkflowTaskRequest) (*FailWorkflowTaskResponse, error)
+	// RespondQueryTask answers a query task.
+	RespondQueryTask(ctx context.Context, req *RespondQueryTaskRequest) (*RespondQueryTaskResponse, error)
+
+	// PollActivityTask long-polls a task queue for an activity task.
+	PollActivityTask(ctx context.Context, req *PollActivityTaskRequest) (*PollActivityTaskResponse, error)
+	// RecordActivityHeartbeat extends the attempt's lease and stores
+	// progress details. ErrStaleAttempt when the lease is no longer current.
+	RecordActivityHeartbeat(ctx context.Context, req *HeartbeatRequest) (*HeartbeatResponse, error)
+	// CompleteActivity records the attempt's result. ErrStaleAttempt when
+	// the lease is no longer current.
+	CompleteActivity(ctx context.Context, req *CompleteActivityRequest) (*CompleteActivityResponse, error)
+	// FailActivity records the attempt's failure (retried per policy), or
+	// with OutcomeUnknown that the tool cannot tell whether it took effect.
+	FailActivity(ctx context.Context, req *FailActivityRequest) (*FailActivityResponse, error)
+}

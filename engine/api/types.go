@@ -1,0 +1,644 @@
+package api
+
+import (
+	"time"
+
+	"github.com/cairnflow/cairn/history"
+)
+
+// Payload, Failure and the activity option types are the history's own.
+type (
+	// Payload is an encoded value with its encoding name.
+	Payload = history.Payload
+	// Failure is an error as a plain value.
+	Failure = history.Failure
+	// ActivityOptions are an activity's timeouts and retry policy.
+	ActivityOptions = history.ActivityOptions
+	// RetryPolicy governs activity retries.
+	RetryPolicy = history.RetryPolicy
+)
+
+// ReusePolicy decides whether a workflow id whose previous run is closed may
+// start a new run.
+type ReusePolicy uint8
+
+// The id reuse policies.
+const (
+	// AllowDuplicate: a new run may start whatever the previous one did.
+	AllowDuplicate ReusePolicy = iota
+	// AllowDuplicateFailedOnly: only if the previous run did not complete
+	// successfully (failed, canceled, terminated, timed out).
+	AllowDuplicateFailedOnly
+	// RejectDuplicate: never start a second run for the id.
+	RejectDuplicate
+)
+
+// ConflictPolicy decides what StartWorkflow does when a run is open.
+type ConflictPolicy uint8
+
+// The conflict policies.
+const (
+	// ConflictFail returns ErrAlreadyStarted.
+	ConflictFail ConflictPolicy = iota
+	// ConflictUseExisting returns the open run.
+	ConflictUseExisting
+)
+
+// Status is a run's lifecycle state.
+type Status uint8
+
+// The run statuses. Paused is a running run stopped on an activity whose
+// outcome is unknown until a person resolves it.
+const (
+	StatusUnspecified Status = iota
+	StatusRunning
+	StatusPaused
+	StatusCompleted
+	StatusFailed
+	StatusCanceled
+	StatusTerminated
+	StatusTimedOut
+	StatusContinuedAsNew
+	statusCount
+)
+
+var statusNames = [statusCount]string{"unspecified", "running", "paused", "completed", "failed", "canceled", "terminated", "timed_out", "continued_as_new"}
+
+// String returns the status's name, e.g. "running".
+func (s Status) String() string {
+	if s < statusCount {
+		return statusNames[s]
+	}
+	return "unknown"
+}
+
+// ParseStatus is the inverse of String.
+func ParseStatus(name string) (Status, bool) {
+	for i, n := range statusNames {
+		if n == name && i > 0 {
+			return Status(i), true
+		}
+	}
+	return StatusUnspecified, false
+}
+
+// Open reports whether the run has not closed (running or paused).
+func (s Status) Open() bool { return s == StatusRunning || s == StatusPaused }
+
+// StartWorkflowRequest starts a run.
+type StartWorkflowRequest struct {
+	WorkflowID   string
+	WorkflowType string
+	TaskQueue    string
+	Input        Payload
+	// ExecutionTimeout bounds the whole chain of runs (continue-as-new
+	// included); RunTimeout bounds one run; TaskTimeout bounds one workflow
+	// task (default 10 s). Zero means no limit / the default.
+	ExecutionTimeout time.Duration
+	RunTimeout       time.Duration
+	TaskTimeout      time.Duration
+	ReusePolicy      ReusePolicy
+	ConflictPolicy   ConflictPolicy
+	// RequestID makes a retried start idempotent: a start with the same
+	// workflow id and request id as the open run returns that run.
+	RequestID string
+	Identity  string
+}
+
+// StartWorkflowResponse names the run.
+type StartWorkflowResponse struct {
+	RunID   string
+	Started bool // false when an existing run was returned
+}
+
+// SignalWorkflowRequest delivers a signal.
+type SignalWorkflowRequest struct {
+	WorkflowID string
+	RunID      string // empty: the current run
+	SignalName string
+	Input      Payload
+	Identity   string
+	RequestID  string
+}
+
+// SignalWorkflowResponse is empty.
+type SignalWorkflowResponse struct{}
+
+// SignalWithStartRequest signals the open run or starts one and signals it.
+type SignalWithStartRequest struct {
+	Start       StartWorkflowRequest
+	SignalName  string
+	SignalInput Payload
+}
+
+// CancelWorkflowRequest requests cancellation.
+type CancelWorkflowRequest struct {
+	WorkflowID string
+	RunID      string
+	Reason     string
+	Identity   string
+}
+
+// CancelWorkflowResponse is empty.
+type CancelWorkflowResponse struct{}
+
+// TerminateWorkflowRequest terminates a run.
+type TerminateWorkflowRequest struct {
+	WorkflowID string
+	RunID      string
+	Reason     string
+	Details    Payload
+	Identity   string
+}
+
+// TerminateWorkflowResponse is empty.
+type TerminateWorkflowResponse struct{}
+
+// DescribeWorkflowRequest names a run (the current one when RunID is empty).
+type DescribeWorkflowRequest struct {
+	WorkflowID string
+	RunID      string
+}
+
+// WorkflowInfo is a run's summary, as listed and described.
+type WorkflowInfo struct {
+	WorkflowID    string
+	RunID         string
+	WorkflowType  string
+	TaskQueue     string
+	Status        Status
+	StartTime     time.Time
+	CloseTime     time.Time
+	HistoryLength int64
+	// ParentWorkflowID and ParentRunID are set for child workflows.
+	ParentWorkflowID string
+	ParentRunID      string
+	// ContinuedAsNewRunID is the next run of a continued-as-new run.
+	ContinuedAsNewRunID string
+	// Pause explains a paused run.
+	Pause *PauseInfo
+}
+
+// PauseInfo says why a run is paused and what resolving it needs.
+type PauseInfo struct {
+	ScheduledEventID int64
+	ActivityID       string
+	ActivityType     string
+	IdempotencyKey   string
+	Attempt          int32
+	Input            Payload
+	Reason           string
+	Since            time.Time
+}
+
+// ActivityState is where a pending activity stands.
+type ActivityState uint8
+
+// The pending activity states.
+const (
+	ActivityStateScheduled ActivityState = iota + 1 // waiting for a worker
+	ActivityStateStarted                            // leased to a worker
+	ActivityStateBackoff                            // waiting for its retry timer
+	ActivityStateUnknown                            // outcome unknown: run paused
+	ActivityStateReconciling                        // the Reconcile lookup is running
+)
+
+// String returns the state's name.
+func (s ActivityState) String() string {
+	switch s {
+	case ActivityStateScheduled:
+		return "scheduled"
+	case ActivityStateStarted:
+		return "started"
+	case ActivityStateBackoff:
+		return "backoff"
+	case ActivityStateUnknown:
+		return "unknown"
+	case ActivityStateReconciling:
+		return "reconciling"
+	}
+	return "?"
+}
+
+// PendingActivity describes one activity that has not closed.
+type PendingActivity struct {
+	ScheduledEventID int64
+	ActivityID       string
+	ActivityType     string
+	State            ActivityState
+	Attempt          int32
+	LeaseEpoch       int64
+	LeaseExpires     time.Time
+	NextAttemptAt    time.Time
+	LastFailure      *Failure
+	LastHeartbeat    time.Time
+	HeartbeatDetails Payload
+	Effect           history.EffectClass
+	IdempotencyKey   string
+	CancelRequested  bool
+}
+
+// PendingTimer describes one running timer.
+type PendingTimer struct {
+	TimerID        string
+	StartedEventID int64
+	FireAt         time.Time
+}
+
+// PendingChild describes one child workflow that has not closed.
+type PendingChild struct {
+	InitiatedEventID int64
+	WorkflowID       string
+	RunID            string
+	WorkflowType     string
+}
+
+// PendingWorkflowTask describes the run's workflow task, if any.
+type PendingWorkflowTask struct {
+	Attempt     int32
+	Started     bool
+	LastFailure *Failure
+	StickyQueue string
+}
+
+// DescribeWorkflowResponse is a run's status with its pending work.
+type DescribeWorkflowResponse struct {
+	Info              WorkflowInfo
+	PendingActivities []PendingActivity
+	PendingTimers     []PendingTimer
+	PendingChildren   []PendingChild
+	WorkflowTask      *PendingWorkflowTask
+	CancelRequested   bool
+}
+
+// GetHistoryRequest reads a run's events.
+type GetHistoryRequest struct {
+	WorkflowID  string
+	RunID       string // empty: the current run
+	FromEventID int64  // 0 or 1: from the start
+	MaxEvents   int    // 0: all
+	// WaitNewEvents long-polls until an event with ID ≥ FromEventID exists
+	// or the run closes (bounded by the context and the server's poll limit).
+	WaitNewEvents bool
+}
+
+// GetHistoryResponse holds the events read.
+type GetHistoryResponse struct {
+	RunID       string
+	Events      []history.Event
+	NextEventID int64 // the id the next event of the run will get
+	Closed      bool
+}
+
+// GetResultRequest asks for a run's outcome.
+type GetResultRequest struct {
+	WorkflowID string
+	RunID      string // empty: the current run
+	Wait       bool   // long-poll while the run is open
+}
+
+// GetResultResponse is a run's outcome. Closed is false when the run was
+// still open at the end of the poll.
+type GetResultResponse struct {
+	RunID  string
+	Closed bool
+	Status Status
+	Result Payload
+	// Failure is set for failed, canceled, terminated and timed-out runs.
+	Failure *Failure
+	// ContinuedAsNewRunID names the next run of a continued-as-new run.
+	ContinuedAsNewRunID string
+}
+
+// ListWorkflowsRequest filters and pages runs, newest first.
+type ListWorkflowsRequest struct {
+	Status        Status // StatusUnspecified: any
+	WorkflowType  string // empty: any
+	StartedAfter  time.Time
+	StartedBefore time.Time
+	PageSize      int // 0: 100
+	NextPageToken []byte
+}
+
+// ListWorkflowsResponse is one page of runs.
+type ListWorkflowsResponse struct {
+	Workflows     []WorkflowInfo
+	NextPageToken []byte // nil on the last page
+}
+
+// QueryWorkflowRequest asks a run a question.
+type QueryWorkflowRequest struct {
+	WorkflowID string
+	RunID      string
+	QueryType  string
+	Args       Payload
+}
+
+// QueryWorkflowResponse carries the answer.
+type QueryWorkflowResponse struct {
+	Result Payload
+}
+
+// ResolveActivityRequest decides an activity whose outcome is unknown.
+// Identify the activity by ScheduledEventID, or by ActivityID.
+type ResolveActivityRequest struct {
+	WorkflowID       string
+	RunID            string
+	ScheduledEventID int64
+	ActivityID       string
+	Resolution       history.Resolution
+	Result           Payload  // for ResolvedHappened
+	Failure          *Failure // for ResolvedFailed
+	Identity         string   // who decided
+	Reason           string   // why
+}
+
+// ResolveActivityResponse is empty.
+type ResolveActivityResponse struct{}
+
+// PollWorkflowTaskRequest polls a task queue (a normal queue or a worker's
+// sticky queue) for a workflow task.
+type PollWorkflowTaskRequest struct {
+	TaskQueue string
+	Identity  string
+}
+
+// PollWorkflowTaskResponse holds a task, or nil when the poll timed out.
+type PollWorkflowTaskResponse struct {
+	Task *WorkflowTask
+}
+
+// WorkflowTask asks a worker to advance a run. Events are the whole history
+// when FirstEventID is 1, otherwise only the events the sticky worker has
+// not seen; a worker whose cache does not end at FirstEventID-1 must fetch
+// the full history with GetHistory. A task with Query set is a query task:
+// answer it with RespondQueryTask, not CompleteWorkflowTask.
+type WorkflowTask struct {
+	TaskToken    []byte
+	WorkflowID   string
+	RunID        string
+	WorkflowType string
+	TaskQueue    string
+	Attempt      int32
+	FirstEventID int64
+	Events       []history.Event
+	// NextEventID is the id the next event of the run will get.
+	NextEventID int64
+	// ContinueAsNewSuggested is set when the history has grown past the
+	// suggestion threshold.
+	ContinueAsNewSuggested bool
+	Query                  *WorkflowQuery
+}
+
+// WorkflowQuery is a query to answer from the run's current state.
+type WorkflowQuery struct {
+	QueryID   string
+	QueryType string
+	Args      Payload
+}
+
+// CommandType names a command.
+type CommandType uint8
+
+// The command types.
+const (
+	CommandUnspecified CommandType = iota
+	CommandScheduleActivity
+	CommandRequestCancelActivity
+	CommandStartTimer
+	CommandCancelTimer
+	CommandRecordMarker
+	CommandStartChildWorkflow
+	CommandSignalExternalWorkflow
+	CommandCompleteWorkflow
+	CommandFailWorkflow
+	CommandCancelWorkflow
+	CommandContinueAsNew
+	commandCount
+)
+
+var commandNames = [commandCount]string{"Unspecified", "ScheduleActivity", "RequestCancelActivity", "StartTimer", "CancelTimer", "RecordMarker", "StartChildWorkflow", "SignalExternalWorkflow", "CompleteWorkflow", "FailWorkflow", "CancelWorkflow", "ContinueAsNew"}
+
+// String returns the command type's name.
+func (t CommandType) String() string {
+	if t < commandCount {
+		return commandNames[t]
+	}
+	return "Command?"
+}
+
+// Command is one decision of workflow code. Exactly the field matching Type
+// is set. Each command produces exactly one event, in order, after the
+// task's WorkflowTaskCompleted event — the invariant replay relies on.
+type Command struct {
+	Type                   CommandType
+	ScheduleActivity       *ScheduleActivityCommand       `msgpack:",omitempty" json:",omitempty"`
+	RequestCancelActivity  *RequestCancelActivityCommand  `msgpack:",omitempty" json:",omitempty"`
+	StartTimer             *StartTimerCommand             `msgpack:",omitempty" json:",omitempty"`
+	CancelTimer            *CancelTimerCommand            `msgpack:",omitempty" json:",omitempty"`
+	RecordMarker           *RecordMarkerCommand           `msgpack:",omitempty" json:",omitempty"`
+	StartChildWorkflow     *StartChildWorkflowCommand     `msgpack:",omitempty" json:",omitempty"`
+	SignalExternalWorkflow *SignalExternalWorkflowCommand `msgpack:",omitempty" json:",omitempty"`
+	CompleteWorkflow       *CompleteWorkflowCommand       `msgpack:",omitempty" json:",omitempty"`
+	FailWorkflow           *FailWorkflowCommand           `msgpack:",omitempty" json:",omitempty"`
+	CancelWorkflow         *CancelWorkflowCommand         `msgpack:",omitempty" json:",omitempty"`
+	ContinueAsNew          *ContinueAsNewCommand          `msgpack:",omitempty" json:",omitempty"`
+}
+
+// ScheduleActivityCommand schedules an activity (→ ActivityScheduled).
+type ScheduleActivityCommand struct {
+	ActivityID   string
+	ActivityType string
+	Input        Payload
+	Options      ActivityOptions
+	Effect       history.EffectClass
+	// KeyMaterial identifies the logical action for the idempotency key:
+	// the canonical encoding of the arguments, or the declared business
+	// key. Empty means Input.Data. The engine derives the key from
+	// (workflow id, activity type, key material, occurrence).
+	KeyMaterial []byte
+	// HasReconcile says the activity declares a Reconcile lookup.
+	HasReconcile bool
+}
+
+// RequestCancelActivityCommand cancels a scheduled activity
+// (→ ActivityCancelRequested).
+type RequestCancelActivityCommand struct {
+	ScheduledEventID int64
+}
+
+// StartTimerCommand starts a durable timer (→ TimerStarted).
+type StartTimerCommand struct {
+	TimerID  string
+	Duration time.Duration
+}
+
+// CancelTimerCommand cancels a running timer (→ TimerCanceled).
+type CancelTimerCommand struct {
+	TimerID string
+}
+
+// RecordMarkerCommand records a value for replay (→ MarkerRecorded).
+type RecordMarkerCommand struct {
+	Name string
+	ID   string
+	Data Payload
+}
+
+// StartChildWorkflowCommand starts a child run (→ ChildWorkflowStarted;
+// a refused start is followed by ChildWorkflowFailed).
+type StartChildWorkflowCommand struct {
+	WorkflowID        string
+	WorkflowType      string
+	TaskQueue         string // empty: the parent's
+	Input             Payload
+	ExecutionTimeout  time.Duration
+	RunTimeout        time.Duration
+	TaskTimeout       time.Duration
+	ParentClosePolicy history.ParentClosePolicy
+	ReusePolicy       ReusePolicy
+}
+
+// SignalExternalWorkflowCommand signals another run (→ SignalExternalSent).
+type SignalExternalWorkflowCommand struct {
+	WorkflowID string
+	RunID      string
+	SignalName string
+	Input      Payload
+}
+
+// CompleteWorkflowCommand closes the run with a result.
+type CompleteWorkflowCommand struct {
+	Result Payload
+}
+
+// FailWorkflowCommand closes the run with a failure.
+type FailWorkflowCommand struct {
+	Failure Failure
+}
+
+// CancelWorkflowCommand closes the run as canceled.
+type CancelWorkflowCommand struct {
+	Details Payload
+}
+
+// ContinueAsNewCommand closes the run and starts the next one with the same
+// workflow id. Empty fields take the current run's values.
+type ContinueAsNewCommand struct {
+	WorkflowType string
+	TaskQueue    string
+	Input        Payload
+	RunTimeout   time.Duration
+	TaskTimeout  time.Duration
+}
+
+// CompleteWorkflowTaskRequest returns a task's commands.
+type CompleteWorkflowTaskRequest struct {
+	TaskToken []byte
+	Commands  []Command
+	// StickyQueue, when set, names the worker's own queue: the run's next
+	// workflow task goes there first, carrying only new events.
+	StickyQueue string
+	Identity    string
+}
+
+// CompleteWorkflowTaskResponse is empty.
+type CompleteWorkflowTaskResponse struct{}
+
+// FailWorkflowTaskRequest reports a failed workflow task.
+type FailWorkflowTaskRequest struct {
+	TaskToken []byte
+	Cause     string // "panic", "nondeterminism", "blocked", …
+	Failure   Failure
+	Identity  string
+}
+
+// FailWorkflowTaskResponse is empty.
+type FailWorkflowTaskResponse struct{}
+
+// RespondQueryTaskRequest answers a query task.
+type RespondQueryTaskRequest struct {
+	TaskToken []byte
+	Result    Payload
+	Failure   *Failure // the query handler failed
+}
+
+// RespondQueryTaskResponse is empty.
+type RespondQueryTaskResponse struct{}
+
+// PollActivityTaskRequest polls a task queue for an activity task.
+type PollActivityTaskRequest struct {
+	TaskQueue string
+	Identity  string
+}
+
+// PollActivityTaskResponse holds a task, or nil when the poll timed out.
+type PollActivityTaskResponse struct {
+	Task *ActivityTask
+}
+
+// ActivityTask is one attempt of an activity under a lease.
+type ActivityTask struct {
+	TaskToken        []byte
+	WorkflowID       string
+	RunID            string
+	WorkflowType     string
+	ActivityID       string
+	ActivityType     string
+	ScheduledEventID int64
+	Input            Payload
+	Attempt          int32
+	LeaseEpoch       int64
+	Effect           history.EffectClass
+	IdempotencyKey   string
+	// Reconcile asks the worker to run the activity's Reconcile lookup
+	// instead of the activity itself.
+	Reconcile           bool
+	ScheduledTime       time.Time
+	StartedTime         time.Time
+	Deadline            time.Time // when the lease ends without a heartbeat
+	StartToCloseTimeout time.Duration
+	HeartbeatTimeout    time.Duration
+	HeartbeatDetails    Payload
+}
+
+// HeartbeatRequest extends an attempt's lease.
+type HeartbeatRequest struct {
+	TaskToken []byte
+	Details   Payload
+}
+
+// HeartbeatResponse says whether the activity should stop.
+type HeartbeatResponse struct {
+	CancelRequested bool
+	Deadline        time.Time
+}
+
+// CompleteActivityRequest records an attempt's result. For a Reconcile task
+// Result is the action's result when it happened.
+type CompleteActivityRequest struct {
+	TaskToken []byte
+	Result    Payload
+	Identity  string
+}
+
+// CompleteActivityResponse is empty.
+type CompleteActivityResponse struct{}
+
+// FailActivityRequest records an attempt's failure.
+type FailActivityRequest struct {
+	TaskToken []byte
+	Failure   Failure
+	// OutcomeUnknown: the tool cannot tell whether the effect happened (or a
+	// Reconcile lookup could not tell).
+	OutcomeUnknown bool
+	// NotHappened: a Reconcile lookup established that the action did not
+	// happen.
+	NotHappened bool
+	// Canceled: the attempt stopped because cancellation was requested.
+	Canceled bool
+	Identity string
+}
+
+// FailActivityResponse is empty.
+type FailActivityResponse struct{}

@@ -1,0 +1,581 @@
+package history
+
+import (
+	"fmt"
+	"time"
+)
+
+// Event is one entry of a run's history. IDs are contiguous from 1 within a
+// run. Time is the engine clock at the moment the event was recorded. Attrs
+// holds the typed attributes; its concrete type names the event type.
+type Event struct {
+	ID    int64
+	Time  time.Time
+	Attrs Attributes
+}
+
+// Type returns the event's type, or TypeUnknown when Attrs is nil.
+func (e Event) Type() EventType {
+	if e.Attrs == nil {
+		return TypeUnknown
+	}
+	return e.Attrs.EventType()
+}
+
+// String renders the event compactly for logs and test failures.
+func (e Event) String() string {
+	return fmt.Sprintf("%d %s", e.ID, e.Type())
+}
+
+// Attributes is implemented by every event attribute type in this package
+// (always used as a pointer, e.g. *ActivityCompleted).
+type Attributes interface {
+	EventType() EventType
+}
+
+// EventType identifies the kind of an event. Values are stable: they are
+// written to disk in every record's envelope and must never be renumbered.
+type EventType uint8
+
+// The event types. Never renumber; append new types at the end.
+const (
+	TypeUnknown EventType = iota
+	TypeWorkflowStarted
+	TypeWorkflowCompleted
+	TypeWorkflowFailed
+	TypeWorkflowCanceled
+	TypeWorkflowTerminated
+	TypeWorkflowTimedOut
+	TypeWorkflowContinuedAsNew
+	TypeWorkflowCancelRequested
+	TypeWorkflowTaskCompleted
+	TypeWorkflowTaskFailed
+	TypeActivityScheduled
+	TypeActivityStarted
+	TypeActivityCompleted
+	TypeActivityFailed
+	TypeActivityTimedOut
+	TypeActivityCanceled
+	TypeActivityOutcomeUnknown
+	TypeActivityResolved
+	TypeActivityDeduplicated
+	TypeTimerStarted
+	TypeTimerFired
+	TypeTimerCanceled
+	TypeSignalReceived
+	TypeMarkerRecorded
+	TypeChildWorkflowStarted
+	TypeChildWorkflowCompleted
+	TypeChildWorkflowFailed
+	TypeActivityCancelRequested
+	TypeActivityDuplicateDetected
+	TypeSignalExternalSent
+	typeCount
+)
+
+var typeNames = [typeCount]string{
+	TypeUnknown:                   "Unknown",
+	TypeWorkflowStarted:           "WorkflowStarted",
+	TypeWorkflowCompleted:         "WorkflowCompleted",
+	TypeWorkflowFailed:            "WorkflowFailed",
+	TypeWorkflowCanceled:          "WorkflowCanceled",
+	TypeWorkflowTerminated:        "WorkflowTerminated",
+	TypeWorkflowTimedOut:          "WorkflowTimedOut",
+	TypeWorkflowContinuedAsNew:    "WorkflowContinuedAsNew",
+	TypeWorkflowCancelRequested:   "WorkflowCancelRequested",
+	TypeWorkflowTaskCompleted:     "WorkflowTaskCompleted",
+	TypeWorkflowTaskFailed:        "WorkflowTaskFailed",
+	TypeActivityScheduled:         "ActivityScheduled",
+	TypeActivityStarted:           "ActivityStarted",
+	TypeActivityCompleted:         "ActivityCompleted",
+	TypeActivityFailed:            "ActivityFailed",
+	TypeActivityTimedOut:          "ActivityTimedOut",
+	TypeActivityCanceled:          "ActivityCanceled",
+	TypeActivityOutcomeUnknown:    "ActivityOutcomeUnknown",
+	TypeActivityResolved:          "ActivityResolved",
+	TypeActivityDeduplicated:      "ActivityDeduplicated",
+	TypeTimerStarted:              "TimerStarted",
+	TypeTimerFired:                "TimerFired",
+	TypeTimerCanceled:             "TimerCanceled",
+	TypeSignalReceived:            "SignalReceived",
+	TypeMarkerRecorded:            "MarkerRecorded",
+	TypeChildWorkflowStarted:      "ChildWorkflowStarted",
+	TypeChildWorkflowCompleted:    "ChildWorkflowCompleted",
+	TypeChildWorkflowFailed:       "ChildWorkflowFailed",
+	TypeActivityCancelRequested:   "ActivityCancelRequested",
+	TypeActivityDuplicateDetected: "ActivityDuplicateDetected",
+	TypeSignalExternalSent:        "SignalExternalSent",
+}
+
+// String returns the type's name, e.g. "ActivityCompleted".
+func (t EventType) String() string {
+	if t < typeCount {
+		return typeNames[t]
+	}
+	return fmt.Sprintf("EventType(%d)", uint8(t))
+}
+
+// ParseEventType is the inverse of EventType.String. It reports false for an
+// unknown name.
+func ParseEventType(name string) (EventType, bool) {
+	for i := TypeWorkflowStarted; i < typeCount; i++ {
+		if typeNames[i] == name {
+			return i, true
+		}
+	}
+	return TypeUnknown, false
+}
+
+// NewAttributes returns a new zero value of the attribute type for t, or nil
+// when t is not a known event type.
+func NewAttributes(t EventType) Attributes {
+	if t == TypeUnknown || t >= typeCount {
+		return nil
+	}
+	return attrFactories[t]()
+}
+
+var attrFactories = [typeCount]func() Attributes{
+	TypeWorkflowStarted:           func() Attributes { return new(WorkflowStarted) },
+	TypeWorkflowCompleted:         func() Attributes { return new(WorkflowCompleted) },
+	TypeWorkflowFailed:            func() Attributes { return new(WorkflowFailed) },
+	TypeWorkflowCanceled:          func() Attributes { return new(WorkflowCanceled) },
+	TypeWorkflowTerminated:        func() Attributes { return new(WorkflowTerminated) },
+	TypeWorkflowTimedOut:          func() Attributes { return new(WorkflowTimedOut) },
+	TypeWorkflowContinuedAsNew:    func() Attributes { return new(WorkflowContinuedAsNew) },
+	TypeWorkflowCancelRequested:   func() Attributes { return new(WorkflowCancelRequested) },
+	TypeWorkflowTaskCompleted:     func() Attributes { return new(WorkflowTaskCompleted) },
+	TypeWorkflowTaskFailed:        func() Attributes { return new(WorkflowTaskFailed) },
+	TypeActivityScheduled:         func() Attributes { return new(ActivityScheduled) },
+	TypeActivityStarted:           func() Attributes { return new(ActivityStarted) },
+	TypeActivityCompleted:         func() Attributes { return new(ActivityCompleted) },
+	TypeActivityFailed:            func() Attributes { return new(ActivityFailed) },
+	TypeActivityTimedOut:          func() Attributes { return new(ActivityTimedOut) },
+	TypeActivityCanceled:          func() Attributes { return new(ActivityCanceled) },
+	TypeActivityOutcomeUnknown:    func() Attributes { return new(ActivityOutcomeUnknown) },
+	TypeActivityResolved:          func() Attributes { return new(ActivityResolved) },
+	TypeActivityDeduplicated:      func() Attributes { return new(ActivityDeduplicated) },
+	TypeTimerStarted:              func() Attributes { return new(TimerStarted) },
+	TypeTimerFired:                func() Attributes { return new(TimerFired) },
+	TypeTimerCanceled:             func() Attributes { return new(TimerCanceled) },
+	TypeSignalReceived:            func() Attributes { return new(SignalReceived) },
+	TypeMarkerRecorded:            func() Attributes { return new(MarkerRecorded) },
+	TypeChildWorkflowStarted:      func() Attributes { return new(ChildWorkflowStarted) },
+	TypeChildWorkflowCompleted:    func() Attributes { return new(ChildWorkflowCompleted) },
+	TypeChildWorkflowFailed:       func() Attributes { return new(ChildWorkflowFailed) },
+	TypeActivityCancelRequested:   func() Attributes { return new(ActivityCancelRequested) },
+	TypeActivityDuplicateDetected: func() Attributes { return new(ActivityDuplicateDetected) },
+	TypeSignalExternalSent:        func() Attributes { return new(SignalExternalSent) },
+}
+
+// Payload is an encoded value (workflow input, activity result, signal
+// argument …) together with the name of its encoding, e.g. "msgpack" or
+// "json". The history never interprets Data; converters in the SDK do.
+type Payload struct {
+	Encoding string `msgpack:"e,omitempty" json:"encoding,omitempty"`
+	Data     []byte `msgpack:"d,omitempty" json:"data,omitempty"`
+}
+
+// IsZero reports whether the payload carries nothing.
+func (p Payload) IsZero() bool { return p.Encoding == "" && len(p.Data) == 0 }
+
+// Failure is an error as stored in history: a plain value, never a Go error
+// chain. Type is the error's type name (used by NonRetryableErrorTypes),
+// NonRetryable stops retries regardless of policy.
+type Failure struct {
+	Type         string  `msgpack:"t,omitempty"`
+	Message      string  `msgpack:"m,omitempty"`
+	NonRetryable bool    `msgpack:"n,omitempty"`
+	Details      Payload `msgpack:"d,omitempty"`
+	Stack        string  `msgpack:"s,omitempty"`
+}
+
+// Error makes a Failure usable where an error is expected.
+func (f *Failure) Error() string {
+	if f.Type == "" {
+		return f.Message
+	}
+	return f.Type + ": " + f.Message
+}
+
+// EffectClass says what a lost lease or an unknown outcome means for an
+// activity. It is declared where the activity is registered.
+type EffectClass uint8
+
+// The effect classes; see docs/effects.md.
+const (
+	// Read activities have no side effect; retrying them is free.
+	Read EffectClass = iota
+	// Idempotent activities have a side effect that the downstream
+	// deduplicates on the idempotency key; they are retried with that key.
+	Idempotent
+	// SideEffect activities have an effect that must not happen twice; an
+	// unknown outcome is reconciled or pauses the run for a person.
+	SideEffect
+)
+
+// String returns "Read", "Idempotent" or "SideEffect".
+func (c EffectClass) String() string {
+	switch c {
+	case Read:
+		return "Read"
+	case Idempotent:
+		return "Idempotent"
+	case SideEffect:
+		return "SideEffect"
+	}
+	return fmt.Sprintf("EffectClass(%d)", uint8(c))
+}
+
+// RetryPolicy governs activity retries. Zero values take the engine defaults
+// (initial 1s, coefficient 2, maximum 100×initial, unlimited attempts).
+type RetryPolicy struct {
+	InitialInterval        time.Duration `msgpack:"i,omitempty"`
+	BackoffCoefficient     float64       `msgpack:"b,omitempty"`
+	MaximumInterval        time.Duration `msgpack:"x,omitempty"`
+	MaximumAttempts        int32         `msgpack:"a,omitempty"`
+	NonRetryableErrorTypes []string      `msgpack:"n,omitempty"`
+}
+
+// ActivityOptions are the timeouts and retry policy of one scheduled activity.
+type ActivityOptions struct {
+	TaskQueue              string        `msgpack:"q,omitempty"`
+	ScheduleToStartTimeout time.Duration `msgpack:"ss,omitempty"`
+	StartToCloseTimeout    time.Duration `msgpack:"sc,omitempty"`
+	ScheduleToCloseTimeout time.Duration `msgpack:"tc,omitempty"`
+	HeartbeatTimeout       time.Duration `msgpack:"hb,omitempty"`
+	RetryPolicy            *RetryPolicy  `msgpack:"rp,omitempty"`
+}
+
+// ParentClosePolicy says what happens to a child when its parent closes.
+type ParentClosePolicy uint8
+
+// The parent-close policies.
+const (
+	ParentCloseTerminate ParentClosePolicy = iota
+	ParentCloseRequestCancel
+	ParentCloseAbandon
+)
+
+// WorkflowStarted is always event 1 of a run.
+type WorkflowStarted struct {
+	WorkflowType           string        `msgpack:"wt"`
+	TaskQueue              string        `msgpack:"q"`
+	Input                  Payload       `msgpack:"in,omitempty"`
+	ExecutionTimeout       time.Duration `msgpack:"et,omitempty"`
+	RunTimeout             time.Duration `msgpack:"rt,omitempty"`
+	TaskTimeout            time.Duration `msgpack:"tt,omitempty"`
+	Attempt                int32         `msgpack:"a,omitempty"`
+	ContinuedFromRunID     string        `msgpack:"cf,omitempty"`
+	FirstRunID             string        `msgpack:"fr,omitempty"`
+	ParentWorkflowID       string        `msgpack:"pw,omitempty"`
+	ParentRunID            string        `msgpack:"pr,omitempty"`
+	ParentInitiatedEventID int64         `msgpack:"pe,omitempty"`
+	Identity               string        `msgpack:"id,omitempty"`
+}
+
+// WorkflowCompleted closes a run successfully with its result.
+type WorkflowCompleted struct {
+	Result                       Payload `msgpack:"r,omitempty"`
+	WorkflowTaskCompletedEventID int64   `msgpack:"wc,omitempty"`
+}
+
+// WorkflowFailed closes a run with a failure.
+type WorkflowFailed struct {
+	Failure                      Failure `msgpack:"f"`
+	WorkflowTaskCompletedEventID int64   `msgpack:"wc,omitempty"`
+}
+
+// WorkflowCanceled closes a run that accepted a cancel request.
+type WorkflowCanceled struct {
+	Details                      Payload `msgpack:"d,omitempty"`
+	WorkflowTaskCompletedEventID int64   `msgpack:"wc,omitempty"`
+}
+
+// WorkflowTerminated closes a run by force, without running workflow code.
+type WorkflowTerminated struct {
+	Reason   string  `msgpack:"r,omitempty"`
+	Details  Payload `msgpack:"d,omitempty"`
+	Identity string  `msgpack:"id,omitempty"`
+}
+
+// WorkflowTimedOut closes a run whose execution or run timeout elapsed.
+type WorkflowTimedOut struct {
+	Timeout string `msgpack:"k,omitempty"` // "execution" or "run"
+}
+
+// WorkflowContinuedAsNew closes a run that continues in NewRunID.
+type WorkflowContinuedAsNew struct {
+	NewRunID                     string        `msgpack:"nr"`
+	WorkflowType                 string        `msgpack:"wt"`
+	TaskQueue                    string        `msgpack:"q"`
+	Input                        Payload       `msgpack:"in,omitempty"`
+	RunTimeout                   time.Duration `msgpack:"rt,omitempty"`
+	TaskTimeout                  time.Duration `msgpack:"tt,omitempty"`
+	WorkflowTaskCompletedEventID int64         `msgpack:"wc,omitempty"`
+}
+
+// WorkflowCancelRequested records a request to cancel the run; the workflow
+// code decides how to honour it.
+type WorkflowCancelRequested struct {
+	Reason   string `msgpack:"r,omitempty"`
+	Identity string `msgpack:"id,omitempty"`
+}
+
+// WorkflowTaskCompleted marks a decision boundary: the events before it are
+// what the code saw when it produced the commands recorded after it.
+type WorkflowTaskCompleted struct {
+	Identity string `msgpack:"id,omitempty"`
+	Attempt  int32  `msgpack:"a,omitempty"`
+}
+
+// WorkflowTaskFailed records the first failure of a streak of workflow task
+// failures (a panic, a nondeterminism error, a task timeout).
+type WorkflowTaskFailed struct {
+	Cause    string  `msgpack:"c,omitempty"` // "panic", "nondeterminism", "timeout", …
+	Failure  Failure `msgpack:"f"`
+	Identity string  `msgpack:"id,omitempty"`
+	Attempt  int32   `msgpack:"a,omitempty"`
+}
+
+// ActivityScheduled records the intent to run an activity. For Idempotent and
+// SideEffect activities IdempotencyKey identifies the logical action.
+type ActivityScheduled struct {
+	ActivityID                   string          `msgpack:"ai"`
+	ActivityType                 string          `msgpack:"at"`
+	Input                        Payload         `msgpack:"in,omitempty"`
+	Options                      ActivityOptions `msgpack:"o"`
+	Effect                       EffectClass     `msgpack:"ef,omitempty"`
+	IdempotencyKey               string          `msgpack:"ik,omitempty"`
+	HasReconcile                 bool            `msgpack:"rc,omitempty"`
+	WorkflowTaskCompletedEventID int64           `msgpack:"wc,omitempty"`
+}
+
+// ActivityStarted records a dispatch of an attempt under a lease. For
+// Idempotent and SideEffect activities it is written durably before the task
+// reaches a worker (intent before effect).
+type ActivityStarted struct {
+	ScheduledEventID int64  `msgpack:"se"`
+	Attempt          int32  `msgpack:"a"`
+	LeaseEpoch       int64  `msgpack:"le"`
+	Identity         string `msgpack:"id,omitempty"`
+	Reconcile        bool   `msgpack:"rc,omitempty"` // this attempt runs the Reconcile lookup
+}
+
+// ActivityCompleted records an activity's result.
+type ActivityCompleted struct {
+	ScheduledEventID int64   `msgpack:"se"`
+	StartedEventID   int64   `msgpack:"st,omitempty"`
+	Result           Payload `msgpack:"r,omitempty"`
+	Identity         string  `msgpack:"id,omitempty"`
+}
+
+// ActivityFailed records an activity's final failure (retries exhausted or
+// non-retryable).
+type ActivityFailed struct {
+	ScheduledEventID int64   `msgpack:"se"`
+	StartedEventID   int64   `msgpack:"st,omitempty"`
+	Failure          Failure `msgpack:"f"`
+	Attempt          int32   `msgpack:"a,omitempty"`
+	Identity         string  `msgpack:"id,omitempty"`
+}
+
+// ActivityTimedOut records an activity's final timeout.
+type ActivityTimedOut struct {
+	ScheduledEventID int64   `msgpack:"se"`
+	StartedEventID   int64   `msgpack:"st,omitempty"`
+	Timeout          string  `msgpack:"k"` // "schedule_to_start", "start_to_close", "schedule_to_close", "heartbeat"
+	LastFailure      Failure `msgpack:"f,omitempty"`
+	Attempt          int32   `msgpack:"a,omitempty"`
+}
+
+// ActivityCanceled records that a cancel request reached the activity.
+type ActivityCanceled struct {
+	ScheduledEventID int64   `msgpack:"se"`
+	StartedEventID   int64   `msgpack:"st,omitempty"`
+	Details          Payload `msgpack:"d,omitempty"`
+}
+
+// ActivityCancelRequested records the workflow's request to cancel an activity.
+type ActivityCancelRequested struct {
+	ScheduledEventID             int64 `msgpack:"se"`
+	WorkflowTaskCompletedEventID int64 `msgpack:"wc,omitempty"`
+}
+
+// ActivityOutcomeUnknown records that a side-effecting attempt may or may not
+// have taken effect. Unless reconciled, the run is paused until resolved.
+type ActivityOutcomeUnknown struct {
+	ScheduledEventID int64  `msgpack:"se"`
+	StartedEventID   int64  `msgpack:"st,omitempty"`
+	Attempt          int32  `msgpack:"a"`
+	Reason           string `msgpack:"r"`
+	IdempotencyKey   string `msgpack:"ik,omitempty"`
+}
+
+// Resolution is what a person (or a Reconcile lookup) decided about an
+// activity whose outcome was unknown.
+type Resolution uint8
+
+// The resolutions.
+const (
+	// ResolvedHappened: the effect took place; Result is the activity's result.
+	ResolvedHappened Resolution = iota + 1
+	// ResolvedNotHappened: the effect did not take place; retry with the same key.
+	ResolvedNotHappened
+	// ResolvedFailed: fail the activity with Failure.
+	ResolvedFailed
+)
+
+// String returns "happened", "not-happened" or "failed".
+func (r Resolution) String() string {
+	switch r {
+	case ResolvedHappened:
+		return "happened"
+	case ResolvedNotHappened:
+		return "not-happened"
+	case ResolvedFailed:
+		return "failed"
+	}
+	return fmt.Sprintf("Resolution(%d)", uint8(r))
+}
+
+// ActivityResolved records who decided what about an unknown outcome.
+type ActivityResolved struct {
+	ScheduledEventID int64      `msgpack:"se"`
+	Resolution       Resolution `msgpack:"rs"`
+	Result           Payload    `msgpack:"r,omitempty"`
+	Failure          *Failure   `msgpack:"f,omitempty"`
+	By               string     `msgpack:"by,omitempty"` // a person's identity or "reconcile"
+	Reason           string     `msgpack:"why,omitempty"`
+}
+
+// ActivityDeduplicated records that an activity was not dispatched because
+// its idempotency key was already completed in the effects ledger.
+type ActivityDeduplicated struct {
+	ScheduledEventID int64   `msgpack:"se"`
+	IdempotencyKey   string  `msgpack:"ik"`
+	Result           Payload `msgpack:"r,omitempty"`
+	OriginalRunID    string  `msgpack:"or,omitempty"`
+	OriginalEventID  int64   `msgpack:"oe,omitempty"`
+}
+
+// ActivityDuplicateDetected records, loudly, a completion from a stale attempt
+// that reported success: proof that the effect happened more than once.
+type ActivityDuplicateDetected struct {
+	ScheduledEventID int64   `msgpack:"se"`
+	Attempt          int32   `msgpack:"a"`
+	LeaseEpoch       int64   `msgpack:"le"`
+	IdempotencyKey   string  `msgpack:"ik,omitempty"`
+	Result           Payload `msgpack:"r,omitempty"`
+	Identity         string  `msgpack:"id,omitempty"`
+}
+
+// TimerStarted records a durable timer.
+type TimerStarted struct {
+	TimerID                      string        `msgpack:"ti"`
+	Duration                     time.Duration `msgpack:"d"`
+	FireAt                       time.Time     `msgpack:"at"`
+	WorkflowTaskCompletedEventID int64         `msgpack:"wc,omitempty"`
+}
+
+// TimerFired records that a timer came due.
+type TimerFired struct {
+	TimerID        string `msgpack:"ti"`
+	StartedEventID int64  `msgpack:"st"`
+}
+
+// TimerCanceled records that the workflow canceled a timer.
+type TimerCanceled struct {
+	TimerID                      string `msgpack:"ti"`
+	StartedEventID               int64  `msgpack:"st"`
+	WorkflowTaskCompletedEventID int64  `msgpack:"wc,omitempty"`
+}
+
+// SignalReceived records a signal delivered to the run.
+type SignalReceived struct {
+	Name     string  `msgpack:"n"`
+	Input    Payload `msgpack:"in,omitempty"`
+	Identity string  `msgpack:"id,omitempty"`
+}
+
+// SignalExternalSent records that the workflow signalled another workflow.
+type SignalExternalSent struct {
+	WorkflowID                   string  `msgpack:"w"`
+	RunID                        string  `msgpack:"r,omitempty"`
+	Name                         string  `msgpack:"n"`
+	Input                        Payload `msgpack:"in,omitempty"`
+	Delivered                    bool    `msgpack:"ok,omitempty"`
+	WorkflowTaskCompletedEventID int64   `msgpack:"wc,omitempty"`
+}
+
+// MarkerRecorded records a value produced by workflow code that must replay
+// identically: side-effect values, version markers.
+type MarkerRecorded struct {
+	Name                         string  `msgpack:"n"` // "SideEffect", "MutableSideEffect", "Version"
+	ID                           string  `msgpack:"i,omitempty"`
+	Data                         Payload `msgpack:"d,omitempty"`
+	WorkflowTaskCompletedEventID int64   `msgpack:"wc,omitempty"`
+}
+
+// ChildWorkflowStarted records the start of a child workflow.
+type ChildWorkflowStarted struct {
+	WorkflowID                   string            `msgpack:"w"`
+	RunID                        string            `msgpack:"r"`
+	WorkflowType                 string            `msgpack:"wt"`
+	TaskQueue                    string            `msgpack:"q"`
+	Input                        Payload           `msgpack:"in,omitempty"`
+	ParentClosePolicy            ParentClosePolicy `msgpack:"pc,omitempty"`
+	WorkflowTaskCompletedEventID int64             `msgpack:"wc,omitempty"`
+}
+
+// ChildWorkflowCompleted records a child's result.
+type ChildWorkflowCompleted struct {
+	InitiatedEventID int64   `msgpack:"ie"`
+	WorkflowID       string  `msgpack:"w"`
+	RunID            string  `msgpack:"r"`
+	Result           Payload `msgpack:"res,omitempty"`
+}
+
+// ChildWorkflowFailed records that a child closed without a result (failed,
+// canceled, terminated or timed out; Failure.Type says which).
+type ChildWorkflowFailed struct {
+	InitiatedEventID int64   `msgpack:"ie"`
+	WorkflowID       string  `msgpack:"w"`
+	RunID            string  `msgpack:"r"`
+	Failure          Failure `msgpack:"f"`
+}
+
+// EventType implementations.
+
+func (*WorkflowStarted) EventType() EventType         { return TypeWorkflowStarted }
+func (*WorkflowCompleted) EventType() EventType       { return TypeWorkflowCompleted }
+func (*WorkflowFailed) EventType() EventType          { return TypeWorkflowFailed }
+func (*WorkflowCanceled) EventType() EventType        { return TypeWorkflowCanceled }
+func (*WorkflowTerminated) EventType() EventType      { return TypeWorkflowTerminated }
+func (*WorkflowTimedOut) EventType() EventType        { return TypeWorkflowTimedOut }
+func (*WorkflowContinuedAsNew) EventType() EventType  { return TypeWorkflowContinuedAsNew }
+func (*WorkflowCancelRequested) EventType() EventType { return TypeWorkflowCancelRequested }
+func (*WorkflowTaskCompleted) EventType() EventType   { return TypeWorkflowTaskCompleted }
+func (*WorkflowTaskFailed) EventType() EventType      { return TypeWorkflowTaskFailed }
+func (*ActivityScheduled) EventType() EventType       { return TypeActivityScheduled }
+func (*ActivityStarted) EventType() EventType         { return TypeActivityStarted }
+func (*ActivityCompleted) EventType() EventType       { return TypeActivityCompleted }
+func (*ActivityFailed) EventType() EventType          { return TypeActivityFailed }
+func (*ActivityTimedOut) EventType() EventType        { return TypeActivityTimedOut }
+func (*ActivityCanceled) EventType() EventType        { return TypeActivityCanceled }
+func (*ActivityCancelRequested) EventType() EventType { return TypeActivityCancelRequested }
+func (*ActivityOutcomeUnknown) EventType() EventType  { return TypeActivityOutcomeUnknown }
+func (*ActivityResolved) EventType() EventType        { return TypeActivityResolved }
+func (*ActivityDeduplicated) EventType() EventType    { return TypeActivityDeduplicated }
+func (*ActivityDuplicateDetected) EventType() EventType {
+	return TypeActivityDuplicateDetected
+}
+func (*TimerStarted) EventType() EventType           { return TypeTimerStarted }
+func (*TimerFired) EventType() EventType             { return TypeTimerFired }
+func (*TimerCanceled) EventType() EventType          { return TypeTimerCanceled }
+func (*SignalReceived) EventType() EventType         { return TypeSignalReceived }
+func (*SignalExternalSent) EventType() EventType     { return TypeSignalExternalSent }
+func (*MarkerRecorded) EventType() EventType         { return TypeMarkerRecorded }
+func (*ChildWorkflowStarted) EventType() EventType   { return TypeChildWorkflowStarted }
+func (*ChildWorkflowCompleted) EventType() EventType { return TypeChildWorkflowCompleted }
+func (*ChildWorkflowFailed) EventType() EventType    { return TypeChildWorkflowFailed }

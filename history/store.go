@@ -1,0 +1,170 @@
+package history
+
+import (
+	"context"
+	"errors"
+	"iter"
+)
+
+// Sentinel errors returned by every Store. Check them with errors.Is; the
+// returned error usually wraps one of these with more context.
+var (
+	// ErrNotFound: the run, event or record does not exist.
+	ErrNotFound = errors.New("history: not found")
+	// ErrConflict: an optimistic-concurrency check failed (an append's
+	// expected next event id, or a record Condition). Nothing was written.
+	ErrConflict = errors.New("history: conflict")
+	// ErrCorrupt: a stored record failed its checksum or could not be decoded.
+	// The wrapping error says where (see CorruptError).
+	ErrCorrupt = errors.New("history: corrupt record")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("history: store closed")
+	// ErrInvalid: the request itself is malformed (empty ids, events not
+	// numbered contiguously, an empty key, an unknown space …).
+	ErrInvalid = errors.New("history: invalid request")
+	// ErrLocked: the store's directory is held by another process.
+	ErrLocked = errors.New("history: directory locked by another process")
+	// ErrTooLarge: a single batch exceeds what the store can commit atomically.
+	ErrTooLarge = errors.New("history: batch too large")
+)
+
+// Space names a key space for the engine's small keyed records. Each space
+// is an independent ordered map from key bytes to value bytes; a SQL store
+// maps a space to a table with a bytea primary key.
+type Space uint8
+
+// The record spaces. Never renumber.
+const (
+	spaceInvalid Space = iota
+	// SpaceRunState holds each run's derived state (rewritten each transition).
+	SpaceRunState
+	// SpaceCurrentRun maps a workflow id to its current (latest) run id.
+	SpaceCurrentRun
+	// SpaceTask holds ready tasks (workflow, activity, query tasks).
+	SpaceTask
+	// SpaceTimer holds durable timers ordered by fire time.
+	SpaceTimer
+	// SpaceLedger is the effects ledger keyed by (workflow id, idempotency
+	// key). It outlives runs and is never trimmed by normal operation.
+	SpaceLedger
+	// SpaceIndex holds list/visibility indexes.
+	SpaceIndex
+	// SpaceMeta holds small engine-wide records (schema version, counters).
+	SpaceMeta
+	spaceCount
+)
+
+var spaceNames = [spaceCount]string{"invalid", "runstate", "current", "task", "timer", "ledger", "index", "meta"}
+
+// String returns the space's short name.
+func (s Space) String() string {
+	if s < spaceCount {
+		return spaceNames[s]
+	}
+	return "space?"
+}
+
+// Valid reports whether s is one of the defined spaces.
+func (s Space) Valid() bool { return s > spaceInvalid && s < spaceCount }
+
+// RunRef identifies one run of a workflow.
+type RunRef struct {
+	WorkflowID string
+	RunID      string
+}
+
+// Append adds events to the end of one run's history. Events must be numbered
+// contiguously starting at ExpectedNext; ExpectedNext is 1 for a new run.
+type Append struct {
+	Run          RunRef
+	ExpectedNext int64
+	Events       []Event
+}
+
+// Record is one keyed record in a space. A nil Value in Batch.Puts is stored
+// as an empty value (the key exists).
+type Record struct {
+	Space Space
+	Key   []byte
+	Value []byte
+}
+
+// RecordKey names one record.
+type RecordKey struct {
+	Space Space
+	Key   []byte
+}
+
+// Condition is a precondition on a record, checked atomically with the
+// batch. With Exists false the record must be absent; with Exists true it
+// must be present and, when Value is non-nil, equal to Value byte for byte.
+type Condition struct {
+	Space  Space
+	Key    []byte
+	Exists bool
+	Value  []byte
+}
+
+// Batch is one atomic transaction: all of it is durable or none of it is.
+// Conditions and every Append's ExpectedNext are checked first; if any fails
+// the batch returns ErrConflict and writes nothing.
+type Batch struct {
+	Conditions []Condition
+	Appends    []Append
+	Puts       []Record
+	Deletes    []RecordKey
+}
+
+// Empty reports whether the batch would change nothing.
+func (b *Batch) Empty() bool {
+	return len(b.Appends) == 0 && len(b.Puts) == 0 && len(b.Deletes) == 0
+}
+
+// ScanOptions select a range of records in one space. Keys are compared
+// bytewise. Only keys starting with Prefix are returned; the scan starts
+// after After (exclusive) when it is non-nil, walking in ascending order, or
+// descending when Reverse is set. Limit ≤ 0 means no limit.
+type ScanOptions struct {
+	Prefix  []byte
+	After   []byte
+	Reverse bool
+	Limit   int
+}
+
+// Store is Cairn's durable event log and record store. Implementations must
+// be safe for concurrent use and must pass historytest.Run.
+//
+// Durability: when Commit returns nil the batch is on stable storage (unless
+// the store was opened with durability off, which is for tests only).
+type Store interface {
+	// Commit applies the batch atomically. It returns ErrConflict (wrapped)
+	// when a Condition or an Append's ExpectedNext does not hold, ErrInvalid
+	// for a malformed batch, ErrTooLarge when the batch cannot be committed
+	// in one transaction, ErrClosed after Close, or ctx.Err() when the
+	// context ends before the batch was committed (then it was not).
+	Commit(ctx context.Context, b *Batch) error
+
+	// ReadEvents returns up to limit events of a run with IDs ≥ from, in
+	// order (limit ≤ 0: all). A run with no events returns ErrNotFound. A
+	// damaged record returns an error wrapping ErrCorrupt naming the event.
+	ReadEvents(ctx context.Context, run RunRef, from int64, limit int) ([]Event, error)
+
+	// Events iterates a run's events with IDs ≥ from in order, stopping at
+	// the first error (ErrNotFound for an unknown run, ErrCorrupt …). The
+	// sequence reads one consistent snapshot.
+	Events(ctx context.Context, run RunRef, from int64) iter.Seq2[Event, error]
+
+	// LastEventID returns the ID of the run's last event, or 0 when the run
+	// has no events.
+	LastEventID(ctx context.Context, run RunRef) (int64, error)
+
+	// Get returns a record's value, or ErrNotFound.
+	Get(ctx context.Context, space Space, key []byte) ([]byte, error)
+
+	// Scan returns the records selected by opts, in key order (or reverse).
+	Scan(ctx context.Context, space Space, opts ScanOptions) ([]Record, error)
+
+	// Close flushes and releases the store. It is idempotent; after it every
+	// other method returns ErrClosed.
+	Close() error
+}

@@ -324,9 +324,14 @@ type WorkflowCancelRequested struct {
 
 // WorkflowTaskCompleted marks a decision boundary: the events before it are
 // what the code saw when it produced the commands recorded after it.
+//
+// SeenEventID is the last event the code had seen when it decided. Events
+// between SeenEventID and this event arrived while the task ran: replay
+// delivers them after this decision, exactly as the live code met them.
 type WorkflowTaskCompleted struct {
-	Identity string `msgpack:"id,omitempty"`
-	Attempt  int32  `msgpack:"a,omitempty"`
+	SeenEventID int64  `msgpack:"se"`
+	Identity    string `msgpack:"id,omitempty"`
+	Attempt     int32  `msgpack:"a,omitempty"`
 }
 
 // WorkflowTaskFailed records the first failure of a streak of workflow task
@@ -504,7 +509,7 @@ type SignalExternalSent struct {
 	RunID                        string  `msgpack:"r,omitempty"`
 	Name                         string  `msgpack:"n"`
 	Input                        Payload `msgpack:"in,omitempty"`
-	Delivered                    bool    `msgpack:"ok,omitempty"`
+	Delivered                    bool    `msgpack:"ok,omitempty"` // false: no open run had that id
 	WorkflowTaskCompletedEventID int64   `msgpack:"wc,omitempty"`
 }
 

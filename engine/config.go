@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/cairnflow/cairn/engine/api"
+)
+
+// Limits bound what one run may hold. Each is enforced with
+// api.ErrLimitExceeded and nothing partially written.
+type Limits struct {
+	// MaxPayloadBytes bounds any single payload (input, result, signal,
+	// heartbeat details). Default 2 MB.
+	MaxPayloadBytes int
+	// MaxHistoryEvents bounds a run's history. Default 51,200.
+	MaxHistoryEvents int64
+	// SuggestContinueAsNewAt sets WorkflowTask.ContinueAsNewSuggested from
+	// this history length on. Default 10,240.
+	SuggestContinueAsNewAt int64
+	// MaxPendingActivities, MaxPendingChildren and MaxPendingTimers bound
+	// what one run may have outstanding. Default 2,000 each.
+	MaxPendingActivities int
+	MaxPendingChildren   int
+	MaxPendingTimers     int
+	// MaxIDBytes bounds workflow, run, activity and timer ids, names and
+	// task queue names. Default 1,000.
+	MaxIDBytes int
+}
+
+// DefaultLimits returns the documented defaults.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxPayloadBytes:        2 << 20,
+		MaxHistoryEvents:       51200,
+		SuggestContinueAsNewAt: 10240,
+		MaxPendingActivities:   2000,
+		MaxPendingChildren:     2000,
+		MaxPendingTimers:       2000,
+		MaxIDBytes:             1000,
+	}
+}
+
+func (l *Limits) fillDefaults() {
+	d := DefaultLimits()
+	if l.MaxPayloadBytes == 0 {
+		l.MaxPayloadBytes = d.MaxPayloadBytes
+	}
+	if l.MaxHistoryEvents == 0 {
+		l.MaxHistoryEvents = d.MaxHistoryEvents
+	}
+	if l.SuggestContinueAsNewAt == 0 {
+		l.SuggestContinueAsNewAt = d.SuggestContinueAsNewAt
+	}
+	if l.MaxPendingActivities == 0 {
+		l.MaxPendingActivities = d.MaxPendingActivities
+	}
+	if l.MaxPendingChildren == 0 {
+		l.MaxPendingChildren = d.MaxPendingChildren
+	}
+	if l.MaxPendingTimers == 0 {
+		l.MaxPendingTimers = d.MaxPendingTimers
+	}
+	if l.MaxIDBytes == 0 {
+		l.MaxIDBytes = d.MaxIDBytes
+	}
+}
+
+// Validate reports limits that cannot work.
+func (l Limits) Validate() error {
+	if l.MaxPayloadBytes < 0 || l.MaxHistoryEvents < 0 || l.SuggestContinueAsNewAt < 0 ||
+		l.MaxPendingActivities < 0 || l.MaxPendingChildren < 0 || l.MaxPendingTimers < 0 || l.MaxIDBytes < 0 {
+		return fmt.Errorf("%w: limits must not be negative", api.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// Defaults are the values the engine uses when a request leaves a timeout
+// or policy unset.
+type Defaults struct {
+	// TaskTimeout bounds a workflow task. Default 10 s.
+	TaskTimeout time.Duration
+	// StartToCloseTimeout is used for activities that set neither
+	// start-to-close nor schedule-to-close. Default 10 min.
+	StartToCloseTimeout time.Duration
+	// RetryInitialInterval is the first retry backoff. Default 1 s.
+	RetryInitialInterval time.Duration
+	// RetryBackoffCoefficient multiplies each backoff. Default 2.
+	RetryBackoffCoefficient float64
+	// StickyTimeout is how long a workflow task waits on a worker's sticky
+	// queue before it falls back to the normal queue. Default 2 s.
+	StickyTimeout time.Duration
+	// WorkflowTaskMaxBackoff caps the delay between retries of a failing
+	// workflow task. Default 10 min.
+	WorkflowTaskMaxBackoff time.Duration
+}
+
+// DefaultDefaults returns the documented defaults.
+func DefaultDefaults() Defaults {
+	return Defaults{
+		TaskTimeout:             10 * time.Second,
+		StartToCloseTimeout:     10 * time.Minute,
+		RetryInitialInterval:    time.Second,
+		RetryBackoffCoefficient: 2,
+		StickyTimeout:           2 * time.Second,
+		WorkflowTaskMaxBackoff:  10 * time.Minute,
+	}
+}
+
+func (d *Defaults) fillDefaults() {
+	z := DefaultDefaults()
+	if d.TaskTimeout == 0 {
+		d.TaskTimeout = z.TaskTimeout
+	}
+	if d.StartToCloseTimeout == 0 {
+		d.StartToCloseTimeout = z.StartToCloseTimeout
+	}
+	if d.RetryInitialInterval == 0 {
+		d.RetryInitialInterval = z.RetryInitialInterval
+	}
+	if d.RetryBackoffCoefficient == 0 {
+		d.RetryBackoffCoefficient = z.RetryBackoffCoefficient
+	}
+	if d.StickyTimeout == 0 {
+		d.StickyTimeout = z.StickyTimeout
+	}
+	if d.WorkflowTaskMaxBackoff == 0 {
+		d.WorkflowTaskMaxBackoff = z.WorkflowTaskMaxBackoff
+	}
+}

@@ -1,0 +1,312 @@
+// Package engine is Cairn's workflow engine: durable runs, workflow and
+// activity tasks under leases, exact timers, retries, signals, children,
+// the effects ledger and recovery, over a history.Store.
+//
+// It has two layers. Machine (machine*.go) is a pure state machine per run:
+// it takes a run's state, an input and the time, and returns new events, the
+// new state, and what to dispatch — no I/O, no clock, no goroutines. Engine
+// (this file and service*.go) owns the store, runs each input through the
+// machine in one store transaction, and keeps the ready-task queues, the
+// waiting pollers and the timer heap in memory, rebuilt from the store when
+// it opens.
+//
+// Use:
+//
+//	st, _ := badgerstore.Open(badgerstore.Options{Dir: "./cairn-data"})
+//	eng, _ := engine.Open(engine.Options{Store: st})
+//	defer st.Close()
+//	defer eng.Close()
+//	var svc api.Service = eng
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/internal/matching"
+	"github.com/cairnflow/cairn/engine/internal/timerq"
+	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/internal/clock"
+)
+
+// Options configure an Engine. Store is required; everything else has a
+// documented default.
+type Options struct {
+	// Store is the durable log. The engine does not close it.
+	Store history.Store
+	// Clock is the time source (default: the real clock).
+	Clock clock.Clock
+	// Limits bound each run (default DefaultLimits()).
+	Limits Limits
+	// Defaults fill unset timeouts and policies (default DefaultDefaults()).
+	Defaults Defaults
+	// PollTimeout bounds a long poll (default 60 s).
+	PollTimeout time.Duration
+	// Logger receives the engine's structured logs (default: discarded).
+	Logger *zerolog.Logger
+	// NewRunID generates run ids (default: 128 random bits, hex).
+	NewRunID func() string
+}
+
+// Validate checks the options.
+func (o *Options) Validate() error {
+	if o.Store == nil {
+		return fmt.Errorf("%w: engine: Options.Store is required", api.ErrInvalidArgument)
+	}
+	if o.PollTimeout < 0 {
+		return fmt.Errorf("%w: engine: PollTimeout must not be negative", api.ErrInvalidArgument)
+	}
+	return o.Limits.Validate()
+}
+
+func (o *Options) fillDefaults() {
+	if o.Clock == nil {
+		o.Clock = clock.Real()
+	}
+	o.Limits.fillDefaults()
+	o.Defaults.fillDefaults()
+	if o.PollTimeout == 0 {
+		o.PollTimeout = 60 * time.Second
+	}
+	if o.Logger == nil {
+		l := zerolog.Nop()
+		o.Logger = &l
+	}
+	if o.NewRunID == nil {
+		o.NewRunID = randomID
+	}
+}
+
+func randomID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ErrClosed is returned (wrapping api.ErrUnavailable) after Close.
+var ErrClosed = fmt.Errorf("%w: engine closed", api.ErrUnavailable)
+
+const lockStripes = 512
+
+// retryDelay is how long a deadline whose transition failed waits before
+// it is tried again.
+const retryDelay = time.Second
+
+// Engine implements api.Service over a history.Store.
+type Engine struct {
+	opts  Options
+	store history.Store
+	clk   clock.Clock
+	m     *Machine
+	log   zerolog.Logger
+
+	stripes [lockStripes]sync.Mutex
+
+	mu   sync.RWMutex
+	open map[string]*runEntry // open run per workflow id
+
+	wftQ   *matching.Queues[wftItem]
+	actQ   *matching.Queues[actItem]
+	timers *timerq.Queue[timerKey]
+
+	bootGen int64
+	epochs  atomic.Int64
+	seq     atomic.Int64
+
+	queriesMu sync.Mutex
+	queries   map[string]*pendingQuery
+
+	closed   atomic.Bool
+	inflight sync.WaitGroup
+	bg       sync.WaitGroup
+	stop     chan struct{}
+
+	stats Stats
+}
+
+// runEntry is an open run in memory. ref and parent never change; state is
+// read and replaced only under the workflow id's stripe lock.
+type runEntry struct {
+	ref     history.RunRef
+	parent  *ParentRef
+	state   *RunState
+	changed chan struct{} // closed and replaced after every transition
+}
+
+type wftItem struct {
+	ref   history.RunRef
+	seq   int64
+	query *pendingQuery
+}
+
+type actItem struct {
+	ref     history.RunRef
+	schedID int64
+	attempt int32
+	recon   bool
+}
+
+type timerKey struct {
+	ref history.RunRef
+	d   Deadline
+}
+
+// Open starts an engine over opts.Store, rebuilding queues and timers from
+// the open runs it finds there.
+func Open(opts Options) (*Engine, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts.fillDefaults()
+	e := &Engine{
+		opts:    opts,
+		store:   opts.Store,
+		clk:     opts.Clock,
+		log:     *opts.Logger,
+		open:    map[string]*runEntry{},
+		wftQ:    matching.NewQueues[wftItem](),
+		actQ:    matching.NewQueues[actItem](),
+		queries: map[string]*pendingQuery{},
+		stop:    make(chan struct{}),
+	}
+	e.m = &Machine{Limits: opts.Limits, Defaults: opts.Defaults, NewRunID: opts.NewRunID}
+	e.timers = timerq.New(e.clk, e.onTimer)
+	if err := e.recover(context.Background()); err != nil {
+		return nil, err
+	}
+	e.timers.Start()
+	return e, nil
+}
+
+// Close stops the engine: pollers return empty, new calls fail with
+// ErrClosed, and Close waits for calls in flight to finish their commits.
+// It does not close the store. Close is idempotent.
+func (e *Engine) Close() error {
+	if e.closed.Swap(true) {
+		return nil
+	}
+	close(e.stop)
+	e.wftQ.Close()
+	e.actQ.Close()
+	e.timers.Stop()
+	e.inflight.Wait()
+	e.bg.Wait()
+	return nil
+}
+
+// enter marks a call in flight; it fails after Close.
+func (e *Engine) enter() error {
+	e.inflight.Add(1)
+	if e.closed.Load() {
+		e.inflight.Done()
+		return ErrClosed
+	}
+	return nil
+}
+
+func (e *Engine) leave() { e.inflight.Done() }
+
+// nextEpoch returns a lease or task epoch unique across restarts.
+func (e *Engine) nextEpoch() int64 { return e.bootGen<<32 | e.epochs.Add(1) }
+
+func stripe(workflowID string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(workflowID))
+	return int(h.Sum32() % lockStripes)
+}
+
+// lock takes the stripe locks of the given workflow ids in a fixed order,
+// so that transitions spanning several runs never deadlock.
+func (e *Engine) lock(ids ...string) func() {
+	idx := make([]int, 0, len(ids))
+	for _, id := range ids {
+		idx = append(idx, stripe(id))
+	}
+	sort.Ints(idx)
+	held := idx[:0]
+	for i, s := range idx {
+		if i > 0 && s == idx[i-1] {
+			continue
+		}
+		e.stripes[s].Lock()
+		held = append(held, s)
+	}
+	return func() {
+		for i := len(held) - 1; i >= 0; i-- {
+			e.stripes[held[i]].Unlock()
+		}
+	}
+}
+
+// openRun returns the open run of a workflow id (nil if none). Call with
+// the workflow id's lock held.
+func (e *Engine) openRun(workflowID string) *runEntry {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.open[workflowID]
+}
+
+// parentOf returns the immutable parent of the open run of workflowID.
+func (e *Engine) parentOf(workflowID string) *ParentRef {
+	if r := e.openRun(workflowID); r != nil {
+		return r.parent
+	}
+	return nil
+}
+
+// loadState returns a run's state: from memory when it is open, else from
+// the store. Call with the workflow id's lock held. runID "" means the
+// current run.
+func (e *Engine) loadState(ctx context.Context, workflowID, runID string) (*RunState, *runEntry, error) {
+	if r := e.openRun(workflowID); r != nil && (runID == "" || runID == r.ref.RunID) {
+		return r.state, r, nil
+	}
+	if runID == "" {
+		cur, err := e.store.Get(ctx, history.SpaceCurrentRun, curKey(workflowID))
+		if errors.Is(err, history.ErrNotFound) {
+			return nil, nil, api.Errorf(api.ErrNotFound, "workflow %q", workflowID)
+		}
+		if err != nil {
+			return nil, nil, storeErr(err)
+		}
+		runID = string(cur)
+	}
+	data, err := e.store.Get(ctx, history.SpaceRunState, stateKey(history.RunRef{WorkflowID: workflowID, RunID: runID}))
+	if errors.Is(err, history.ErrNotFound) {
+		return nil, nil, api.Errorf(api.ErrNotFound, "workflow %q run %q", workflowID, runID)
+	}
+	if err != nil {
+		return nil, nil, storeErr(err)
+	}
+	st, err := decodeState(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, nil, nil
+}
+
+// storeErr maps a store failure onto the api's errors.
+func storeErr(err error) error {
+	switch {
+	case errors.Is(err, history.ErrClosed):
+		return fmt.Errorf("%w: %w", api.ErrUnavailable, err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.Is(err, history.ErrTooLarge):
+		return fmt.Errorf("%w: %w", api.ErrLimitExceeded, err)
+	}
+	return fmt.Errorf("%w: %w", api.ErrInternal, err)
+}
+
+func (e *Engine) now() time.Time { return e.clk.Now().UTC() }

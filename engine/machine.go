@@ -1,0 +1,410 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
+)
+
+// Machine is the pure run state machine: (run state, input, now) → (new
+// events, new state, what to dispatch, which deadlines to arm, what other
+// runs it touches). It does no I/O, starts no goroutine and reads no clock;
+// the Service (engine.go) owns the store, the locks and the queues and runs
+// every input through a Machine inside one store transaction.
+//
+// Every input method mutates the state it is given and returns an Output.
+// On error nothing in Output is meaningful and the caller must discard the
+// state (the service always hands the machine a Clone).
+type Machine struct {
+	Limits   Limits
+	Defaults Defaults
+	// NewRunID returns a fresh run id (random in the service, a counter in
+	// tests).
+	NewRunID func() string
+}
+
+// DeadlineKind names what a deadline is for.
+type DeadlineKind uint8
+
+// The deadline kinds.
+const (
+	DeadlineUserTimer DeadlineKind = iota + 1
+	DeadlineActivityLease
+	DeadlineScheduleToStart
+	DeadlineScheduleToClose
+	DeadlineActivityRetry
+	DeadlineWFTTimeout
+	DeadlineWFTBackoff
+	DeadlineStickyFallback
+	DeadlineRunTimeout
+	DeadlineExecutionTimeout
+)
+
+// Deadline is a moment at which the machine wants to be told the time
+// (Machine.Fire). Deadlines are hints: Fire checks that the deadline still
+// applies, so stale ones cost nothing.
+type Deadline struct {
+	At    time.Time
+	Kind  DeadlineKind
+	ID    int64  // scheduled event id for activity deadlines
+	Name  string // timer id for user timers
+	Epoch int64  // lease epoch, attempt or schedule sequence it belongs to
+}
+
+// Output is what one input produced.
+type Output struct {
+	// Events are the new events, numbered from the state's former NextEventID.
+	Events []history.Event
+	// WFTReady: enqueue the run's workflow task.
+	WFTReady bool
+	// ActivitiesReady: enqueue these activities (scheduled event ids).
+	ActivitiesReady []int64
+	// Deadlines to arm.
+	Deadlines []Deadline
+	// Closed: the run closed with this input.
+	Closed bool
+	// ChildStarts are children to start in the same transaction.
+	ChildStarts []ChildStart
+	// SignalsOut are signals to deliver in the same transaction.
+	SignalsOut []SignalOut
+	// ContinueAsNew is the next run to start in the same transaction.
+	ContinueAsNew *StartParams
+	// CloseChildren are open children whose parent-close policy applies.
+	CloseChildren []ChildInfo
+	// Ledger lists effects-ledger changes (idempotency keys touched).
+	Ledger []LedgerChange
+	// Duplicate is set when a stale attempt proved an effect happened twice.
+	Duplicate *history.ActivityDuplicateDetected
+}
+
+// ChildStart is a child run to start on behalf of a parent.
+type ChildStart struct {
+	Params StartParams
+}
+
+// SignalOut is a signal the run sends to another.
+type SignalOut struct {
+	WorkflowID string
+	RunID      string
+	Name       string
+	Input      history.Payload
+	Identity   string
+}
+
+// LedgerChange records what happened to one idempotency key.
+type LedgerChange struct {
+	Key              string
+	State            LedgerState
+	ScheduledEventID int64
+	ActivityType     string
+	Result           history.Payload
+}
+
+// ErrUnhandledEvents is returned by CompleteWorkflowTask when the commands
+// close the run but events arrived while the task ran: the code must see
+// them first. The task is rescheduled; nothing is written.
+var ErrUnhandledEvents = errors.New("engine: new events arrived while the workflow task ran")
+
+type transition struct {
+	m   *Machine
+	st  *RunState
+	now time.Time
+	out Output
+}
+
+func (m *Machine) begin(st *RunState, now time.Time) *transition {
+	return &transition{m: m, st: st, now: now}
+}
+
+// add appends an event and returns its id.
+func (t *transition) add(attrs history.Attributes) int64 {
+	id := t.st.NextEventID
+	t.st.NextEventID++
+	t.out.Events = append(t.out.Events, history.Event{ID: id, Time: t.now, Attrs: attrs})
+	return id
+}
+
+func (t *transition) deadline(d Deadline) {
+	if d.At.IsZero() {
+		return
+	}
+	t.out.Deadlines = append(t.out.Deadlines, d)
+}
+
+// needWFT schedules a workflow task unless one is scheduled or started.
+func (t *transition) needWFT() {
+	st := t.st
+	if !st.Status.Open() || st.WFT.Scheduled {
+		return
+	}
+	st.WFT.Scheduled = true
+	if st.WFT.Attempt == 0 {
+		st.WFT.Attempt = 1
+	}
+	if st.WFT.BackoffUntil.After(t.now) {
+		t.deadline(Deadline{At: st.WFT.BackoffUntil, Kind: DeadlineWFTBackoff})
+		return
+	}
+	t.out.WFTReady = true
+}
+
+// StartParams describe a new run.
+type StartParams struct {
+	Request           api.StartWorkflowRequest
+	RunID             string
+	FirstRunID        string
+	Parent            *ParentRef
+	ContinuedFrom     string
+	ExecutionDeadline time.Time
+}
+
+// Start creates a run's state and its first event.
+func (m *Machine) Start(p StartParams, now time.Time) (*RunState, Output) {
+	req := p.Request
+	st := &RunState{
+		WorkflowID:       req.WorkflowID,
+		RunID:            p.RunID,
+		FirstRunID:       p.FirstRunID,
+		WorkflowType:     req.WorkflowType,
+		TaskQueue:        req.TaskQueue,
+		Status:           api.StatusRunning,
+		RequestID:        req.RequestID,
+		StartTime:        now,
+		ExecutionTimeout: req.ExecutionTimeout,
+		RunTimeout:       req.RunTimeout,
+		TaskTimeout:      req.TaskTimeout,
+		NextEventID:      1,
+		Parent:           p.Parent,
+	}
+	if st.FirstRunID == "" {
+		st.FirstRunID = p.RunID
+	}
+	if st.TaskTimeout == 0 {
+		st.TaskTimeout = m.Defaults.TaskTimeout
+	}
+	t := m.begin(st, now)
+	started := &history.WorkflowStarted{
+		WorkflowType: req.WorkflowType, TaskQueue: req.TaskQueue, Input: req.Input,
+		ExecutionTimeout: req.ExecutionTimeout, RunTimeout: req.RunTimeout, TaskTimeout: st.TaskTimeout,
+		ContinuedFromRunID: p.ContinuedFrom, FirstRunID: st.FirstRunID, Identity: req.Identity,
+	}
+	if p.Parent != nil {
+		started.ParentWorkflowID = p.Parent.WorkflowID
+		started.ParentRunID = p.Parent.RunID
+		started.ParentInitiatedEventID = p.Parent.InitiatedEventID
+	}
+	t.add(started)
+	st.ExecutionDeadline = p.ExecutionDeadline
+	if st.ExecutionDeadline.IsZero() && req.ExecutionTimeout > 0 {
+		st.ExecutionDeadline = now.Add(req.ExecutionTimeout)
+	}
+	if req.RunTimeout > 0 {
+		st.RunDeadline = now.Add(req.RunTimeout)
+	}
+	t.deadline(Deadline{At: st.ExecutionDeadline, Kind: DeadlineExecutionTimeout})
+	t.deadline(Deadline{At: st.RunDeadline, Kind: DeadlineRunTimeout})
+	t.needWFT()
+	return st, t.out
+}
+
+// Signal delivers a signal.
+func (m *Machine) Signal(st *RunState, name string, input history.Payload, identity string, now time.Time) (Output, error) {
+	if err := m.checkOpen(st); err != nil {
+		return Output{}, err
+	}
+	if err := m.checkGrowth(st, 1); err != nil {
+		return Output{}, err
+	}
+	t := m.begin(st, now)
+	t.add(&history.SignalReceived{Name: name, Input: input, Identity: identity})
+	t.needWFT()
+	return t.out, nil
+}
+
+// RequestCancel records a cancel request (once).
+func (m *Machine) RequestCancel(st *RunState, reason, identity string, now time.Time) (Output, error) {
+	if err := m.checkOpen(st); err != nil {
+		return Output{}, err
+	}
+	t := m.begin(st, now)
+	if st.CancelRequested {
+		return t.out, nil
+	}
+	st.CancelRequested = true
+	t.add(&history.WorkflowCancelRequested{Reason: reason, Identity: identity})
+	t.needWFT()
+	return t.out, nil
+}
+
+// Terminate closes the run at once.
+func (m *Machine) Terminate(st *RunState, reason string, details history.Payload, identity string, now time.Time) (Output, error) {
+	if err := m.checkOpen(st); err != nil {
+		return Output{}, err
+	}
+	t := m.begin(st, now)
+	t.add(&history.WorkflowTerminated{Reason: reason, Details: details, Identity: identity})
+	t.close(api.StatusTerminated, history.Payload{}, &history.Failure{Type: "Terminated", Message: reason, NonRetryable: true})
+	return t.out, nil
+}
+
+func (m *Machine) checkOpen(st *RunState) error {
+	if !st.Status.Open() {
+		return api.Errorf(api.ErrWorkflowClosed, "workflow %q run %q is %s", st.WorkflowID, st.RunID, st.Status)
+	}
+	return nil
+}
+
+// checkGrowth refuses inputs that would push the history past its limit.
+func (m *Machine) checkGrowth(st *RunState, n int64) error {
+	if m.Limits.MaxHistoryEvents > 0 && st.NextEventID-1+n > m.Limits.MaxHistoryEvents {
+		return api.Errorf(api.ErrLimitExceeded, "history of workflow %q run %q would exceed %d events; continue as new",
+			st.WorkflowID, st.RunID, m.Limits.MaxHistoryEvents)
+	}
+	return nil
+}
+
+// close ends the run.
+func (t *transition) close(status api.Status, result history.Payload, failure *history.Failure) {
+	st := t.st
+	st.Status = status
+	st.CloseTime = t.now
+	st.Result = result
+	st.Failure = failure
+	st.WFT = WFTState{}
+	t.out.Closed = true
+	t.out.WFTReady = false
+	for _, id := range sortedKeys(st.Children) {
+		if c := st.Children[id]; c.ParentClosePolicy != history.ParentCloseAbandon && c.RunID != "" {
+			t.out.CloseChildren = append(t.out.CloseChildren, *c)
+		}
+	}
+}
+
+// SuggestContinueAsNew reports whether the run's history is long enough to
+// suggest continuing as new.
+func (m *Machine) SuggestContinueAsNew(st *RunState) bool {
+	return m.Limits.SuggestContinueAsNewAt > 0 && st.NextEventID-1 >= m.Limits.SuggestContinueAsNewAt
+}
+
+// idempotencyKey derives an action's key; see docs/effects.md.
+func idempotencyKey(workflowID, activityType string, material []byte, occurrence int32) string {
+	h := sha256.New()
+	writeField(h, []byte(workflowID))
+	writeField(h, []byte(activityType))
+	writeField(h, material)
+	writeField(h, []byte(strconv.FormatInt(int64(occurrence), 10)))
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// IdempotencyKey is the exported form of the key derivation, for tools and
+// tests: hash(workflow id, activity type, key material, occurrence).
+func IdempotencyKey(workflowID, activityType string, material []byte, occurrence int32) string {
+	return idempotencyKey(workflowID, activityType, material, occurrence)
+}
+
+type byteWriter interface{ Write([]byte) (int, error) }
+
+// writeField writes a length-prefixed field so that no two different
+// tuples hash the same bytes.
+func writeField(h byteWriter, b []byte) {
+	var n [8]byte
+	l := uint64(len(b))
+	for i := 7; i >= 0; i-- {
+		n[i] = byte(l)
+		l >>= 8
+	}
+	_, _ = h.Write(n[:])
+	_, _ = h.Write(b)
+}
+
+func occurrenceKey(activityType string, material []byte) string {
+	sum := sha256.Sum256(material)
+	return activityType + "\x00" + hex.EncodeToString(sum[:12])
+}
+
+// backoff returns the wait before retry number attempt+1.
+func (m *Machine) backoff(p *history.RetryPolicy, attempt int32) time.Duration {
+	initial := m.Defaults.RetryInitialInterval
+	coef := m.Defaults.RetryBackoffCoefficient
+	var maxInterval time.Duration
+	if p != nil {
+		if p.InitialInterval > 0 {
+			initial = p.InitialInterval
+		}
+		if p.BackoffCoefficient >= 1 {
+			coef = p.BackoffCoefficient
+		}
+		maxInterval = p.MaximumInterval
+	}
+	if maxInterval <= 0 {
+		maxInterval = 100 * initial
+	}
+	d := float64(initial) * math.Pow(coef, float64(attempt-1))
+	if d > float64(maxInterval) || math.IsInf(d, 0) || math.IsNaN(d) {
+		return maxInterval
+	}
+	return time.Duration(d)
+}
+
+func retryable(p *history.RetryPolicy, f *history.Failure, attempt int32) bool {
+	if f != nil && f.NonRetryable {
+		return false
+	}
+	if p == nil {
+		return true
+	}
+	if p.MaximumAttempts > 0 && attempt >= p.MaximumAttempts {
+		return false
+	}
+	return f == nil || !slices.Contains(p.NonRetryableErrorTypes, f.Type)
+}
+
+func (m *Machine) checkID(what, id string, required bool) error {
+	if required && id == "" {
+		return api.Errorf(api.ErrInvalidArgument, "%s is required", what)
+	}
+	if len(id) > m.Limits.MaxIDBytes {
+		return api.Errorf(api.ErrLimitExceeded, "%s is %d bytes, limit %d", what, len(id), m.Limits.MaxIDBytes)
+	}
+	return nil
+}
+
+func (m *Machine) checkPayload(what string, p history.Payload) error {
+	if len(p.Data) > m.Limits.MaxPayloadBytes {
+		return api.Errorf(api.ErrLimitExceeded, "%s payload is %d bytes, limit %d", what, len(p.Data), m.Limits.MaxPayloadBytes)
+	}
+	return nil
+}
+
+// ValidateStart checks a start request against the limits.
+func (m *Machine) ValidateStart(req *api.StartWorkflowRequest) error {
+	for _, c := range []struct {
+		what, id string
+	}{{"workflow id", req.WorkflowID}, {"workflow type", req.WorkflowType}, {"task queue", req.TaskQueue}} {
+		if err := m.checkID(c.what, c.id, true); err != nil {
+			return err
+		}
+	}
+	if req.ExecutionTimeout < 0 || req.RunTimeout < 0 || req.TaskTimeout < 0 {
+		return api.Errorf(api.ErrInvalidArgument, "timeouts must not be negative")
+	}
+	if req.ReusePolicy > api.RejectDuplicate || req.ConflictPolicy > api.ConflictUseExisting {
+		return api.Errorf(api.ErrInvalidArgument, "unknown reuse or conflict policy")
+	}
+	return m.checkPayload("input", req.Input)
+}
+
+func fmtFailure(f *history.Failure) string {
+	if f == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s: %s", f.Type, f.Message)
+}

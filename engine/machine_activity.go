@@ -1,0 +1,434 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
+)
+
+// LedgerState is where an idempotency key stands in the effects ledger.
+type LedgerState uint8
+
+// The ledger states.
+const (
+	// LedgerInFlight: intent recorded, no outcome yet.
+	LedgerInFlight LedgerState = iota + 1
+	// LedgerCompleted: the action happened; the entry holds its result.
+	LedgerCompleted
+	// LedgerUnknown: an attempt's outcome is unknown.
+	LedgerUnknown
+	// LedgerNotHappened: the action did not take place (failed for good,
+	// resolved as not happened); a later schedule may perform it.
+	LedgerNotHappened
+)
+
+func (t *transition) scheduleActivity(c *api.ScheduleActivityCommand, wtc int64) func() {
+	st := t.st
+	opts := c.Options
+	if opts.TaskQueue == "" {
+		opts.TaskQueue = st.TaskQueue
+	}
+	if opts.StartToCloseTimeout == 0 && opts.ScheduleToCloseTimeout == 0 {
+		opts.StartToCloseTimeout = t.m.Defaults.StartToCloseTimeout
+	}
+	key := ""
+	if c.Effect != history.Read {
+		material := c.KeyMaterial
+		if material == nil {
+			material = c.Input.Data
+		}
+		if st.Occurrences == nil {
+			st.Occurrences = map[string]int32{}
+		}
+		ok := occurrenceKey(c.ActivityType, material)
+		st.Occurrences[ok]++
+		key = idempotencyKey(st.WorkflowID, c.ActivityType, material, st.Occurrences[ok])
+	}
+	id := t.add(&history.ActivityScheduled{ActivityID: c.ActivityID, ActivityType: c.ActivityType, Input: c.Input,
+		Options: opts, Effect: c.Effect, IdempotencyKey: key, HasReconcile: c.HasReconcile, WorkflowTaskCompletedEventID: wtc})
+	if st.Activities == nil {
+		st.Activities = map[int64]*ActivityInfo{}
+	}
+	a := &ActivityInfo{ScheduledEventID: id, ActivityID: c.ActivityID, ActivityType: c.ActivityType, Options: opts,
+		Effect: c.Effect, IdempotencyKey: key, HasReconcile: c.HasReconcile, ScheduledTime: t.now,
+		State: api.ActivityStateScheduled, Attempt: 1}
+	st.Activities[id] = a
+	if opts.ScheduleToCloseTimeout > 0 {
+		t.deadline(Deadline{At: t.now.Add(opts.ScheduleToCloseTimeout), Kind: DeadlineScheduleToClose, ID: id})
+	}
+	t.readyActivity(a)
+	return nil
+}
+
+// readyActivity puts a scheduled attempt on its queue.
+func (t *transition) readyActivity(a *ActivityInfo) {
+	a.State = api.ActivityStateScheduled
+	t.out.ActivitiesReady = append(t.out.ActivitiesReady, a.ScheduledEventID)
+	if a.Options.ScheduleToStartTimeout > 0 && !a.Reconciling {
+		t.deadline(Deadline{At: t.now.Add(a.Options.ScheduleToStartTimeout), Kind: DeadlineScheduleToStart,
+			ID: a.ScheduledEventID, Epoch: int64(a.Attempt)})
+	}
+}
+
+func (t *transition) cancelActivity(schedID int64, wtc int64) func() {
+	t.add(&history.ActivityCancelRequested{ScheduledEventID: schedID, WorkflowTaskCompletedEventID: wtc})
+	a, ok := t.st.Activities[schedID]
+	if !ok {
+		return nil
+	}
+	a.CancelRequested = true
+	if a.State != api.ActivityStateScheduled && a.State != api.ActivityStateBackoff {
+		return nil // a running attempt learns it from its heartbeat; an unknown outcome stays paused
+	}
+	if a.Effect == history.SideEffect && a.StartedEventID != 0 {
+		return nil // an earlier attempt may have taken effect: let it resolve
+	}
+	return func() {
+		delete(t.st.Activities, schedID)
+		t.add(&history.ActivityCanceled{ScheduledEventID: schedID})
+		t.needWFT()
+	}
+}
+
+// ActivityDispatched leases a scheduled attempt to a worker. For Idempotent
+// and SideEffect activities it writes ActivityStarted (intent before
+// effect): the caller commits it durably before the task leaves the engine.
+func (m *Machine) ActivityDispatched(st *RunState, schedID int64, epoch int64, identity string, now time.Time) (Output, error) {
+	a, ok := st.Activities[schedID]
+	if !ok || a.State != api.ActivityStateScheduled || !st.Status.Open() {
+		return Output{}, api.Errorf(api.ErrStaleAttempt, "activity %d is not waiting for a worker", schedID)
+	}
+	t := m.begin(st, now)
+	a.State = api.ActivityStateStarted
+	a.LeaseEpoch = epoch
+	a.StartedTime = now
+	a.LastHeartbeat = time.Time{}
+	a.Identity = identity
+	a.LeaseDeadline = leaseDeadline(a, now)
+	a.StartedEventID = 0
+	if a.Effect != history.Read || a.Reconciling {
+		a.StartedEventID = t.add(&history.ActivityStarted{ScheduledEventID: schedID, Attempt: a.Attempt, LeaseEpoch: epoch,
+			Identity: identity, Reconcile: a.Reconciling})
+		if !a.Reconciling {
+			t.out.Ledger = append(t.out.Ledger, LedgerChange{Key: a.IdempotencyKey, State: LedgerInFlight,
+				ScheduledEventID: schedID, ActivityType: a.ActivityType})
+		}
+	}
+	t.deadline(Deadline{At: a.LeaseDeadline, Kind: DeadlineActivityLease, ID: schedID, Epoch: epoch})
+	return t.out, nil
+}
+
+// leaseDeadline is when an attempt's lease ends without news from the worker.
+func leaseDeadline(a *ActivityInfo, from time.Time) time.Time {
+	end := a.StartedTime.Add(a.Options.StartToCloseTimeout)
+	if a.Options.StartToCloseTimeout == 0 {
+		end = a.ScheduledTime.Add(a.Options.ScheduleToCloseTimeout)
+	}
+	if hb := a.Options.HeartbeatTimeout; hb > 0 && from.Add(hb).Before(end) {
+		return from.Add(hb)
+	}
+	return end
+}
+
+// current returns the activity if epoch names its live attempt.
+func (m *Machine) current(st *RunState, schedID, epoch int64) (*ActivityInfo, error) {
+	a, ok := st.Activities[schedID]
+	if !ok || a.LeaseEpoch != epoch || (a.State != api.ActivityStateStarted && a.State != api.ActivityStateUnknown) {
+		return nil, api.Errorf(api.ErrStaleAttempt, "activity %d of workflow %q: lease %d is not current", schedID, st.WorkflowID, epoch)
+	}
+	if !st.Status.Open() {
+		return nil, api.Errorf(api.ErrWorkflowClosed, "workflow %q run %q is %s", st.WorkflowID, st.RunID, st.Status)
+	}
+	return a, nil
+}
+
+// Heartbeat extends the lease of the current attempt. It changes only
+// in-memory lease state: heartbeats are not written to history.
+func (m *Machine) Heartbeat(st *RunState, schedID, epoch int64, details history.Payload, now time.Time) (time.Time, bool, error) {
+	a, err := m.current(st, schedID, epoch)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	if err := m.checkPayload("heartbeat details", details); err != nil {
+		return time.Time{}, false, err
+	}
+	a.LastHeartbeat = now
+	a.HeartbeatDetails = details
+	if a.State == api.ActivityStateStarted {
+		a.LeaseDeadline = leaseDeadline(a, now)
+	}
+	return a.LeaseDeadline, a.CancelRequested, nil
+}
+
+// ActivityCompleted records the current attempt's result. A completion of
+// the current attempt that arrives while the run is paused on it resolves
+// the pause: the effect evidently happened.
+func (m *Machine) ActivityCompleted(st *RunState, schedID, epoch int64, result history.Payload, identity string, now time.Time) (Output, error) {
+	a, err := m.current(st, schedID, epoch)
+	if err != nil {
+		return Output{}, err
+	}
+	if err := firstErr(m.checkPayload("activity result", result), m.checkGrowth(st, 2)); err != nil {
+		return Output{}, err
+	}
+	t := m.begin(st, now)
+	if a.Reconciling {
+		t.add(&history.ActivityResolved{ScheduledEventID: schedID, Resolution: history.ResolvedHappened, Result: result,
+			By: "reconcile", Reason: "the Reconcile lookup found the action"})
+	} else {
+		t.startedForRead(a)
+		t.add(&history.ActivityCompleted{ScheduledEventID: schedID, StartedEventID: a.StartedEventID, Result: result, Identity: identity})
+	}
+	t.finishActivity(a, LedgerCompleted, result)
+	return t.out, nil
+}
+
+// startedForRead writes the ActivityStarted of a Read attempt, which is
+// recorded with its outcome rather than before dispatch.
+func (t *transition) startedForRead(a *ActivityInfo) {
+	if a.StartedEventID == 0 {
+		a.StartedEventID = t.add(&history.ActivityStarted{ScheduledEventID: a.ScheduledEventID, Attempt: a.Attempt,
+			LeaseEpoch: a.LeaseEpoch, Identity: a.Identity})
+	}
+}
+
+func (t *transition) finishActivity(a *ActivityInfo, ls LedgerState, result history.Payload) {
+	delete(t.st.Activities, a.ScheduledEventID)
+	if a.IdempotencyKey != "" {
+		t.out.Ledger = append(t.out.Ledger, LedgerChange{Key: a.IdempotencyKey, State: ls, ScheduledEventID: a.ScheduledEventID,
+			ActivityType: a.ActivityType, Result: result})
+	}
+	t.needWFT()
+}
+
+// FailureKind says how an attempt ended without a result.
+type FailureKind uint8
+
+// The failure kinds.
+const (
+	// FailedError: the activity returned an error.
+	FailedError FailureKind = iota
+	// FailedOutcomeUnknown: the tool cannot tell whether the effect happened.
+	FailedOutcomeUnknown
+	// FailedNotHappened: a Reconcile lookup found the action did not happen.
+	FailedNotHappened
+	// FailedCanceled: the attempt stopped on a cancel request.
+	FailedCanceled
+)
+
+// ActivityFailed records the end of the current attempt without a result.
+func (m *Machine) ActivityFailed(st *RunState, schedID, epoch int64, f history.Failure, kind FailureKind, now time.Time) (Output, error) {
+	a, err := m.current(st, schedID, epoch)
+	if err != nil {
+		return Output{}, err
+	}
+	if err := m.checkGrowth(st, 3); err != nil {
+		return Output{}, err
+	}
+	t := m.begin(st, now)
+	failure := f
+	a.LastFailure = &failure
+	switch {
+	case a.Reconciling:
+		t.reconcileAnswer(a, kind, f)
+	case kind == FailedCanceled && a.CancelRequested:
+		t.startedForRead(a)
+		t.add(&history.ActivityCanceled{ScheduledEventID: schedID, StartedEventID: a.StartedEventID})
+		t.finishActivity(a, LedgerNotHappened, history.Payload{})
+	case kind == FailedOutcomeUnknown:
+		t.leaseLost(a, "the activity reported that it cannot tell whether the action took effect: "+fmtFailure(&f))
+	default:
+		t.retryOrFail(a, &f, "")
+	}
+	return t.out, nil
+}
+
+// reconcileAnswer acts on what a Reconcile lookup reported.
+func (t *transition) reconcileAnswer(a *ActivityInfo, kind FailureKind, f history.Failure) {
+	a.Reconciling = false
+	if kind == FailedNotHappened {
+		t.add(&history.ActivityResolved{ScheduledEventID: a.ScheduledEventID, Resolution: history.ResolvedNotHappened,
+			By: "reconcile", Reason: "the Reconcile lookup found no trace of the action"})
+		t.out.Ledger = append(t.out.Ledger, LedgerChange{Key: a.IdempotencyKey, State: LedgerNotHappened,
+			ScheduledEventID: a.ScheduledEventID, ActivityType: a.ActivityType})
+		a.Attempt++
+		a.StartedEventID = 0
+		t.readyActivity(a)
+		return
+	}
+	t.pause(a, "the Reconcile lookup could not tell whether the action happened: "+fmtFailure(&f))
+}
+
+// retryOrFail retries the attempt per policy or fails the activity for good.
+// timeout names the timeout that ended the attempt, if any.
+func (t *transition) retryOrFail(a *ActivityInfo, f *history.Failure, timeout string) {
+	p := a.Options.RetryPolicy
+	next := t.now.Add(t.m.backoff(p, a.Attempt))
+	withinDeadline := a.Options.ScheduleToCloseTimeout == 0 || next.Before(a.ScheduledTime.Add(a.Options.ScheduleToCloseTimeout))
+	if retryable(p, f, a.Attempt) && withinDeadline {
+		a.State = api.ActivityStateBackoff
+		a.NextAttemptAt = next
+		t.deadline(Deadline{At: next, Kind: DeadlineActivityRetry, ID: a.ScheduledEventID, Epoch: int64(a.Attempt)})
+		return
+	}
+	t.failActivity(a, f, timeout)
+}
+
+func (t *transition) failActivity(a *ActivityInfo, f *history.Failure, timeout string) {
+	if a.State == api.ActivityStateStarted {
+		t.startedForRead(a)
+	}
+	var failure history.Failure
+	if f != nil {
+		failure = *f
+	}
+	if timeout != "" {
+		t.add(&history.ActivityTimedOut{ScheduledEventID: a.ScheduledEventID, StartedEventID: a.StartedEventID,
+			Timeout: timeout, LastFailure: failure, Attempt: a.Attempt})
+	} else {
+		t.add(&history.ActivityFailed{ScheduledEventID: a.ScheduledEventID, StartedEventID: a.StartedEventID,
+			Failure: failure, Attempt: a.Attempt, Identity: a.Identity})
+	}
+	t.finishActivity(a, LedgerNotHappened, history.Payload{})
+}
+
+// leaseLost decides what an attempt whose outcome is unknown means, by
+// effect class: Read and Idempotent retry (Idempotent with the same key),
+// SideEffect reconciles or pauses.
+func (t *transition) leaseLost(a *ActivityInfo, reason string) {
+	if a.Effect != history.SideEffect {
+		f := &history.Failure{Type: "LeaseLost", Message: reason}
+		t.retryOrFail(a, f, "start_to_close")
+		return
+	}
+	if a.HasReconcile {
+		a.Reconciling = true
+		a.StartedEventID = 0
+		t.readyActivity(a)
+		return
+	}
+	t.pause(a, reason)
+}
+
+// pause records an unknown outcome: the run waits for a person.
+func (t *transition) pause(a *ActivityInfo, reason string) {
+	a.State = api.ActivityStateUnknown
+	a.Reconciling = false
+	a.UnknownReason = reason
+	a.UnknownSince = t.now
+	t.add(&history.ActivityOutcomeUnknown{ScheduledEventID: a.ScheduledEventID, StartedEventID: a.StartedEventID,
+		Attempt: a.Attempt, Reason: reason, IdempotencyKey: a.IdempotencyKey})
+	if a.IdempotencyKey != "" {
+		t.out.Ledger = append(t.out.Ledger, LedgerChange{Key: a.IdempotencyKey, State: LedgerUnknown,
+			ScheduledEventID: a.ScheduledEventID, ActivityType: a.ActivityType})
+	}
+}
+
+// StaleCompletion handles a completion from an attempt that no longer holds
+// the lease. It is refused; when it reports success for an action with an
+// idempotency key, it proves the effect happened more than once, and that is
+// recorded loudly.
+func (m *Machine) StaleCompletion(st *RunState, schedID, epoch int64, attempt int32, result history.Payload, identity string, now time.Time) Output {
+	t := m.begin(st, now)
+	if !st.Status.Open() || m.checkGrowth(st, 1) != nil {
+		return t.out
+	}
+	a, ok := st.Activities[schedID]
+	key := ""
+	if ok {
+		key = a.IdempotencyKey
+	}
+	if !ok || a.Effect == history.Read {
+		return t.out
+	}
+	d := &history.ActivityDuplicateDetected{ScheduledEventID: schedID, Attempt: attempt, LeaseEpoch: epoch,
+		IdempotencyKey: key, Result: result, Identity: identity}
+	t.add(d)
+	t.out.Duplicate = d
+	return t.out
+}
+
+// Resolve applies a person's decision about an unknown outcome.
+func (m *Machine) Resolve(st *RunState, req *api.ResolveActivityRequest, now time.Time) (Output, error) {
+	if err := m.checkOpen(st); err != nil {
+		return Output{}, err
+	}
+	a := findActivity(st, req.ScheduledEventID, req.ActivityID)
+	if a == nil || a.State != api.ActivityStateUnknown {
+		return Output{}, api.Errorf(api.ErrNotPaused, "workflow %q has no activity with an unknown outcome matching %d/%q",
+			st.WorkflowID, req.ScheduledEventID, req.ActivityID)
+	}
+	if err := firstErr(m.checkPayload("result", req.Result), m.checkGrowth(st, 1)); err != nil {
+		return Output{}, err
+	}
+	t := m.begin(st, now)
+	ev := &history.ActivityResolved{ScheduledEventID: a.ScheduledEventID, Resolution: req.Resolution, By: req.Identity, Reason: req.Reason}
+	switch req.Resolution {
+	case history.ResolvedHappened:
+		ev.Result = req.Result
+		t.add(ev)
+		t.finishActivity(a, LedgerCompleted, req.Result)
+	case history.ResolvedNotHappened:
+		t.add(ev)
+		t.out.Ledger = append(t.out.Ledger, LedgerChange{Key: a.IdempotencyKey, State: LedgerNotHappened,
+			ScheduledEventID: a.ScheduledEventID, ActivityType: a.ActivityType})
+		a.Attempt++
+		a.StartedEventID = 0
+		a.UnknownReason = ""
+		t.readyActivity(a)
+	case history.ResolvedFailed:
+		f := history.Failure{Type: "ResolvedFailed", Message: req.Reason, NonRetryable: true}
+		if req.Failure != nil {
+			f = *req.Failure
+		}
+		ev.Failure = &f
+		t.add(ev)
+		t.finishActivity(a, LedgerNotHappened, history.Payload{})
+	default:
+		return Output{}, api.Errorf(api.ErrInvalidArgument, "unknown resolution %d", req.Resolution)
+	}
+	return t.out, nil
+}
+
+func findActivity(st *RunState, schedID int64, activityID string) *ActivityInfo {
+	if schedID != 0 {
+		return st.Activities[schedID]
+	}
+	for _, id := range sortedKeys(st.Activities) {
+		if a := st.Activities[id]; a.ActivityID == activityID {
+			return a
+		}
+	}
+	if activityID == "" {
+		return st.Paused()
+	}
+	return nil
+}
+
+// Deduplicate answers a scheduled activity from the effects ledger: the
+// action already happened under the same idempotency key (in this run or an
+// earlier run of the workflow id).
+func (m *Machine) Deduplicate(st *RunState, schedID int64, result history.Payload, originalRun string, originalEvent int64, now time.Time) Output {
+	t := m.begin(st, now)
+	a, ok := st.Activities[schedID]
+	if !ok {
+		return t.out
+	}
+	delete(st.Activities, schedID)
+	t.add(&history.ActivityDeduplicated{ScheduledEventID: schedID, IdempotencyKey: a.IdempotencyKey, Result: result,
+		OriginalRunID: originalRun, OriginalEventID: originalEvent})
+	t.needWFT()
+	return t.out
+}
+
+// PauseOnLedger pauses a scheduled activity whose key is in flight or
+// unknown from an earlier run: nobody knows whether it happened.
+func (m *Machine) PauseOnLedger(st *RunState, schedID int64, reason string, now time.Time) Output {
+	t := m.begin(st, now)
+	if a, ok := st.Activities[schedID]; ok {
+		t.pause(a, reason)
+		t.out.Ledger = nil // the ledger entry belongs to the earlier run; leave it as it is
+	}
+	return t.out
+}

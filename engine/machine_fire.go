@@ -1,0 +1,155 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
+)
+
+// Fire tells the machine that deadline d has come. A deadline that no
+// longer applies (the timer was canceled, the lease was renewed, the run
+// closed) produces an empty Output; a renewed lease re-arms itself.
+func (m *Machine) Fire(st *RunState, d Deadline, now time.Time) Output {
+	t := m.begin(st, now)
+	if !st.Status.Open() {
+		return t.out
+	}
+	switch d.Kind {
+	case DeadlineUserTimer:
+		t.fireTimer(d)
+	case DeadlineActivityLease:
+		t.fireLease(d)
+	case DeadlineScheduleToStart:
+		if a, ok := st.Activities[d.ID]; ok && a.State == api.ActivityStateScheduled && int64(a.Attempt) == d.Epoch && !a.Reconciling {
+			t.failActivity(a, &history.Failure{Type: "Timeout", Message: "no worker started the activity in time", NonRetryable: true}, "schedule_to_start")
+		}
+	case DeadlineScheduleToClose:
+		t.fireScheduleToClose(d)
+	case DeadlineActivityRetry:
+		if a, ok := st.Activities[d.ID]; ok && a.State == api.ActivityStateBackoff && int64(a.Attempt) == d.Epoch {
+			a.Attempt++
+			a.StartedEventID = 0
+			a.NextAttemptAt = time.Time{}
+			t.readyActivity(a)
+		}
+	case DeadlineWFTTimeout:
+		if st.WFT.Started && st.WFT.Epoch == d.Epoch {
+			out, _ := m.FailWFT(st, "timeout", history.Failure{Type: "Timeout", Message: "workflow task timed out"}, "", now)
+			return out
+		}
+	case DeadlineWFTBackoff:
+		if st.WFT.Scheduled && !st.WFT.Started && !st.WFT.BackoffUntil.After(now) {
+			st.WFT.BackoffUntil = time.Time{}
+			t.out.WFTReady = true
+		}
+	case DeadlineStickyFallback:
+		if st.WFT.Scheduled && !st.WFT.Started && st.WFT.OnSticky && st.WFT.Seq == d.Epoch {
+			st.WFT.StickyQueue, st.WFT.SeenEventID, st.WFT.OnSticky = "", 0, false
+			t.out.WFTReady = true
+		}
+	case DeadlineRunTimeout, DeadlineExecutionTimeout:
+		t.fireRunTimeout(d)
+	}
+	return t.out
+}
+
+func (t *transition) fireTimer(d Deadline) {
+	ti, ok := t.st.Timers[d.Name]
+	if !ok || ti.StartedEventID != d.Epoch {
+		return
+	}
+	if ti.FireAt.After(t.now) {
+		t.deadline(Deadline{At: ti.FireAt, Kind: DeadlineUserTimer, Name: ti.TimerID, Epoch: ti.StartedEventID})
+		return
+	}
+	delete(t.st.Timers, d.Name)
+	t.add(&history.TimerFired{TimerID: ti.TimerID, StartedEventID: ti.StartedEventID})
+	t.needWFT()
+}
+
+func (t *transition) fireLease(d Deadline) {
+	a, ok := t.st.Activities[d.ID]
+	if !ok || a.State != api.ActivityStateStarted || a.LeaseEpoch != d.Epoch {
+		return
+	}
+	if a.LeaseDeadline.After(t.now) { // renewed by a heartbeat
+		t.deadline(Deadline{At: a.LeaseDeadline, Kind: DeadlineActivityLease, ID: a.ScheduledEventID, Epoch: a.LeaseEpoch})
+		return
+	}
+	if a.Reconciling {
+		t.reconcileAnswer(a, FailedOutcomeUnknown, history.Failure{Type: "LeaseLost", Message: "the Reconcile lookup's lease expired"})
+		return
+	}
+	kind := "start_to_close"
+	if hb := a.Options.HeartbeatTimeout; hb > 0 && a.LeaseDeadline.Before(a.StartedTime.Add(a.Options.StartToCloseTimeout)) {
+		kind = "heartbeat"
+	}
+	reason := "the worker's lease expired (" + kind + " timeout) before it reported an outcome"
+	if a.Effect != history.SideEffect {
+		t.retryOrFail(a, &history.Failure{Type: "Timeout", Message: reason}, kind)
+		return
+	}
+	t.leaseLost(a, reason)
+}
+
+func (t *transition) fireScheduleToClose(d Deadline) {
+	a, ok := t.st.Activities[d.ID]
+	if !ok || a.State == api.ActivityStateUnknown {
+		return
+	}
+	if a.Effect == history.SideEffect && a.StartedEventID != 0 && a.State == api.ActivityStateStarted {
+		t.leaseLost(a, "the schedule-to-close timeout expired while an attempt was running")
+		return
+	}
+	t.failActivity(a, &history.Failure{Type: "Timeout", Message: "schedule-to-close timeout", NonRetryable: true}, "schedule_to_close")
+}
+
+func (t *transition) fireRunTimeout(d Deadline) {
+	st := t.st
+	at, which := st.RunDeadline, "run"
+	if d.Kind == DeadlineExecutionTimeout {
+		at, which = st.ExecutionDeadline, "execution"
+	}
+	if at.IsZero() || at.After(t.now) {
+		return
+	}
+	t.add(&history.WorkflowTimedOut{Timeout: which})
+	t.close(api.StatusTimedOut, history.Payload{}, &history.Failure{Type: "TimedOut", Message: which + " timeout", NonRetryable: true})
+}
+
+// Deadlines lists every deadline the state implies, for rebuilding the
+// timer heap when the engine opens.
+func (m *Machine) Deadlines(st *RunState) []Deadline {
+	if !st.Status.Open() {
+		return nil
+	}
+	var ds []Deadline
+	add := func(d Deadline) {
+		if !d.At.IsZero() {
+			ds = append(ds, d)
+		}
+	}
+	add(Deadline{At: st.ExecutionDeadline, Kind: DeadlineExecutionTimeout})
+	add(Deadline{At: st.RunDeadline, Kind: DeadlineRunTimeout})
+	if st.WFT.Scheduled && st.WFT.BackoffUntil.After(time.Time{}) {
+		add(Deadline{At: st.WFT.BackoffUntil, Kind: DeadlineWFTBackoff})
+	}
+	for _, name := range sortedKeys(st.Timers) {
+		ti := st.Timers[name]
+		add(Deadline{At: ti.FireAt, Kind: DeadlineUserTimer, Name: name, Epoch: ti.StartedEventID})
+	}
+	for _, id := range sortedKeys(st.Activities) {
+		a := st.Activities[id]
+		if a.Options.ScheduleToCloseTimeout > 0 {
+			add(Deadline{At: a.ScheduledTime.Add(a.Options.ScheduleToCloseTimeout), Kind: DeadlineScheduleToClose, ID: id})
+		}
+		switch a.State {
+		case api.ActivityStateStarted:
+			add(Deadline{At: a.LeaseDeadline, Kind: DeadlineActivityLease, ID: id, Epoch: a.LeaseEpoch})
+		case api.ActivityStateBackoff:
+			add(Deadline{At: a.NextAttemptAt, Kind: DeadlineActivityRetry, ID: id, Epoch: int64(a.Attempt)})
+		}
+	}
+	return ds
+}

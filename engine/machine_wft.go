@@ -1,0 +1,392 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
+)
+
+// WFTCompletion is a workflow task's result together with what the service
+// learned about the other runs the commands touch.
+type WFTCompletion struct {
+	Commands    []api.Command
+	StickyQueue string
+	Identity    string
+	// ChildRefused[i] is set when command i starts a child whose workflow
+	// id cannot take a new run; the reason goes into ChildWorkflowFailed.
+	ChildRefused map[int]string
+	// SignalDelivered[i] says whether command i's signal found an open run.
+	SignalDelivered map[int]bool
+}
+
+// WFTDispatched marks the scheduled workflow task as handed to a worker
+// with the given epoch. It returns the task-timeout deadline.
+func (m *Machine) WFTDispatched(st *RunState, epoch int64, now time.Time) Deadline {
+	st.WFT.Started = true
+	st.WFT.Epoch = epoch
+	st.WFT.StartedAt = now
+	st.WFT.DispatchNext = st.NextEventID
+	return Deadline{At: now.Add(st.TaskTimeout), Kind: DeadlineWFTTimeout, Epoch: epoch}
+}
+
+// WFTEnqueued records that the task was put on a queue; sticky says it went
+// to the worker's sticky queue. It returns the sticky fallback deadline, if
+// any.
+func (m *Machine) WFTEnqueued(st *RunState, seq int64, sticky bool, now time.Time) (Deadline, bool) {
+	st.WFT.Seq = seq
+	st.WFT.OnSticky = sticky
+	if !sticky {
+		return Deadline{}, false
+	}
+	return Deadline{At: now.Add(m.Defaults.StickyTimeout), Kind: DeadlineStickyFallback, Epoch: seq}, true
+}
+
+// CompleteWFT applies a workflow task's commands. The caller has checked
+// the task token. It returns ErrUnhandledEvents when the commands close the
+// run but events arrived meanwhile (nothing is written; the task is
+// rescheduled by the caller).
+func (m *Machine) CompleteWFT(st *RunState, c WFTCompletion, now time.Time) (Output, error) {
+	if err := m.checkOpen(st); err != nil {
+		return Output{}, err
+	}
+	if err := m.validateCommands(st, c.Commands); err != nil {
+		return Output{}, err
+	}
+	arrived := st.NextEventID > st.WFT.DispatchNext
+	if arrived && closes(c.Commands) {
+		return Output{}, ErrUnhandledEvents
+	}
+	if err := m.checkGrowth(st, int64(1+2*len(c.Commands))); err != nil {
+		return Output{}, err
+	}
+	t := m.begin(st, now)
+	seen := st.WFT.DispatchNext - 1
+	attempt := st.WFT.Attempt
+	st.WFT = WFTState{StickyQueue: c.StickyQueue, SeenEventID: seen}
+	wtc := t.add(&history.WorkflowTaskCompleted{SeenEventID: seen, Identity: c.Identity, Attempt: attempt})
+	var after []func()
+	for i := range c.Commands {
+		if f := t.command(i, &c.Commands[i], wtc, &c); f != nil {
+			after = append(after, f)
+		}
+	}
+	for _, f := range after {
+		f()
+	}
+	if arrived {
+		t.needWFT()
+	}
+	return t.out, nil
+}
+
+func closes(cmds []api.Command) bool {
+	for _, c := range cmds {
+		switch c.Type {
+		case api.CommandCompleteWorkflow, api.CommandFailWorkflow, api.CommandCancelWorkflow, api.CommandContinueAsNew:
+			return true
+		}
+	}
+	return false
+}
+
+// FailWFT records a failed workflow task (the first failure of a streak
+// only) and schedules a retry, with backoff after the third attempt.
+func (m *Machine) FailWFT(st *RunState, cause string, f history.Failure, identity string, now time.Time) (Output, error) {
+	if err := m.checkOpen(st); err != nil {
+		return Output{}, err
+	}
+	t := m.begin(st, now)
+	w := &st.WFT
+	if w.Attempt <= 1 {
+		if err := m.checkGrowth(st, 1); err == nil {
+			t.add(&history.WorkflowTaskFailed{Cause: cause, Failure: f, Identity: identity, Attempt: w.Attempt})
+		}
+	}
+	failure := f
+	w.LastFailure = &failure
+	w.Started, w.Scheduled, w.OnSticky = false, false, false
+	w.StickyQueue, w.SeenEventID = "", 0
+	w.Attempt++
+	if w.Attempt > 3 {
+		d := time.Second << min(w.Attempt-4, 20)
+		w.BackoffUntil = now.Add(min(d, m.Defaults.WorkflowTaskMaxBackoff))
+	}
+	t.needWFT()
+	return t.out, nil
+}
+
+func (m *Machine) validateCommands(st *RunState, cmds []api.Command) error {
+	acts, timers, children := len(st.Activities), len(st.Timers), len(st.Children)
+	for i := range cmds {
+		c := &cmds[i]
+		if i < len(cmds)-1 && closes(cmds[i:i+1]) {
+			return api.Errorf(api.ErrInvalidArgument, "command %d (%s) closes the run but is not the last command", i, c.Type)
+		}
+		if err := m.validateCommand(i, c); err != nil {
+			return err
+		}
+		switch c.Type {
+		case api.CommandScheduleActivity:
+			acts++
+			if acts > m.Limits.MaxPendingActivities {
+				return api.Errorf(api.ErrLimitExceeded, "more than %d pending activities", m.Limits.MaxPendingActivities)
+			}
+		case api.CommandStartTimer:
+			timers++
+			if timers > m.Limits.MaxPendingTimers {
+				return api.Errorf(api.ErrLimitExceeded, "more than %d pending timers", m.Limits.MaxPendingTimers)
+			}
+		case api.CommandStartChildWorkflow:
+			children++
+			if children > m.Limits.MaxPendingChildren {
+				return api.Errorf(api.ErrLimitExceeded, "more than %d pending child workflows", m.Limits.MaxPendingChildren)
+			}
+		}
+	}
+	return nil
+}
+
+func (m *Machine) validateCommand(i int, c *api.Command) error {
+	bad := func(what string) error {
+		return api.Errorf(api.ErrInvalidArgument, "command %d (%s): %s", i, c.Type, what)
+	}
+	switch c.Type {
+	case api.CommandScheduleActivity:
+		a := c.ScheduleActivity
+		if a == nil {
+			return bad("missing attributes")
+		}
+		if err := firstErr(m.checkID("activity type", a.ActivityType, true), m.checkID("activity id", a.ActivityID, true),
+			m.checkID("task queue", a.Options.TaskQueue, false), m.checkPayload("activity input", a.Input)); err != nil {
+			return err
+		}
+		if a.Effect > history.SideEffect {
+			return bad("unknown effect class")
+		}
+		o := a.Options
+		if o.StartToCloseTimeout < 0 || o.ScheduleToCloseTimeout < 0 || o.ScheduleToStartTimeout < 0 || o.HeartbeatTimeout < 0 {
+			return bad("timeouts must not be negative")
+		}
+	case api.CommandRequestCancelActivity:
+		if c.RequestCancelActivity == nil {
+			return bad("missing attributes")
+		}
+	case api.CommandStartTimer:
+		if c.StartTimer == nil {
+			return bad("missing attributes")
+		}
+		if c.StartTimer.Duration < 0 {
+			return bad("negative duration")
+		}
+		return m.checkID("timer id", c.StartTimer.TimerID, true)
+	case api.CommandCancelTimer:
+		if c.CancelTimer == nil {
+			return bad("missing attributes")
+		}
+	case api.CommandRecordMarker:
+		if c.RecordMarker == nil {
+			return bad("missing attributes")
+		}
+		return firstErr(m.checkID("marker name", c.RecordMarker.Name, true), m.checkPayload("marker", c.RecordMarker.Data))
+	case api.CommandStartChildWorkflow:
+		s := c.StartChildWorkflow
+		if s == nil {
+			return bad("missing attributes")
+		}
+		return firstErr(m.checkID("child workflow id", s.WorkflowID, true), m.checkID("child workflow type", s.WorkflowType, true),
+			m.checkPayload("child input", s.Input))
+	case api.CommandSignalExternalWorkflow:
+		s := c.SignalExternalWorkflow
+		if s == nil {
+			return bad("missing attributes")
+		}
+		return firstErr(m.checkID("workflow id", s.WorkflowID, true), m.checkID("signal name", s.SignalName, true),
+			m.checkPayload("signal", s.Input))
+	case api.CommandCompleteWorkflow:
+		if c.CompleteWorkflow == nil {
+			return bad("missing attributes")
+		}
+		return m.checkPayload("result", c.CompleteWorkflow.Result)
+	case api.CommandFailWorkflow:
+		if c.FailWorkflow == nil {
+			return bad("missing attributes")
+		}
+	case api.CommandCancelWorkflow:
+		if c.CancelWorkflow == nil {
+			return bad("missing attributes")
+		}
+	case api.CommandContinueAsNew:
+		if c.ContinueAsNew == nil {
+			return bad("missing attributes")
+		}
+		return m.checkPayload("continue-as-new input", c.ContinueAsNew.Input)
+	default:
+		return bad("unknown command type")
+	}
+	return nil
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// command applies one validated command; it may return a consequence to run
+// after all command events are written (so that each command's event sits
+// at its position and engine-made events follow).
+func (t *transition) command(i int, c *api.Command, wtc int64, wc *WFTCompletion) func() {
+	switch c.Type {
+	case api.CommandScheduleActivity:
+		return t.scheduleActivity(c.ScheduleActivity, wtc)
+	case api.CommandRequestCancelActivity:
+		return t.cancelActivity(c.RequestCancelActivity.ScheduledEventID, wtc)
+	case api.CommandStartTimer:
+		t.startTimer(c.StartTimer, wtc)
+	case api.CommandCancelTimer:
+		t.cancelTimer(c.CancelTimer.TimerID, wtc)
+	case api.CommandRecordMarker:
+		r := c.RecordMarker
+		t.add(&history.MarkerRecorded{Name: r.Name, ID: r.ID, Data: r.Data, WorkflowTaskCompletedEventID: wtc})
+	case api.CommandStartChildWorkflow:
+		return t.startChild(c.StartChildWorkflow, wtc, wc.ChildRefused[i])
+	case api.CommandSignalExternalWorkflow:
+		t.signalExternal(c.SignalExternalWorkflow, wtc, wc.SignalDelivered[i], wc.Identity)
+	case api.CommandCompleteWorkflow:
+		t.add(&history.WorkflowCompleted{Result: c.CompleteWorkflow.Result, WorkflowTaskCompletedEventID: wtc})
+		t.close(api.StatusCompleted, c.CompleteWorkflow.Result, nil)
+	case api.CommandFailWorkflow:
+		f := c.FailWorkflow.Failure
+		t.add(&history.WorkflowFailed{Failure: f, WorkflowTaskCompletedEventID: wtc})
+		t.close(api.StatusFailed, history.Payload{}, &f)
+	case api.CommandCancelWorkflow:
+		t.add(&history.WorkflowCanceled{Details: c.CancelWorkflow.Details, WorkflowTaskCompletedEventID: wtc})
+		t.close(api.StatusCanceled, history.Payload{}, &history.Failure{Type: "Canceled", Message: "workflow canceled", NonRetryable: true})
+	case api.CommandContinueAsNew:
+		t.continueAsNew(c.ContinueAsNew, wtc)
+	}
+	return nil
+}
+
+func (t *transition) startTimer(c *api.StartTimerCommand, wtc int64) {
+	fireAt := t.now.Add(c.Duration)
+	id := t.add(&history.TimerStarted{TimerID: c.TimerID, Duration: c.Duration, FireAt: fireAt, WorkflowTaskCompletedEventID: wtc})
+	if t.st.Timers == nil {
+		t.st.Timers = map[string]*TimerInfo{}
+	}
+	t.st.Timers[c.TimerID] = &TimerInfo{TimerID: c.TimerID, StartedEventID: id, FireAt: fireAt}
+	t.deadline(Deadline{At: fireAt, Kind: DeadlineUserTimer, Name: c.TimerID, Epoch: id})
+}
+
+func (t *transition) cancelTimer(timerID string, wtc int64) {
+	var started int64
+	if ti, ok := t.st.Timers[timerID]; ok {
+		started = ti.StartedEventID
+		delete(t.st.Timers, timerID)
+	}
+	t.add(&history.TimerCanceled{TimerID: timerID, StartedEventID: started, WorkflowTaskCompletedEventID: wtc})
+}
+
+func (t *transition) startChild(c *api.StartChildWorkflowCommand, wtc int64, refused string) func() {
+	st := t.st
+	queue := c.TaskQueue
+	if queue == "" {
+		queue = st.TaskQueue
+	}
+	runID := ""
+	if refused == "" {
+		runID = t.m.NewRunID()
+	}
+	ev := &history.ChildWorkflowStarted{WorkflowID: c.WorkflowID, RunID: runID, WorkflowType: c.WorkflowType, TaskQueue: queue,
+		Input: c.Input, ParentClosePolicy: c.ParentClosePolicy, WorkflowTaskCompletedEventID: wtc}
+	id := t.add(ev)
+	if refused != "" {
+		return func() {
+			t.add(&history.ChildWorkflowFailed{InitiatedEventID: id, WorkflowID: c.WorkflowID,
+				Failure: history.Failure{Type: "ChildWorkflowStartRefused", Message: refused, NonRetryable: true}})
+			t.needWFT()
+		}
+	}
+	if st.Children == nil {
+		st.Children = map[int64]*ChildInfo{}
+	}
+	st.Children[id] = &ChildInfo{InitiatedEventID: id, WorkflowID: c.WorkflowID, RunID: runID, WorkflowType: c.WorkflowType,
+		ParentClosePolicy: c.ParentClosePolicy}
+	t.out.ChildStarts = append(t.out.ChildStarts, ChildStart{Params: StartParams{
+		Request: api.StartWorkflowRequest{WorkflowID: c.WorkflowID, WorkflowType: c.WorkflowType, TaskQueue: queue,
+			Input: c.Input, ExecutionTimeout: c.ExecutionTimeout, RunTimeout: c.RunTimeout, TaskTimeout: c.TaskTimeout,
+			ReusePolicy: c.ReusePolicy},
+		RunID:  runID,
+		Parent: &ParentRef{WorkflowID: st.WorkflowID, RunID: st.RunID, InitiatedEventID: id, ParentClosePolicy: c.ParentClosePolicy},
+	}})
+	return nil
+}
+
+func (t *transition) signalExternal(c *api.SignalExternalWorkflowCommand, wtc int64, delivered bool, identity string) {
+	t.add(&history.SignalExternalSent{WorkflowID: c.WorkflowID, RunID: c.RunID, Name: c.SignalName, Input: c.Input,
+		Delivered: delivered, WorkflowTaskCompletedEventID: wtc})
+	if delivered {
+		t.out.SignalsOut = append(t.out.SignalsOut, SignalOut{WorkflowID: c.WorkflowID, RunID: c.RunID, Name: c.SignalName,
+			Input: c.Input, Identity: identity})
+	}
+}
+
+func (t *transition) continueAsNew(c *api.ContinueAsNewCommand, wtc int64) {
+	st := t.st
+	next := StartParams{
+		Request: api.StartWorkflowRequest{WorkflowID: st.WorkflowID, WorkflowType: c.WorkflowType, TaskQueue: c.TaskQueue,
+			Input: c.Input, ExecutionTimeout: st.ExecutionTimeout, RunTimeout: c.RunTimeout, TaskTimeout: c.TaskTimeout},
+		RunID:             t.m.NewRunID(),
+		FirstRunID:        st.FirstRunID,
+		Parent:            st.Parent,
+		ContinuedFrom:     st.RunID,
+		ExecutionDeadline: st.ExecutionDeadline,
+	}
+	r := &next.Request
+	if r.WorkflowType == "" {
+		r.WorkflowType = st.WorkflowType
+	}
+	if r.TaskQueue == "" {
+		r.TaskQueue = st.TaskQueue
+	}
+	if r.RunTimeout == 0 {
+		r.RunTimeout = st.RunTimeout
+	}
+	if r.TaskTimeout == 0 {
+		r.TaskTimeout = st.TaskTimeout
+	}
+	t.add(&history.WorkflowContinuedAsNew{NewRunID: next.RunID, WorkflowType: r.WorkflowType, TaskQueue: r.TaskQueue,
+		Input: r.Input, RunTimeout: r.RunTimeout, TaskTimeout: r.TaskTimeout, WorkflowTaskCompletedEventID: wtc})
+	st.ContinuedAsNewRunID = next.RunID
+	children := st.Children
+	st.Children = nil // children follow the chain's policy only when the chain ends
+	t.close(api.StatusContinuedAsNew, history.Payload{}, nil)
+	st.Children = children
+	t.out.CloseChildren = nil
+	t.out.ContinueAsNew = &next
+}
+
+// ChildClosed delivers a child's outcome to its parent.
+func (m *Machine) ChildClosed(st *RunState, initiatedID int64, child *RunState, now time.Time) (Output, error) {
+	t := m.begin(st, now)
+	c, ok := st.Children[initiatedID]
+	if !ok || !st.Status.Open() {
+		return t.out, nil
+	}
+	delete(st.Children, initiatedID)
+	if child.Status == api.StatusCompleted {
+		t.add(&history.ChildWorkflowCompleted{InitiatedEventID: initiatedID, WorkflowID: c.WorkflowID, RunID: child.RunID, Result: child.Result})
+	} else {
+		f := history.Failure{Type: child.Status.String(), Message: "child workflow " + child.Status.String(), NonRetryable: true}
+		if child.Failure != nil {
+			f = *child.Failure
+		}
+		t.add(&history.ChildWorkflowFailed{InitiatedEventID: initiatedID, WorkflowID: c.WorkflowID, RunID: child.RunID, Failure: f})
+	}
+	t.needWFT()
+	return t.out, nil
+}

@@ -1,0 +1,197 @@
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
+)
+
+// Stats are the engine's counters, for metrics and benchmarks.
+type Stats struct {
+	commits       atomic.Int64
+	wftDispatched atomic.Int64
+	actDispatched atomic.Int64
+	actCompleted  atomic.Int64
+	timersFired   atomic.Int64
+}
+
+// StatsSnapshot is a copy of the counters.
+type StatsSnapshot struct {
+	Commits            int64
+	WorkflowTasks      int64
+	ActivityTasks      int64
+	ActivityCompletion int64
+	TimersFired        int64
+	OpenRuns           int
+	PendingTimers      int
+}
+
+// Stats returns the engine's counters.
+func (e *Engine) Stats() StatsSnapshot {
+	e.mu.RLock()
+	open := len(e.open)
+	e.mu.RUnlock()
+	return StatsSnapshot{
+		Commits: e.stats.commits.Load(), WorkflowTasks: e.stats.wftDispatched.Load(), ActivityTasks: e.stats.actDispatched.Load(),
+		ActivityCompletion: e.stats.actCompleted.Load(), TimersFired: e.stats.timersFired.Load(), OpenRuns: open,
+		PendingTimers: e.timers.Len(),
+	}
+}
+
+// QueueDepths returns how many tasks wait on a task queue, and how many
+// pollers wait for them.
+func (e *Engine) QueueDepths(queue string) (workflowTasks, activityTasks, workflowPollers, activityPollers int) {
+	return e.wftQ.Len(queue), e.actQ.Len(queue), e.wftQ.Waiting(queue), e.actQ.Waiting(queue)
+}
+
+// onTimer is called by the timer queue for each due deadline. Each is
+// handled in its own goroutine so that one slow commit does not hold up
+// other runs' timers.
+func (e *Engine) onTimer(k timerKey) {
+	if e.closed.Load() {
+		return
+	}
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		e.fire(k)
+	}()
+}
+
+func (e *Engine) fire(k timerKey) {
+	ctx := context.Background()
+	ids := []string{k.ref.WorkflowID}
+	if p := e.parentOf(k.ref.WorkflowID); p != nil {
+		ids = append(ids, p.WorkflowID)
+	}
+	err := e.transact(ctx, ids, func(x *txn) error {
+		entry := e.openRun(k.ref.WorkflowID)
+		if entry == nil || entry.ref != k.ref {
+			return nil
+		}
+		st := entry.state.Clone()
+		out := e.m.Fire(st, k.d, x.now)
+		if len(out.Events) == 0 && len(out.ActivitiesReady) == 0 && !out.Closed {
+			// Nothing durable changed (a stale or renewed deadline, a sticky
+			// fallback, a backoff ending): act in memory only.
+			e.installRun(&txnRun{st: st, entry: entry, outs: []Output{out}})
+			return nil
+		}
+		e.stats.timersFired.Add(1)
+		tr := x.run(entry, entry.state, st)
+		return x.apply(ctx, tr, out)
+	})
+	if err != nil && !errors.Is(err, api.ErrUnavailable) {
+		e.log.Error().Err(err).Str("workflow", k.ref.WorkflowID).Str("run", k.ref.RunID).Msg("timer not applied; retrying")
+		e.timers.Add(e.now().Add(retryDelay), k)
+	}
+}
+
+// recover rebuilds the in-memory view from the store: a new boot
+// generation for epochs, every open run, its deadlines, and its ready
+// workflow and activity tasks. Leases that were out when the process died
+// keep their deadlines and expire; timers that came due fire at once.
+func (e *Engine) recover(ctx context.Context) error {
+	if err := e.bumpBoot(ctx); err != nil {
+		return err
+	}
+	prefix := history.Key().Str("o").Bytes()
+	var after []byte
+	for {
+		recs, err := e.store.Scan(ctx, history.SpaceIndex, history.ScanOptions{Prefix: prefix, After: after, Limit: 1000})
+		if err != nil {
+			return fmt.Errorf("engine: recover: %w", storeErr(err))
+		}
+		for _, r := range recs {
+			after = r.Key
+			if err := e.recoverRun(ctx, r.Key); err != nil {
+				return err
+			}
+		}
+		if len(recs) < 1000 {
+			return nil
+		}
+	}
+}
+
+func (e *Engine) recoverRun(ctx context.Context, key []byte) error {
+	kr := history.ReadKey(key)
+	_ = kr.Str()
+	ref := history.RunRef{WorkflowID: kr.Str(), RunID: kr.Str()}
+	if kr.Err() != nil {
+		return fmt.Errorf("engine: recover: %w: open-run index key %x", history.ErrCorrupt, key)
+	}
+	b, err := e.store.Get(ctx, history.SpaceRunState, stateKey(ref))
+	if err != nil {
+		return fmt.Errorf("engine: recover %q/%q: %w", ref.WorkflowID, ref.RunID, storeErr(err))
+	}
+	st, err := decodeState(b)
+	if err != nil {
+		return fmt.Errorf("engine: recover %q/%q: %w", ref.WorkflowID, ref.RunID, err)
+	}
+	if !st.Status.Open() {
+		return nil
+	}
+	st.WFT.StickyQueue, st.WFT.SeenEventID = "", 0 // caches are not trusted across a restart
+	entry := &runEntry{ref: ref, parent: st.Parent, state: st, changed: make(chan struct{})}
+	e.open[ref.WorkflowID] = entry
+	for _, d := range e.m.Deadlines(st) {
+		e.timers.Add(d.At, timerKey{ref: ref, d: d})
+	}
+	if st.WFT.Scheduled && !st.WFT.BackoffUntil.After(e.now()) {
+		e.enqueueWFT(entry, st)
+	}
+	for _, id := range sortedKeys(st.Activities) {
+		if a := st.Activities[id]; a.State == api.ActivityStateScheduled {
+			e.actQ.Push(a.Options.TaskQueue, actItem{ref: ref, schedID: id, attempt: a.Attempt, recon: a.Reconciling})
+		}
+	}
+	e.recoverOrphan(st)
+	return nil
+}
+
+// recoverOrphan applies the parent-close policy to a child whose parent
+// closed while the engine was down between the two transactions.
+func (e *Engine) recoverOrphan(st *RunState) {
+	p := st.Parent
+	if p == nil || p.ParentClosePolicy == history.ParentCloseAbandon {
+		return
+	}
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		ctx := context.Background()
+		unlock := e.lock(p.WorkflowID)
+		pst, _, err := e.loadState(ctx, p.WorkflowID, p.RunID)
+		unlock()
+		if err != nil || pst.Status.Open() {
+			return
+		}
+		e.applyParentClose(ctx, pst, ChildInfo{WorkflowID: st.WorkflowID, RunID: st.RunID, ParentClosePolicy: p.ParentClosePolicy})
+	}()
+}
+
+// bumpBoot persists a new boot generation; epochs carry it so that a lease
+// or task token from before a restart never matches one issued after.
+func (e *Engine) bumpBoot(ctx context.Context) error {
+	var gen int64
+	b, err := e.store.Get(ctx, history.SpaceMeta, bootKey)
+	switch {
+	case err == nil && len(b) == 8:
+		gen = int64(binary.BigEndian.Uint64(b))
+	case err != nil && !errors.Is(err, history.ErrNotFound):
+		return fmt.Errorf("engine: read boot generation: %w", storeErr(err))
+	}
+	gen++
+	nb := binary.BigEndian.AppendUint64(nil, uint64(gen))
+	if err := e.store.Commit(ctx, &history.Batch{Puts: []history.Record{{Space: history.SpaceMeta, Key: bootKey, Value: nb}}}); err != nil {
+		return fmt.Errorf("engine: write boot generation: %w", storeErr(err))
+	}
+	e.bootGen = gen
+	return nil
+}

@@ -1,0 +1,459 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
+)
+
+// StartWorkflow implements api.Service.
+func (e *Engine) StartWorkflow(ctx context.Context, req *api.StartWorkflowRequest) (*api.StartWorkflowResponse, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	if err := e.m.ValidateStart(req); err != nil {
+		return nil, err
+	}
+	var resp *api.StartWorkflowResponse
+	err := e.transact(ctx, []string{req.WorkflowID}, func(x *txn) error {
+		var err error
+		resp, err = x.start(ctx, req)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// start starts a run unless the id's open run or reuse policy says no.
+func (x *txn) start(ctx context.Context, req *api.StartWorkflowRequest) (*api.StartWorkflowResponse, error) {
+	e := x.e
+	if cur := e.openRun(req.WorkflowID); cur != nil {
+		if req.ConflictPolicy == api.ConflictUseExisting || (req.RequestID != "" && req.RequestID == cur.state.RequestID) {
+			return &api.StartWorkflowResponse{RunID: cur.ref.RunID}, nil
+		}
+		return nil, api.Errorf(api.ErrAlreadyStarted, "workflow %q has an open run %q", req.WorkflowID, cur.ref.RunID)
+	}
+	prev, _, err := e.loadState(ctx, req.WorkflowID, "")
+	if err != nil && !errors.Is(err, api.ErrNotFound) {
+		return nil, err
+	}
+	if prev != nil {
+		if err := reuseAllowed(req.ReusePolicy, prev); err != nil {
+			return nil, err
+		}
+	}
+	st, out := e.m.Start(StartParams{Request: *req, RunID: e.opts.NewRunID()}, x.now)
+	tr := x.run(nil, nil, st)
+	if err := x.apply(ctx, tr, out); err != nil {
+		return nil, err
+	}
+	return &api.StartWorkflowResponse{RunID: st.RunID, Started: true}, nil
+}
+
+func reuseAllowed(p api.ReusePolicy, prev *RunState) error {
+	switch p {
+	case api.RejectDuplicate:
+		return api.Errorf(api.ErrAlreadyStarted, "workflow %q already ran (run %q, %s) and the reuse policy rejects duplicates",
+			prev.WorkflowID, prev.RunID, prev.Status)
+	case api.AllowDuplicateFailedOnly:
+		if prev.Status == api.StatusCompleted {
+			return api.Errorf(api.ErrAlreadyStarted, "workflow %q completed (run %q) and the reuse policy allows only failed runs to be retried",
+				prev.WorkflowID, prev.RunID)
+		}
+	}
+	return nil
+}
+
+// SignalWorkflow implements api.Service.
+func (e *Engine) SignalWorkflow(ctx context.Context, req *api.SignalWorkflowRequest) (*api.SignalWorkflowResponse, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	if err := firstErr(e.m.checkID("signal name", req.SignalName, true), e.m.checkPayload("signal", req.Input)); err != nil {
+		return nil, err
+	}
+	err := e.onOpenRun(ctx, req.WorkflowID, req.RunID, false, func(x *txn, tr *txnRun) (Output, error) {
+		return e.m.Signal(tr.st, req.SignalName, req.Input, req.Identity, x.now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &api.SignalWorkflowResponse{}, nil
+}
+
+// onOpenRun applies fn to the named open run in one transaction. With
+// mayClose, the run's parent is locked too (its close notifies the parent).
+func (e *Engine) onOpenRun(ctx context.Context, workflowID, runID string, mayClose bool, fn func(x *txn, tr *txnRun) (Output, error)) error {
+	ids := []string{workflowID}
+	if mayClose {
+		if p := e.parentOf(workflowID); p != nil {
+			ids = append(ids, p.WorkflowID)
+		}
+	}
+	return e.transact(ctx, ids, func(x *txn) error {
+		st, entry, err := e.loadState(ctx, workflowID, runID)
+		if err != nil {
+			return err
+		}
+		if entry == nil {
+			return api.Errorf(api.ErrWorkflowClosed, "workflow %q run %q is %s", workflowID, st.RunID, st.Status)
+		}
+		if mayClose && entry.parent != nil && !x.held[entry.parent.WorkflowID] {
+			return fmt.Errorf("%w: parent of %q changed while locking", api.ErrUnavailable, workflowID)
+		}
+		tr := x.edit(entry)
+		out, err := fn(x, tr)
+		if err != nil {
+			return err
+		}
+		return x.apply(ctx, tr, out)
+	})
+}
+
+// SignalWithStartWorkflow implements api.Service.
+func (e *Engine) SignalWithStartWorkflow(ctx context.Context, req *api.SignalWithStartRequest) (*api.StartWorkflowResponse, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	start := req.Start
+	start.ConflictPolicy = api.ConflictUseExisting
+	if err := firstErr(e.m.ValidateStart(&start), e.m.checkID("signal name", req.SignalName, true),
+		e.m.checkPayload("signal", req.SignalInput)); err != nil {
+		return nil, err
+	}
+	var resp *api.StartWorkflowResponse
+	err := e.transact(ctx, []string{start.WorkflowID}, func(x *txn) error {
+		var err error
+		if resp, err = x.start(ctx, &start); err != nil {
+			return err
+		}
+		tr := x.findOpen(start.WorkflowID)
+		if tr == nil {
+			tr = x.edit(e.openRun(start.WorkflowID))
+		}
+		out, err := e.m.Signal(tr.st, req.SignalName, req.SignalInput, start.Identity, x.now)
+		if err != nil {
+			return err
+		}
+		return x.apply(ctx, tr, out)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// RequestCancelWorkflow implements api.Service.
+func (e *Engine) RequestCancelWorkflow(ctx context.Context, req *api.CancelWorkflowRequest) (*api.CancelWorkflowResponse, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	err := e.onOpenRun(ctx, req.WorkflowID, req.RunID, false, func(x *txn, tr *txnRun) (Output, error) {
+		return e.m.RequestCancel(tr.st, req.Reason, req.Identity, x.now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &api.CancelWorkflowResponse{}, nil
+}
+
+// TerminateWorkflow implements api.Service.
+func (e *Engine) TerminateWorkflow(ctx context.Context, req *api.TerminateWorkflowRequest) (*api.TerminateWorkflowResponse, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	if err := e.m.checkPayload("details", req.Details); err != nil {
+		return nil, err
+	}
+	err := e.onOpenRun(ctx, req.WorkflowID, req.RunID, true, func(x *txn, tr *txnRun) (Output, error) {
+		return e.m.Terminate(tr.st, req.Reason, req.Details, req.Identity, x.now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &api.TerminateWorkflowResponse{}, nil
+}
+
+// ResolveActivity implements api.Service.
+func (e *Engine) ResolveActivity(ctx context.Context, req *api.ResolveActivityRequest) (*api.ResolveActivityResponse, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	err := e.onOpenRun(ctx, req.WorkflowID, req.RunID, false, func(x *txn, tr *txnRun) (Output, error) {
+		return e.m.Resolve(tr.st, req, x.now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &api.ResolveActivityResponse{}, nil
+}
+
+// DescribeWorkflow implements api.Service.
+func (e *Engine) DescribeWorkflow(ctx context.Context, req *api.DescribeWorkflowRequest) (*api.DescribeWorkflowResponse, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	unlock := e.lock(req.WorkflowID)
+	defer unlock()
+	st, _, err := e.loadState(ctx, req.WorkflowID, req.RunID)
+	if err != nil {
+		return nil, err
+	}
+	return describe(st), nil
+}
+
+func describe(st *RunState) *api.DescribeWorkflowResponse {
+	resp := &api.DescribeWorkflowResponse{Info: *summary(st), CancelRequested: st.CancelRequested}
+	for _, id := range sortedKeys(st.Activities) {
+		a := st.Activities[id]
+		state := a.State
+		if a.Reconciling {
+			state = api.ActivityStateReconciling
+		}
+		resp.PendingActivities = append(resp.PendingActivities, api.PendingActivity{
+			ScheduledEventID: id, ActivityID: a.ActivityID, ActivityType: a.ActivityType, State: state, Attempt: a.Attempt,
+			LeaseEpoch: a.LeaseEpoch, LeaseExpires: a.LeaseDeadline, NextAttemptAt: a.NextAttemptAt, LastFailure: a.LastFailure,
+			LastHeartbeat: a.LastHeartbeat, HeartbeatDetails: a.HeartbeatDetails, Effect: a.Effect, IdempotencyKey: a.IdempotencyKey,
+			CancelRequested: a.CancelRequested,
+		})
+	}
+	for _, name := range sortedKeys(st.Timers) {
+		t := st.Timers[name]
+		resp.PendingTimers = append(resp.PendingTimers, api.PendingTimer{TimerID: t.TimerID, StartedEventID: t.StartedEventID, FireAt: t.FireAt})
+	}
+	for _, id := range sortedKeys(st.Children) {
+		c := st.Children[id]
+		resp.PendingChildren = append(resp.PendingChildren, api.PendingChild{InitiatedEventID: id, WorkflowID: c.WorkflowID,
+			RunID: c.RunID, WorkflowType: c.WorkflowType})
+	}
+	if st.WFT.Scheduled || st.WFT.Started {
+		resp.WorkflowTask = &api.PendingWorkflowTask{Attempt: st.WFT.Attempt, Started: st.WFT.Started,
+			LastFailure: st.WFT.LastFailure, StickyQueue: st.WFT.StickyQueue}
+	}
+	return resp
+}
+
+// GetHistory implements api.Service.
+func (e *Engine) GetHistory(ctx context.Context, req *api.GetHistoryRequest) (*api.GetHistoryResponse, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	from := max(req.FromEventID, 1)
+	ctx, cancel := context.WithTimeout(ctx, e.opts.PollTimeout)
+	defer cancel()
+	for {
+		st, changed, err := e.snapshot(ctx, req.WorkflowID, req.RunID)
+		if err != nil {
+			return nil, err
+		}
+		resp := &api.GetHistoryResponse{RunID: st.RunID, NextEventID: st.NextEventID, Closed: !st.Status.Open()}
+		if from < st.NextEventID {
+			limit := int(st.NextEventID - from)
+			if req.MaxEvents > 0 && req.MaxEvents < limit {
+				limit = req.MaxEvents
+			}
+			evs, err := e.store.ReadEvents(ctx, st.Ref(), from, limit)
+			if err != nil {
+				return nil, storeErr(err)
+			}
+			resp.Events = evs
+			return resp, nil
+		}
+		if !req.WaitNewEvents || changed == nil {
+			return resp, nil
+		}
+		if !waitChange(ctx, changed, e.stop) {
+			return resp, nil
+		}
+	}
+}
+
+// snapshot returns a run's state and, for an open run, the channel that
+// closes at its next transition.
+func (e *Engine) snapshot(ctx context.Context, workflowID, runID string) (*RunState, chan struct{}, error) {
+	unlock := e.lock(workflowID)
+	defer unlock()
+	st, entry, err := e.loadState(ctx, workflowID, runID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if entry == nil {
+		return st, nil, nil
+	}
+	return st, entry.changed, nil
+}
+
+func waitChange(ctx context.Context, changed <-chan struct{}, stop <-chan struct{}) bool {
+	select {
+	case <-changed:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-stop:
+		return false
+	}
+}
+
+// GetResult implements api.Service.
+func (e *Engine) GetResult(ctx context.Context, req *api.GetResultRequest) (*api.GetResultResponse, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	ctx, cancel := context.WithTimeout(ctx, e.opts.PollTimeout)
+	defer cancel()
+	for {
+		st, changed, err := e.snapshot(ctx, req.WorkflowID, req.RunID)
+		if err != nil {
+			return nil, err
+		}
+		if !st.Status.Open() {
+			return &api.GetResultResponse{RunID: st.RunID, Closed: true, Status: st.Status, Result: st.Result,
+				Failure: st.Failure, ContinuedAsNewRunID: st.ContinuedAsNewRunID}, nil
+		}
+		if !req.Wait || !waitChange(ctx, changed, e.stop) {
+			return &api.GetResultResponse{RunID: st.RunID, Status: st.EffectiveStatus()}, nil
+		}
+		if req.RunID == "" {
+			req = &api.GetResultRequest{WorkflowID: req.WorkflowID, RunID: st.RunID, Wait: true}
+		}
+	}
+}
+
+// ListWorkflows implements api.Service.
+func (e *Engine) ListWorkflows(ctx context.Context, req *api.ListWorkflowsRequest) (*api.ListWorkflowsResponse, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	size := req.PageSize
+	if size <= 0 {
+		size = 100
+	}
+	prefix := history.Key().Str("a").Bytes()
+	if req.Status != api.StatusUnspecified {
+		prefix = history.Key().Str("s").Int(int64(req.Status)).Bytes()
+	}
+	resp := &api.ListWorkflowsResponse{}
+	after := req.NextPageToken
+	for len(resp.Workflows) < size {
+		recs, err := e.store.Scan(ctx, history.SpaceIndex, history.ScanOptions{Prefix: prefix, After: after, Reverse: true, Limit: size})
+		if err != nil {
+			return nil, storeErr(err)
+		}
+		for _, r := range recs {
+			after = r.Key
+			info, ok, err := listEntry(r, req)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				resp.Workflows = append(resp.Workflows, *info)
+				if len(resp.Workflows) == size {
+					resp.NextPageToken = r.Key
+					return resp, nil
+				}
+			}
+		}
+		if len(recs) < size {
+			return resp, nil
+		}
+	}
+	return resp, nil
+}
+
+func listEntry(r history.Record, req *api.ListWorkflowsRequest) (*api.WorkflowInfo, bool, error) {
+	info := new(api.WorkflowInfo)
+	if err := decodeMsgpack(r.Value, info); err != nil {
+		return nil, false, fmt.Errorf("%w: %w: list index: %w", api.ErrInternal, history.ErrCorrupt, err)
+	}
+	if req.WorkflowType != "" && info.WorkflowType != req.WorkflowType {
+		return nil, false, nil
+	}
+	if !req.StartedAfter.IsZero() && !info.StartTime.After(req.StartedAfter) {
+		return nil, false, nil
+	}
+	if !req.StartedBefore.IsZero() && !info.StartTime.Before(req.StartedBefore) {
+		return nil, false, nil
+	}
+	return info, true, nil
+}
+
+// pendingQuery is a query waiting for a worker's answer.
+type pendingQuery struct {
+	id    string
+	query api.WorkflowQuery
+	done  chan *api.RespondQueryTaskRequest
+}
+
+// QueryWorkflow implements api.Service: the query goes to a worker as a
+// query task on the run's task queue and nothing is written to history.
+func (e *Engine) QueryWorkflow(ctx context.Context, req *api.QueryWorkflowRequest) (*api.QueryWorkflowResponse, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	if err := firstErr(e.m.checkID("query type", req.QueryType, true), e.m.checkPayload("query", req.Args)); err != nil {
+		return nil, err
+	}
+	st, _, err := e.snapshot(ctx, req.WorkflowID, req.RunID)
+	if err != nil {
+		return nil, err
+	}
+	q := &pendingQuery{id: randomID(), query: api.WorkflowQuery{QueryType: req.QueryType, Args: req.Args}, done: make(chan *api.RespondQueryTaskRequest, 1)}
+	q.query.QueryID = q.id
+	e.queriesMu.Lock()
+	e.queries[q.id] = q
+	e.queriesMu.Unlock()
+	defer func() {
+		e.queriesMu.Lock()
+		delete(e.queries, q.id)
+		e.queriesMu.Unlock()
+	}()
+	e.wftQ.Push(st.TaskQueue, wftItem{ref: st.Ref(), query: q})
+	ctx, cancel := context.WithTimeout(ctx, e.opts.PollTimeout)
+	defer cancel()
+	select {
+	case r := <-q.done:
+		if r.Failure != nil {
+			return nil, api.Errorf(api.ErrQueryFailed, "%s", r.Failure.Error())
+		}
+		return &api.QueryWorkflowResponse{Result: r.Result}, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: no worker answered the query: %w", api.ErrUnavailable, ctx.Err())
+	case <-e.stop:
+		return nil, ErrClosed
+	}
+}
+
+// RespondQueryTask implements api.Service.
+func (e *Engine) RespondQueryTask(ctx context.Context, req *api.RespondQueryTaskRequest) (*api.RespondQueryTaskResponse, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	e.queriesMu.Lock()
+	q := e.queries[string(req.TaskToken)]
+	e.queriesMu.Unlock()
+	if q == nil {
+		return nil, api.Errorf(api.ErrNotFound, "no query waits for this answer (it may have timed out)")
+	}
+	select {
+	case q.done <- req:
+	default:
+	}
+	return &api.RespondQueryTaskResponse{}, nil
+}

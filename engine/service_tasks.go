@@ -1,0 +1,494 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
+)
+
+// wftToken identifies one dispatch of a workflow task.
+type wftToken struct {
+	W string `msgpack:"w"`
+	R string `msgpack:"r"`
+	E int64  `msgpack:"e"`
+}
+
+// actToken identifies one attempt of an activity under its lease.
+type actToken struct {
+	W string `msgpack:"w"`
+	R string `msgpack:"r"`
+	S int64  `msgpack:"s"`
+	E int64  `msgpack:"e"`
+	A int32  `msgpack:"a"`
+}
+
+func encodeToken(v any) []byte {
+	b, _ := msgpack.Marshal(v) // plain structs of strings and ints cannot fail
+	return b
+}
+
+func decodeMsgpack(b []byte, v any) error { return msgpack.Unmarshal(b, v) }
+
+func decodeToken(b []byte, v any) error {
+	if len(b) == 0 || decodeMsgpack(b, v) != nil {
+		return api.Errorf(api.ErrInvalidArgument, "malformed task token")
+	}
+	return nil
+}
+
+// PollWorkflowTask implements api.Service.
+func (e *Engine) PollWorkflowTask(ctx context.Context, req *api.PollWorkflowTaskRequest) (*api.PollWorkflowTaskResponse, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	if err := e.m.checkID("task queue", req.TaskQueue, true); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.opts.PollTimeout)
+	defer cancel()
+	for {
+		item, ok := e.wftQ.Poll(ctx, req.TaskQueue)
+		if !ok {
+			return &api.PollWorkflowTaskResponse{}, nil
+		}
+		task, err := e.dispatchWFT(ctx, item, req.Identity)
+		if err != nil {
+			return nil, err
+		}
+		if task != nil {
+			e.stats.wftDispatched.Add(1)
+			return &api.PollWorkflowTaskResponse{Task: task}, nil
+		}
+	}
+}
+
+// dispatchWFT turns a queue item into a task, or returns nil for an item
+// that went stale while queued.
+func (e *Engine) dispatchWFT(ctx context.Context, item wftItem, identity string) (*api.WorkflowTask, error) {
+	if item.query != nil {
+		return e.queryTask(ctx, item)
+	}
+	unlock := e.lock(item.ref.WorkflowID)
+	entry := e.openRun(item.ref.WorkflowID)
+	if entry == nil || entry.ref != item.ref {
+		unlock()
+		return nil, nil
+	}
+	st := entry.state
+	w := &st.WFT
+	if !w.Scheduled || w.Started || w.Seq != item.seq {
+		unlock()
+		return nil, nil
+	}
+	first := int64(1)
+	if w.OnSticky && w.SeenEventID > 0 {
+		first = w.SeenEventID + 1
+	}
+	epoch := e.nextEpoch()
+	d := e.m.WFTDispatched(st, epoch, e.now())
+	e.timers.Add(d.At, timerKey{ref: entry.ref, d: d})
+	task := &api.WorkflowTask{
+		TaskToken:  encodeToken(&wftToken{W: st.WorkflowID, R: st.RunID, E: epoch}),
+		WorkflowID: st.WorkflowID, RunID: st.RunID, WorkflowType: st.WorkflowType, TaskQueue: st.TaskQueue,
+		Attempt: w.Attempt, FirstEventID: first, NextEventID: st.NextEventID,
+		ContinueAsNewSuggested: e.m.SuggestContinueAsNew(st),
+	}
+	unlock()
+	// Events before NextEventID are committed and never change: read them
+	// without holding the run.
+	evs, err := e.store.ReadEvents(ctx, item.ref, first, int(task.NextEventID-first))
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	task.Events = evs
+	return task, nil
+}
+
+func (e *Engine) queryTask(ctx context.Context, item wftItem) (*api.WorkflowTask, error) {
+	e.queriesMu.Lock()
+	_, live := e.queries[item.query.id]
+	e.queriesMu.Unlock()
+	if !live {
+		return nil, nil
+	}
+	st, _, err := e.snapshot(ctx, item.ref.WorkflowID, item.ref.RunID)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := e.store.ReadEvents(ctx, item.ref, 1, int(st.NextEventID-1))
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	q := item.query.query
+	return &api.WorkflowTask{TaskToken: []byte(item.query.id), WorkflowID: st.WorkflowID, RunID: st.RunID,
+		WorkflowType: st.WorkflowType, TaskQueue: st.TaskQueue, FirstEventID: 1, NextEventID: st.NextEventID, Events: evs, Query: &q}, nil
+}
+
+// CompleteWorkflowTask implements api.Service.
+func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *api.CompleteWorkflowTaskRequest) (*api.CompleteWorkflowTaskResponse, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	var tok wftToken
+	if err := decodeToken(req.TaskToken, &tok); err != nil {
+		return nil, err
+	}
+	if err := e.m.checkID("sticky queue", req.StickyQueue, false); err != nil {
+		return nil, err
+	}
+	ids := append([]string{tok.W}, commandTargets(req.Commands)...)
+	if p := e.parentOf(tok.W); p != nil {
+		ids = append(ids, p.WorkflowID)
+	}
+	var unhandled bool
+	err := e.transact(ctx, ids, func(x *txn) error {
+		entry, err := e.currentWFT(tok)
+		if err != nil {
+			return err
+		}
+		if entry.parent != nil && !x.held[entry.parent.WorkflowID] {
+			return fmt.Errorf("%w: parent lock missing", api.ErrInternal)
+		}
+		tr := x.edit(entry)
+		wc := WFTCompletion{Commands: req.Commands, StickyQueue: req.StickyQueue, Identity: req.Identity}
+		wc.ChildRefused, wc.SignalDelivered = x.probeTargets(ctx, req.Commands)
+		out, err := e.m.CompleteWFT(tr.st, wc, x.now)
+		if errors.Is(err, ErrUnhandledEvents) {
+			unhandled = true
+			e.rescheduleWFT(entry)
+			x.runs, x.byRef = nil, map[history.RunRef]*txnRun{}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return x.apply(ctx, tr, out)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if unhandled {
+		return nil, api.Errorf(api.ErrStaleTask, "new events arrived while the task ran; the workflow task was rescheduled")
+	}
+	return &api.CompleteWorkflowTaskResponse{}, nil
+}
+
+// currentWFT returns the open run whose started workflow task the token
+// names. Call with the run's lock held.
+func (e *Engine) currentWFT(tok wftToken) (*runEntry, error) {
+	entry := e.openRun(tok.W)
+	if entry == nil || entry.ref.RunID != tok.R {
+		return nil, api.Errorf(api.ErrStaleTask, "workflow %q run %q has no open workflow task", tok.W, tok.R)
+	}
+	if w := entry.state.WFT; !w.Started || w.Epoch != tok.E {
+		return nil, api.Errorf(api.ErrStaleTask, "workflow %q run %q: task %d is not the current workflow task", tok.W, tok.R, tok.E)
+	}
+	return entry, nil
+}
+
+// rescheduleWFT hands a workflow task whose completion was refused back to
+// the run's task queue with the full history.
+func (e *Engine) rescheduleWFT(entry *runEntry) {
+	w := &entry.state.WFT
+	w.Started, w.StickyQueue, w.SeenEventID = false, "", 0
+	e.enqueueWFT(entry, entry.state)
+}
+
+// commandTargets lists the other workflow ids the commands touch.
+func commandTargets(cmds []api.Command) []string {
+	var ids []string
+	for _, c := range cmds {
+		switch {
+		case c.StartChildWorkflow != nil:
+			ids = append(ids, c.StartChildWorkflow.WorkflowID)
+		case c.SignalExternalWorkflow != nil:
+			ids = append(ids, c.SignalExternalWorkflow.WorkflowID)
+		}
+	}
+	return ids
+}
+
+// probeTargets decides, before the commands are applied, which child starts
+// are refused and which signals find an open run.
+func (x *txn) probeTargets(ctx context.Context, cmds []api.Command) (map[int]string, map[int]bool) {
+	refused, delivered := map[int]string{}, map[int]bool{}
+	starting := map[string]bool{}
+	for i, c := range cmds {
+		switch {
+		case c.Type == api.CommandStartChildWorkflow && c.StartChildWorkflow != nil:
+			id := c.StartChildWorkflow.WorkflowID
+			if r := x.childRefusal(ctx, c.StartChildWorkflow, starting[id]); r != "" {
+				refused[i] = r
+			} else {
+				starting[id] = true
+			}
+		case c.Type == api.CommandSignalExternalWorkflow && c.SignalExternalWorkflow != nil:
+			s := c.SignalExternalWorkflow
+			open := x.e.openRun(s.WorkflowID)
+			delivered[i] = (open != nil && (s.RunID == "" || s.RunID == open.ref.RunID)) || starting[s.WorkflowID]
+		}
+	}
+	return refused, delivered
+}
+
+func (x *txn) childRefusal(ctx context.Context, c *api.StartChildWorkflowCommand, startingHere bool) string {
+	if startingHere || x.e.openRun(c.WorkflowID) != nil {
+		return fmt.Sprintf("workflow %q already has an open run", c.WorkflowID)
+	}
+	prev, _, err := x.e.loadState(ctx, c.WorkflowID, "")
+	if err != nil {
+		if errors.Is(err, api.ErrNotFound) {
+			return ""
+		}
+		return err.Error()
+	}
+	if err := reuseAllowed(c.ReusePolicy, prev); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// FailWorkflowTask implements api.Service.
+func (e *Engine) FailWorkflowTask(ctx context.Context, req *api.FailWorkflowTaskRequest) (*api.FailWorkflowTaskResponse, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	var tok wftToken
+	if err := decodeToken(req.TaskToken, &tok); err != nil {
+		return nil, err
+	}
+	err := e.transact(ctx, []string{tok.W}, func(x *txn) error {
+		entry, err := e.currentWFT(tok)
+		if err != nil {
+			return err
+		}
+		tr := x.edit(entry)
+		out, err := e.m.FailWFT(tr.st, req.Cause, req.Failure, req.Identity, x.now)
+		if err != nil {
+			return err
+		}
+		return x.apply(ctx, tr, out)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &api.FailWorkflowTaskResponse{}, nil
+}
+
+// PollActivityTask implements api.Service.
+func (e *Engine) PollActivityTask(ctx context.Context, req *api.PollActivityTaskRequest) (*api.PollActivityTaskResponse, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	if err := e.m.checkID("task queue", req.TaskQueue, true); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.opts.PollTimeout)
+	defer cancel()
+	for {
+		item, ok := e.actQ.Poll(ctx, req.TaskQueue)
+		if !ok {
+			return &api.PollActivityTaskResponse{}, nil
+		}
+		task, err := e.dispatchActivity(ctx, item, req.Identity)
+		if err != nil {
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, api.ErrUnavailable) {
+				// The intent was not recorded: the attempt goes back on its queue.
+				e.requeueActivity(item)
+			}
+			return nil, err
+		}
+		if task != nil {
+			e.stats.actDispatched.Add(1)
+			return &api.PollActivityTaskResponse{Task: task}, nil
+		}
+	}
+}
+
+func (e *Engine) requeueActivity(item actItem) {
+	unlock := e.lock(item.ref.WorkflowID)
+	defer unlock()
+	if entry := e.openRun(item.ref.WorkflowID); entry != nil && entry.ref == item.ref {
+		if a, ok := entry.state.Activities[item.schedID]; ok && a.State == api.ActivityStateScheduled && a.Attempt == item.attempt {
+			e.actQ.Push(a.Options.TaskQueue, item)
+		}
+	}
+}
+
+// dispatchActivity leases an attempt to the polling worker. For Idempotent
+// and SideEffect activities the intent (ActivityStarted and the ledger entry)
+// is committed durably before the task is returned.
+func (e *Engine) dispatchActivity(ctx context.Context, item actItem, identity string) (*api.ActivityTask, error) {
+	var task *api.ActivityTask
+	err := e.transact(ctx, []string{item.ref.WorkflowID}, func(x *txn) error {
+		entry := e.openRun(item.ref.WorkflowID)
+		if entry == nil || entry.ref != item.ref {
+			return nil
+		}
+		a, ok := entry.state.Activities[item.schedID]
+		if !ok || a.State != api.ActivityStateScheduled || a.Attempt != item.attempt {
+			return nil
+		}
+		epoch := e.nextEpoch()
+		st := entry.state.Clone()
+		out, err := e.m.ActivityDispatched(st, item.schedID, epoch, identity, x.now)
+		if err != nil {
+			return err
+		}
+		if task, err = e.activityTask(ctx, st, st.Activities[item.schedID]); err != nil {
+			return err
+		}
+		if len(out.Events) == 0 {
+			// A Read attempt: the lease lives in memory; a restart simply
+			// dispatches the attempt again.
+			tr := &txnRun{st: st, entry: entry, outs: []Output{out}}
+			e.installRun(tr)
+			return nil
+		}
+		tr := x.run(entry, entry.state, st)
+		return x.apply(ctx, tr, out)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return task, nil
+}
+
+func (e *Engine) activityTask(ctx context.Context, st *RunState, a *ActivityInfo) (*api.ActivityTask, error) {
+	evs, err := e.store.ReadEvents(ctx, st.Ref(), a.ScheduledEventID, 1)
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	sched, ok := evs[0].Attrs.(*history.ActivityScheduled)
+	if !ok {
+		return nil, fmt.Errorf("%w: event %d of %q is %s, not ActivityScheduled", api.ErrInternal, a.ScheduledEventID, st.WorkflowID, evs[0].Type())
+	}
+	return &api.ActivityTask{
+		TaskToken:  encodeToken(&actToken{W: st.WorkflowID, R: st.RunID, S: a.ScheduledEventID, E: a.LeaseEpoch, A: a.Attempt}),
+		WorkflowID: st.WorkflowID, RunID: st.RunID, WorkflowType: st.WorkflowType, ActivityID: a.ActivityID,
+		ActivityType: a.ActivityType, ScheduledEventID: a.ScheduledEventID, Input: sched.Input, Attempt: a.Attempt,
+		LeaseEpoch: a.LeaseEpoch, Effect: a.Effect, IdempotencyKey: a.IdempotencyKey, Reconcile: a.Reconciling,
+		ScheduledTime: a.ScheduledTime, StartedTime: a.StartedTime, Deadline: a.LeaseDeadline,
+		StartToCloseTimeout: a.Options.StartToCloseTimeout, HeartbeatTimeout: a.Options.HeartbeatTimeout,
+		HeartbeatDetails: a.HeartbeatDetails,
+	}, nil
+}
+
+// RecordActivityHeartbeat implements api.Service. Heartbeats extend the
+// lease in memory and are not written to history.
+func (e *Engine) RecordActivityHeartbeat(ctx context.Context, req *api.HeartbeatRequest) (*api.HeartbeatResponse, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	var tok actToken
+	if err := decodeToken(req.TaskToken, &tok); err != nil {
+		return nil, err
+	}
+	unlock := e.lock(tok.W)
+	defer unlock()
+	entry := e.openRun(tok.W)
+	if entry == nil || entry.ref.RunID != tok.R {
+		return nil, api.Errorf(api.ErrStaleAttempt, "workflow %q run %q is not open", tok.W, tok.R)
+	}
+	deadline, cancel, err := e.m.Heartbeat(entry.state, tok.S, tok.E, req.Details, e.now())
+	if err != nil {
+		return nil, err
+	}
+	return &api.HeartbeatResponse{CancelRequested: cancel, Deadline: deadline}, nil
+}
+
+// CompleteActivity implements api.Service.
+func (e *Engine) CompleteActivity(ctx context.Context, req *api.CompleteActivityRequest) (*api.CompleteActivityResponse, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	var tok actToken
+	if err := decodeToken(req.TaskToken, &tok); err != nil {
+		return nil, err
+	}
+	err := e.onActivity(ctx, tok, func(x *txn, tr *txnRun) (Output, error) {
+		out, err := e.m.ActivityCompleted(tr.st, tok.S, tok.E, req.Result, req.Identity, x.now)
+		if errors.Is(err, api.ErrStaleAttempt) {
+			if dup := e.m.StaleCompletion(tr.st, tok.S, tok.E, tok.A, req.Result, req.Identity, x.now); len(dup.Events) > 0 {
+				return dup, errStaleRecorded
+			}
+		}
+		return out, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.stats.actCompleted.Add(1)
+	return &api.CompleteActivityResponse{}, nil
+}
+
+// errStaleRecorded: the stale completion was recorded (as a duplicate) and
+// the caller still gets ErrStaleAttempt.
+var errStaleRecorded = errors.New("engine: stale completion recorded")
+
+// onActivity applies fn to the run of an activity token in one transaction.
+func (e *Engine) onActivity(ctx context.Context, tok actToken, fn func(x *txn, tr *txnRun) (Output, error)) error {
+	var stale bool
+	err := e.transact(ctx, []string{tok.W}, func(x *txn) error {
+		entry := e.openRun(tok.W)
+		if entry == nil || entry.ref.RunID != tok.R {
+			return api.Errorf(api.ErrStaleAttempt, "workflow %q run %q is not open", tok.W, tok.R)
+		}
+		tr := x.edit(entry)
+		out, err := fn(x, tr)
+		if errors.Is(err, errStaleRecorded) {
+			stale = true
+			err = nil
+		}
+		if err != nil {
+			return err
+		}
+		return x.apply(ctx, tr, out)
+	})
+	if err == nil && stale {
+		return api.Errorf(api.ErrStaleAttempt, "activity %d of workflow %q: lease %d is not current (recorded as a duplicate effect)", tok.S, tok.W, tok.E)
+	}
+	return err
+}
+
+// FailActivity implements api.Service.
+func (e *Engine) FailActivity(ctx context.Context, req *api.FailActivityRequest) (*api.FailActivityResponse, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	var tok actToken
+	if err := decodeToken(req.TaskToken, &tok); err != nil {
+		return nil, err
+	}
+	if err := e.m.checkPayload("failure details", req.Failure.Details); err != nil {
+		return nil, err
+	}
+	kind := FailedError
+	switch {
+	case req.Canceled:
+		kind = FailedCanceled
+	case req.NotHappened:
+		kind = FailedNotHappened
+	case req.OutcomeUnknown:
+		kind = FailedOutcomeUnknown
+	}
+	err := e.onActivity(ctx, tok, func(x *txn, tr *txnRun) (Output, error) {
+		return e.m.ActivityFailed(tr.st, tok.S, tok.E, req.Failure, kind, x.now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &api.FailActivityResponse{}, nil
+}

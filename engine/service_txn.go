@@ -1,0 +1,286 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
+)
+
+// transact runs fn under the locks of ids with a fresh transaction and
+// commits what fn gathered. Nothing is written when fn fails.
+func (e *Engine) transact(ctx context.Context, ids []string, fn func(x *txn) error) error {
+	unlock := e.lock(ids...)
+	defer unlock()
+	x := e.newTxn(e.now(), ids)
+	if err := fn(x); err != nil {
+		return err
+	}
+	if len(x.runs) == 0 {
+		return nil
+	}
+	return x.commit(ctx)
+}
+
+// edit registers an existing open run for modification and returns its
+// working copy.
+func (x *txn) edit(entry *runEntry) *txnRun {
+	if tr, ok := x.byRef[entry.ref]; ok {
+		return tr
+	}
+	return x.run(entry, entry.state, entry.state.Clone())
+}
+
+// apply records out for tr and performs the cross-run consequences it asks
+// for, inside the same transaction.
+func (x *txn) apply(ctx context.Context, tr *txnRun, out Output) error {
+	x.record(tr, out)
+	if err := x.dedupe(ctx, tr, out.Events); err != nil {
+		return err
+	}
+	for _, cs := range out.ChildStarts {
+		if err := x.startChild(tr, cs); err != nil {
+			return err
+		}
+	}
+	for _, so := range out.SignalsOut {
+		if err := x.deliverSignal(so); err != nil {
+			return err
+		}
+	}
+	if out.ContinueAsNew != nil {
+		st, first := x.e.m.Start(*out.ContinueAsNew, x.now)
+		ntr := x.run(nil, nil, st)
+		if err := x.apply(ctx, ntr, first); err != nil {
+			return err
+		}
+	}
+	if out.Closed && tr.st.Status != api.StatusContinuedAsNew {
+		return x.notifyParent(ctx, tr.st)
+	}
+	return nil
+}
+
+func (x *txn) need(workflowID string) error {
+	if !x.held[workflowID] {
+		return fmt.Errorf("%w: transaction touches workflow %q without its lock", api.ErrInternal, workflowID)
+	}
+	return nil
+}
+
+// startChild creates a child run decided by the parent's command.
+func (x *txn) startChild(parent *txnRun, cs ChildStart) error {
+	if err := x.need(cs.Params.Request.WorkflowID); err != nil {
+		return err
+	}
+	st, out := x.e.m.Start(cs.Params, x.now)
+	ctr := x.run(nil, nil, st)
+	x.record(ctr, out)
+	return nil
+}
+
+// deliverSignal appends a signal to another open run.
+func (x *txn) deliverSignal(so SignalOut) error {
+	if err := x.need(so.WorkflowID); err != nil {
+		return err
+	}
+	target := x.e.openRun(so.WorkflowID)
+	if tr := x.findOpen(so.WorkflowID); tr != nil {
+		out, err := x.e.m.Signal(tr.st, so.Name, so.Input, so.Identity, x.now)
+		if err != nil {
+			return err
+		}
+		x.record(tr, out)
+		return nil
+	}
+	if target == nil {
+		return nil
+	}
+	tr := x.edit(target)
+	out, err := x.e.m.Signal(tr.st, so.Name, so.Input, so.Identity, x.now)
+	if err != nil {
+		return err
+	}
+	x.record(tr, out)
+	return nil
+}
+
+// findOpen returns a run of the transaction that is open for workflowID.
+func (x *txn) findOpen(workflowID string) *txnRun {
+	for _, tr := range x.runs {
+		if tr.st.WorkflowID == workflowID && tr.st.Status.Open() {
+			return tr
+		}
+	}
+	return nil
+}
+
+// notifyParent tells an open parent that its child closed.
+func (x *txn) notifyParent(ctx context.Context, child *RunState) error {
+	p := child.Parent
+	if p == nil {
+		return nil
+	}
+	if err := x.need(p.WorkflowID); err != nil {
+		return err
+	}
+	var ptr *txnRun
+	if tr, ok := x.byRef[history.RunRef{WorkflowID: p.WorkflowID, RunID: p.RunID}]; ok {
+		ptr = tr
+	} else if pe := x.e.openRun(p.WorkflowID); pe != nil && pe.ref.RunID == p.RunID {
+		ptr = x.edit(pe)
+	}
+	if ptr == nil {
+		return nil
+	}
+	out, err := x.e.m.ChildClosed(ptr.st, p.InitiatedEventID, child, x.now)
+	if err != nil {
+		return err
+	}
+	x.record(ptr, out)
+	return nil
+}
+
+// dedupe consults the effects ledger for every newly scheduled action with
+// an idempotency key: an action already completed under the key (by this
+// or an earlier run of the workflow id) is answered from the ledger and not
+// dispatched; one in flight or unknown from an earlier run pauses the run.
+func (x *txn) dedupe(ctx context.Context, tr *txnRun, events []history.Event) error {
+	for _, ev := range events {
+		s, ok := ev.Attrs.(*history.ActivityScheduled)
+		if !ok || s.IdempotencyKey == "" {
+			continue
+		}
+		entry, err := x.e.ledgerEntry(ctx, tr.st.WorkflowID, s.IdempotencyKey)
+		if err != nil || entry == nil {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		switch entry.State {
+		case LedgerCompleted:
+			x.record(tr, x.e.m.Deduplicate(tr.st, ev.ID, entry.Result, entry.RunID, entry.ScheduledEventID, x.now))
+		case LedgerInFlight, LedgerUnknown:
+			if entry.RunID != tr.st.RunID {
+				reason := fmt.Sprintf("run %s already started this action (%s, key %s) and its outcome is unknown", entry.RunID,
+					entry.ActivityType, s.IdempotencyKey)
+				x.record(tr, x.e.m.PauseOnLedger(tr.st, ev.ID, reason, x.now))
+			}
+		}
+	}
+	return nil
+}
+
+// ledgerEntry reads one effects-ledger entry (nil when absent).
+func (e *Engine) ledgerEntry(ctx context.Context, workflowID, key string) (*LedgerEntry, error) {
+	b, err := e.store.Get(ctx, history.SpaceLedger, ledgerKey(workflowID, key))
+	if errors.Is(err, history.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	var le LedgerEntry
+	if err := msgpack.Unmarshal(b, &le); err != nil {
+		return nil, fmt.Errorf("%w: %w: ledger entry %q: %w", api.ErrInternal, history.ErrCorrupt, key, err)
+	}
+	return &le, nil
+}
+
+// installRun makes a committed run state current and acts on its outputs.
+// The caller holds the run's lock.
+func (e *Engine) installRun(tr *txnRun) {
+	st := tr.st
+	entry := tr.entry
+	e.mu.Lock()
+	if entry == nil {
+		entry = &runEntry{ref: st.Ref(), parent: st.Parent, changed: make(chan struct{})}
+		tr.entry = entry
+	}
+	entry.state = st
+	if st.Status.Open() {
+		e.open[st.WorkflowID] = entry
+	} else if e.open[st.WorkflowID] == entry {
+		delete(e.open, st.WorkflowID)
+	}
+	e.mu.Unlock()
+	close(entry.changed)
+	entry.changed = make(chan struct{})
+	for _, out := range tr.outs {
+		e.afterCommit(entry, st, out)
+	}
+}
+
+// afterCommit dispatches what a committed output asks for.
+func (e *Engine) afterCommit(entry *runEntry, st *RunState, out Output) {
+	if out.WFTReady && st.WFT.Scheduled && !st.WFT.Started {
+		e.enqueueWFT(entry, st)
+	}
+	for _, id := range out.ActivitiesReady {
+		if a, ok := st.Activities[id]; ok && a.State == api.ActivityStateScheduled {
+			e.actQ.Push(a.Options.TaskQueue, actItem{ref: entry.ref, schedID: id, attempt: a.Attempt, recon: a.Reconciling})
+		}
+	}
+	for _, d := range out.Deadlines {
+		e.timers.Add(d.At, timerKey{ref: entry.ref, d: d})
+	}
+	if len(out.CloseChildren) > 0 {
+		e.closeChildren(st, out.CloseChildren)
+	}
+	if out.Duplicate != nil {
+		d := out.Duplicate
+		e.log.Error().Str("workflow", st.WorkflowID).Str("run", st.RunID).Int64("scheduled_event", d.ScheduledEventID).
+			Str("idempotency_key", d.IdempotencyKey).Int32("attempt", d.Attempt).
+			Msg("DUPLICATE EFFECT: a stale attempt reported success for an action that was already retried; the effect happened more than once")
+	}
+}
+
+// enqueueWFT puts the run's workflow task on the sticky queue of the worker
+// that caches the run, or on the run's task queue.
+func (e *Engine) enqueueWFT(entry *runEntry, st *RunState) {
+	seq := e.seq.Add(1)
+	sticky := st.WFT.StickyQueue != ""
+	if d, ok := e.m.WFTEnqueued(st, seq, sticky, e.now()); ok {
+		e.timers.Add(d.At, timerKey{ref: entry.ref, d: d})
+	}
+	queue := st.TaskQueue
+	if sticky {
+		queue = st.WFT.StickyQueue
+	}
+	e.wftQ.Push(queue, wftItem{ref: entry.ref, seq: seq})
+}
+
+// closeChildren applies the parent-close policy to a closed parent's open
+// children, each in its own transaction, in the background.
+func (e *Engine) closeChildren(parent *RunState, children []ChildInfo) {
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		ctx := context.Background()
+		for _, c := range children {
+			e.applyParentClose(ctx, parent, c)
+		}
+	}()
+}
+
+func (e *Engine) applyParentClose(ctx context.Context, parent *RunState, c ChildInfo) {
+	if p := e.parentOf(c.WorkflowID); p == nil || p.WorkflowID != parent.WorkflowID {
+		return // the child closed already (or its id now belongs to another run)
+	}
+	var err error
+	reason := fmt.Sprintf("parent workflow %q run %q closed (%s)", parent.WorkflowID, parent.RunID, parent.Status)
+	switch c.ParentClosePolicy {
+	case history.ParentCloseTerminate:
+		_, err = e.TerminateWorkflow(ctx, &api.TerminateWorkflowRequest{WorkflowID: c.WorkflowID, Reason: reason, Identity: "parent-close-policy"})
+	case history.ParentCloseRequestCancel:
+		_, err = e.RequestCancelWorkflow(ctx, &api.CancelWorkflowRequest{WorkflowID: c.WorkflowID, Reason: reason, Identity: "parent-close-policy"})
+	}
+	if err != nil && !errors.Is(err, api.ErrWorkflowClosed) && !errors.Is(err, api.ErrNotFound) && !errors.Is(err, api.ErrUnavailable) {
+		e.log.Warn().Err(err).Str("workflow", c.WorkflowID).Msg("parent-close policy not applied")
+	}
+}

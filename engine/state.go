@@ -1,0 +1,197 @@
+package engine
+
+import (
+	"sort"
+	"time"
+
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
+)
+
+// RunState is the derived state of one run, rewritten with every
+// transition (history.SpaceRunState). It is everything the engine needs to
+// act on a run without reading its history; the history stays the truth a
+// worker replays. Fields tagged msgpack:"-" live in memory only: they
+// describe dispatches that a restart forgets on purpose (the task is simply
+// dispatched again).
+type RunState struct {
+	WorkflowID   string
+	RunID        string
+	FirstRunID   string
+	WorkflowType string
+	TaskQueue    string
+	Status       api.Status
+	RequestID    string `msgpack:",omitempty"`
+
+	StartTime         time.Time
+	CloseTime         time.Time `msgpack:",omitempty"`
+	ExecutionTimeout  time.Duration
+	RunTimeout        time.Duration
+	TaskTimeout       time.Duration
+	ExecutionDeadline time.Time `msgpack:",omitempty"`
+	RunDeadline       time.Time `msgpack:",omitempty"`
+
+	// NextEventID is the id the next event will get.
+	NextEventID int64
+	Parent      *ParentRef `msgpack:",omitempty"`
+
+	WFT        WFTState
+	Activities map[int64]*ActivityInfo `msgpack:",omitempty"`
+	Timers     map[string]*TimerInfo   `msgpack:",omitempty"`
+	Children   map[int64]*ChildInfo    `msgpack:",omitempty"`
+	// Occurrences counts identical (activity type, key material) schedules
+	// in this run: the occurrence part of the idempotency key.
+	Occurrences map[string]int32 `msgpack:",omitempty"`
+
+	CancelRequested bool `msgpack:",omitempty"`
+
+	// The outcome of a closed run.
+	Result              history.Payload  `msgpack:",omitempty"`
+	Failure             *history.Failure `msgpack:",omitempty"`
+	ContinuedAsNewRunID string           `msgpack:",omitempty"`
+}
+
+// ParentRef names the parent of a child run.
+type ParentRef struct {
+	WorkflowID        string
+	RunID             string
+	InitiatedEventID  int64
+	ParentClosePolicy history.ParentClosePolicy
+}
+
+// WFTState is the run's workflow task. At most one is scheduled or started
+// at a time.
+type WFTState struct {
+	Scheduled bool `msgpack:",omitempty"`
+	Attempt   int32
+	// StickyQueue is the queue of the worker that caches the run.
+	StickyQueue string `msgpack:",omitempty"`
+	// SeenEventID is the last event the sticky worker has seen.
+	SeenEventID int64            `msgpack:",omitempty"`
+	LastFailure *history.Failure `msgpack:",omitempty"`
+	// BackoffUntil delays a retried task after repeated failures.
+	BackoffUntil time.Time `msgpack:",omitempty"`
+
+	// In memory only: the current dispatch.
+	Started   bool      `msgpack:"-"`
+	Epoch     int64     `msgpack:"-"`
+	StartedAt time.Time `msgpack:"-"`
+	// OnSticky says the task is queued on StickyQueue (until the fallback).
+	OnSticky bool `msgpack:"-"`
+	// Seq numbers each enqueue, so a stale queue entry or fallback is ignored.
+	Seq int64 `msgpack:"-"`
+	// DispatchNext is NextEventID when the task was handed out: events from
+	// it on arrived while the task ran.
+	DispatchNext int64 `msgpack:"-"`
+}
+
+// ActivityInfo is one pending activity.
+type ActivityInfo struct {
+	ScheduledEventID int64
+	ActivityID       string
+	ActivityType     string
+	Options          history.ActivityOptions
+	Effect           history.EffectClass `msgpack:",omitempty"`
+	IdempotencyKey   string              `msgpack:",omitempty"`
+	HasReconcile     bool                `msgpack:",omitempty"`
+	ScheduledTime    time.Time
+
+	State            api.ActivityState
+	Attempt          int32
+	LeaseEpoch       int64            `msgpack:",omitempty"`
+	StartedTime      time.Time        `msgpack:",omitempty"`
+	LeaseDeadline    time.Time        `msgpack:",omitempty"`
+	StartedEventID   int64            `msgpack:",omitempty"`
+	NextAttemptAt    time.Time        `msgpack:",omitempty"`
+	LastFailure      *history.Failure `msgpack:",omitempty"`
+	LastHeartbeat    time.Time        `msgpack:",omitempty"`
+	HeartbeatDetails history.Payload  `msgpack:",omitempty"`
+	CancelRequested  bool             `msgpack:",omitempty"`
+	// Reconciling: the current attempt runs the Reconcile lookup.
+	Reconciling bool `msgpack:",omitempty"`
+	// UnknownReason explains a paused activity.
+	UnknownReason string    `msgpack:",omitempty"`
+	UnknownSince  time.Time `msgpack:",omitempty"`
+	// Identity of the worker holding the lease.
+	Identity string `msgpack:",omitempty"`
+}
+
+// TimerInfo is one running user timer.
+type TimerInfo struct {
+	TimerID        string
+	StartedEventID int64
+	FireAt         time.Time
+}
+
+// ChildInfo is one child run that has not closed.
+type ChildInfo struct {
+	InitiatedEventID  int64
+	WorkflowID        string
+	RunID             string
+	WorkflowType      string
+	ParentClosePolicy history.ParentClosePolicy
+}
+
+// Ref returns the run's reference.
+func (s *RunState) Ref() history.RunRef {
+	return history.RunRef{WorkflowID: s.WorkflowID, RunID: s.RunID}
+}
+
+// Clone returns a deep copy that a transition may mutate freely.
+func (s *RunState) Clone() *RunState {
+	c := *s
+	if s.Parent != nil {
+		p := *s.Parent
+		c.Parent = &p
+	}
+	c.Activities = cloneMap(s.Activities)
+	c.Timers = cloneMap(s.Timers)
+	c.Children = cloneMap(s.Children)
+	if s.Occurrences != nil {
+		c.Occurrences = make(map[string]int32, len(s.Occurrences))
+		for k, v := range s.Occurrences {
+			c.Occurrences[k] = v
+		}
+	}
+	return &c
+}
+
+func cloneMap[K comparable, V any](m map[K]*V) map[K]*V {
+	if m == nil {
+		return nil
+	}
+	out := make(map[K]*V, len(m))
+	for k, v := range m {
+		cp := *v
+		out[k] = &cp
+	}
+	return out
+}
+
+// Paused returns the activity the run is paused on, or nil.
+func (s *RunState) Paused() *ActivityInfo {
+	for _, id := range sortedKeys(s.Activities) {
+		if a := s.Activities[id]; a.State == api.ActivityStateUnknown {
+			return a
+		}
+	}
+	return nil
+}
+
+// EffectiveStatus is Status, with running runs that wait on an unknown
+// outcome reported as paused.
+func (s *RunState) EffectiveStatus() api.Status {
+	if s.Status == api.StatusRunning && s.Paused() != nil {
+		return api.StatusPaused
+	}
+	return s.Status
+}
+
+func sortedKeys[K int64 | string, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	return keys
+}

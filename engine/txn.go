@@ -1,0 +1,223 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
+)
+
+// Record keys. Every key is a history tuple, so prefix scans are exact.
+func stateKey(r history.RunRef) []byte { return history.Key().Str(r.WorkflowID).Str(r.RunID).Bytes() }
+func curKey(workflowID string) []byte  { return history.Key().Str(workflowID).Bytes() }
+func ledgerKey(workflowID, key string) []byte {
+	return history.Key().Str(workflowID).Str(key).Bytes()
+}
+
+// Index keys: "a" lists every run by start time, "s" by status then start
+// time, "o" names the open runs (scanned on Open).
+func indexAllKey(st *RunState) []byte {
+	return history.Key().Str("a").Int(st.StartTime.UnixNano()).Str(st.WorkflowID).Str(st.RunID).Bytes()
+}
+
+func indexStatusKey(status api.Status, st *RunState) []byte {
+	return history.Key().Str("s").Int(int64(status)).Int(st.StartTime.UnixNano()).Str(st.WorkflowID).Str(st.RunID).Bytes()
+}
+
+func indexOpenKey(r history.RunRef) []byte { return history.Key().Str("o").Str(r.WorkflowID).Str(r.RunID).Bytes() }
+
+var bootKey = history.Key().Str("boot").Bytes()
+
+func encodeState(st *RunState) ([]byte, error) {
+	b, err := msgpack.Marshal(st)
+	if err != nil {
+		return nil, fmt.Errorf("%w: encode run state: %w", api.ErrInternal, err)
+	}
+	return b, nil
+}
+
+func decodeState(b []byte) (*RunState, error) {
+	st := new(RunState)
+	if err := msgpack.Unmarshal(b, st); err != nil {
+		return nil, fmt.Errorf("%w: %w: run state: %w", api.ErrInternal, history.ErrCorrupt, err)
+	}
+	return st, nil
+}
+
+// LedgerEntry is one effects-ledger record, keyed by (workflow id,
+// idempotency key). It outlives runs.
+type LedgerEntry struct {
+	State            LedgerState
+	RunID            string
+	ScheduledEventID int64
+	ActivityType     string
+	Result           history.Payload `msgpack:",omitempty"`
+	Updated          time.Time
+}
+
+// txn gathers one store transaction that may span several runs.
+type txn struct {
+	e     *Engine
+	now   time.Time
+	held  map[string]bool // workflow ids whose locks the transaction holds
+	batch history.Batch
+	runs  []*txnRun
+	byRef map[history.RunRef]*txnRun
+}
+
+// txnRun is one run touched by a transaction.
+type txnRun struct {
+	before  *RunState // installed state before (nil for a new run)
+	st      *RunState // the new state
+	entry   *runEntry
+	first   int64 // NextEventID before the transaction
+	events  []history.Event
+	outs    []Output
+	created bool
+}
+
+func (e *Engine) newTxn(now time.Time, held []string) *txn {
+	x := &txn{e: e, now: now, byRef: map[history.RunRef]*txnRun{}, held: map[string]bool{}}
+	for _, id := range held {
+		x.held[id] = true
+	}
+	return x
+}
+
+// run registers a run's working copy. Call once per run, before record.
+func (x *txn) run(entry *runEntry, before, st *RunState) *txnRun {
+	tr := &txnRun{before: before, st: st, entry: entry, first: st.NextEventID}
+	if before == nil {
+		tr.created = true
+		tr.first = 1
+	}
+	x.runs = append(x.runs, tr)
+	x.byRef[st.Ref()] = tr
+	return tr
+}
+
+// record adds an Output produced for tr.
+func (x *txn) record(tr *txnRun, out Output) {
+	tr.events = append(tr.events, out.Events...)
+	tr.outs = append(tr.outs, out)
+}
+
+// ledger writes effects-ledger changes for the run.
+func (x *txn) ledger(tr *txnRun, changes []LedgerChange, now time.Time) error {
+	for _, c := range changes {
+		if c.Key == "" {
+			continue
+		}
+		b, err := msgpack.Marshal(&LedgerEntry{State: c.State, RunID: tr.st.RunID, ScheduledEventID: c.ScheduledEventID,
+			ActivityType: c.ActivityType, Result: c.Result, Updated: now})
+		if err != nil {
+			return fmt.Errorf("%w: encode ledger entry: %w", api.ErrInternal, err)
+		}
+		x.batch.Puts = append(x.batch.Puts, history.Record{Space: history.SpaceLedger, Key: ledgerKey(tr.st.WorkflowID, c.Key), Value: b})
+	}
+	return nil
+}
+
+// build turns the gathered runs into the store batch.
+func (x *txn) build() error {
+	for _, tr := range x.runs {
+		st := tr.st
+		ref := st.Ref()
+		if len(tr.events) > 0 {
+			x.batch.Appends = append(x.batch.Appends, history.Append{Run: ref, ExpectedNext: tr.first, Events: tr.events})
+		}
+		b, err := encodeState(st)
+		if err != nil {
+			return err
+		}
+		x.batch.Puts = append(x.batch.Puts, history.Record{Space: history.SpaceRunState, Key: stateKey(ref), Value: b})
+		for _, out := range tr.outs {
+			if err := x.ledger(tr, out.Ledger, x.now); err != nil {
+				return err
+			}
+		}
+		if err := x.index(tr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// index keeps the list indexes and the current-run pointer in step.
+func (x *txn) index(tr *txnRun) error {
+	st := tr.st
+	ref := st.Ref()
+	newStatus := st.EffectiveStatus()
+	var oldStatus api.Status
+	if tr.before != nil {
+		oldStatus = tr.before.EffectiveStatus()
+	}
+	if tr.created {
+		x.batch.Puts = append(x.batch.Puts,
+			history.Record{Space: history.SpaceCurrentRun, Key: curKey(st.WorkflowID), Value: []byte(st.RunID)},
+			history.Record{Space: history.SpaceIndex, Key: indexOpenKey(ref)})
+	}
+	if oldStatus == newStatus && !tr.created {
+		return nil
+	}
+	info, err := msgpack.Marshal(summary(st))
+	if err != nil {
+		return fmt.Errorf("%w: encode index entry: %w", api.ErrInternal, err)
+	}
+	x.batch.Puts = append(x.batch.Puts,
+		history.Record{Space: history.SpaceIndex, Key: indexAllKey(st), Value: info},
+		history.Record{Space: history.SpaceIndex, Key: indexStatusKey(newStatus, st), Value: info})
+	if oldStatus != api.StatusUnspecified {
+		x.batch.Deletes = append(x.batch.Deletes, history.RecordKey{Space: history.SpaceIndex, Key: indexStatusKey(oldStatus, st)})
+	}
+	if !st.Status.Open() {
+		x.batch.Deletes = append(x.batch.Deletes, history.RecordKey{Space: history.SpaceIndex, Key: indexOpenKey(ref)})
+	}
+	return nil
+}
+
+// summary is what the list indexes store about a run.
+func summary(st *RunState) *api.WorkflowInfo {
+	info := &api.WorkflowInfo{
+		WorkflowID: st.WorkflowID, RunID: st.RunID, WorkflowType: st.WorkflowType, TaskQueue: st.TaskQueue,
+		Status: st.EffectiveStatus(), StartTime: st.StartTime, CloseTime: st.CloseTime, HistoryLength: st.NextEventID - 1,
+		ContinuedAsNewRunID: st.ContinuedAsNewRunID,
+	}
+	if st.Parent != nil {
+		info.ParentWorkflowID, info.ParentRunID = st.Parent.WorkflowID, st.Parent.RunID
+	}
+	if a := st.Paused(); a != nil {
+		info.Pause = &api.PauseInfo{ScheduledEventID: a.ScheduledEventID, ActivityID: a.ActivityID, ActivityType: a.ActivityType,
+			IdempotencyKey: a.IdempotencyKey, Attempt: a.Attempt, Reason: a.UnknownReason, Since: a.UnknownSince}
+	}
+	return info
+}
+
+// commit writes the transaction durably and then installs the new states
+// and performs the post-commit work (queues, timers, wake-ups). The caller
+// holds the locks of every run in the transaction.
+func (x *txn) commit(ctx context.Context) error {
+	if err := x.build(); err != nil {
+		return err
+	}
+	// Once decided, a transition is not abandoned halfway because the
+	// caller went away: the store either commits all of it or none.
+	if err := x.e.store.Commit(context.WithoutCancel(ctx), &x.batch); err != nil {
+		return storeErr(err)
+	}
+	x.e.stats.commits.Add(1)
+	x.install()
+	return nil
+}
+
+// install makes committed states current and acts on their outputs.
+func (x *txn) install() {
+	e := x.e
+	for _, tr := range x.runs {
+		e.installRun(tr)
+	}
+}

@@ -28,7 +28,9 @@ func indexStatusKey(status api.Status, st *RunState) []byte {
 	return history.Key().Str("s").Int(int64(status)).Int(st.StartTime.UnixNano()).Str(st.WorkflowID).Str(st.RunID).Bytes()
 }
 
-func indexOpenKey(r history.RunRef) []byte { return history.Key().Str("o").Str(r.WorkflowID).Str(r.RunID).Bytes() }
+func indexOpenKey(r history.RunRef) []byte {
+	return history.Key().Str("o").Str(r.WorkflowID).Str(r.RunID).Bytes()
+}
 
 var bootKey = history.Key().Str("boot").Bytes()
 

@@ -196,11 +196,11 @@ type ActivityState uint8
 
 // The pending activity states.
 const (
-	ActivityStateScheduled ActivityState = iota + 1 // waiting for a worker
-	ActivityStateStarted                            // leased to a worker
-	ActivityStateBackoff                            // waiting for its retry timer
-	ActivityStateUnknown                            // outcome unknown: run paused
-	ActivityStateReconciling                        // the Reconcile lookup is running
+	ActivityStateScheduled   ActivityState = iota + 1 // waiting for a worker
+	ActivityStateStarted                              // leased to a worker
+	ActivityStateBackoff                              // waiting for its retry timer
+	ActivityStateUnknown                              // outcome unknown: run paused
+	ActivityStateReconciling                          // the Reconcile lookup is running
 )
 
 // String returns the state's name.

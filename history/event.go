@@ -29,6 +29,11 @@ func (e Event) String() string {
 
 // Attributes is implemented by every event attribute type in this package
 // (always used as a pointer, e.g. *ActivityCompleted).
+//
+// Attribute structs (and Payload, Failure, ActivityOptions, RetryPolicy) are
+// stored by field position (see EncodeEvent): add a new field only at the
+// end of a struct, never reorder, remove or retype one, and list it in the
+// struct's fields method in fields.go (the tests fail until you do).
 type Attributes interface {
 	EventType() EventType
 }

@@ -74,7 +74,8 @@ type RunRef struct {
 }
 
 // Append adds events to the end of one run's history. Events must be numbered
-// contiguously starting at ExpectedNext; ExpectedNext is 1 for a new run.
+// contiguously starting at ExpectedNext; ExpectedNext is 1 for a new run. An
+// Append without events is invalid.
 type Append struct {
 	Run          RunRef
 	ExpectedNext int64
@@ -107,7 +108,10 @@ type Condition struct {
 
 // Batch is one atomic transaction: all of it is durable or none of it is.
 // Conditions and every Append's ExpectedNext are checked first; if any fails
-// the batch returns ErrConflict and writes nothing.
+// the batch returns ErrConflict and writes nothing. A batch appends to a run
+// at most once and names a record key at most once across Puts and Deletes
+// (else ErrInvalid): the order of two writes to one place would be
+// ambiguous.
 type Batch struct {
 	Conditions []Condition
 	Appends    []Append

@@ -3,8 +3,15 @@ module github.com/cairnflow/cairn
 go 1.26
 
 require (
+	github.com/dgraph-io/badger/v4 v4.9.6
+	github.com/hashicorp/golang-lru/v2 v2.0.7
+	github.com/oklog/run v1.2.0
+	github.com/rs/zerolog v1.35.1
+	github.com/vmihailenco/msgpack/v5 v5.4.1
+)
+
+require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/dgraph-io/badger/v4 v4.9.6 // indirect
 	github.com/dgraph-io/ristretto/v2 v2.2.0 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect
@@ -13,9 +20,6 @@ require (
 	github.com/klauspost/compress v1.18.0 // indirect
 	github.com/mattn/go-colorable v0.1.14 // indirect
 	github.com/mattn/go-isatty v0.0.20 // indirect
-	github.com/oklog/run v1.2.0 // indirect
-	github.com/rs/zerolog v1.35.1 // indirect
-	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.41.0 // indirect

@@ -1,0 +1,146 @@
+// Package activities is the activity side of Cairn: the effect classes an
+// activity declares where it is registered, the idempotency key and attempt
+// information a running activity can read, heartbeats, and the outcomes a
+// tool or a Reconcile lookup can report.
+//
+// The side-effecting set is a deliberate, reviewable list: it is declared
+// where activities are registered, next to the code that performs them.
+//
+//	w.RegisterActivity(SendPayment, activities.Options{
+//		Effect:      activities.SideEffect,
+//		BusinessKey: func(p Payment) string { return p.Invoice }, // key on the invoice, not the whole arguments
+//		Reconcile:   LookupPayment,                               // "did this payment happen?"
+//	})
+//
+// Inside the activity:
+//
+//	func SendPayment(ctx context.Context, p Payment) (Receipt, error) {
+//		info := activities.GetInfo(ctx)
+//		req.Header.Set("Idempotency-Key", info.IdempotencyKey) // let the provider dedupe too
+//		...
+//		if vendorTimedOut {
+//			return Receipt{}, activities.ErrOutcomeUnknown // nobody can tell whether it was paid
+//		}
+//	}
+package activities
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/cairnflow/cairn/history"
+)
+
+// Effect is an activity's effect class: what a lost lease or an unknown
+// outcome means for it. See docs/effects.md.
+type Effect = history.EffectClass
+
+// The effect classes.
+const (
+	// Read: no side effect. A lost attempt is retried per the retry policy;
+	// replaying a read is free. The default.
+	Read = history.Read
+	// Idempotent: the downstream deduplicates on the idempotency key (an
+	// Idempotency-Key header, a conditional write). Intent is recorded
+	// before dispatch and a lost attempt is retried with the same key.
+	Idempotent = history.Idempotent
+	// SideEffect: the effect must not happen twice and the downstream cannot
+	// deduplicate. Intent is recorded durably before dispatch; an attempt
+	// whose outcome is unknown runs the Reconcile lookup if there is one and
+	// otherwise pauses the run until a person resolves it.
+	SideEffect = history.SideEffect
+)
+
+// Sentinel outcomes an activity (or its Reconcile lookup) may return.
+var (
+	// ErrOutcomeUnknown: the tool cannot tell whether the action took effect
+	// (a vendor timeout, a dropped connection after the request was sent).
+	// For a SideEffect activity the engine reconciles or pauses the run; for
+	// Idempotent and Read activities it retries.
+	ErrOutcomeUnknown = errors.New("activities: outcome unknown")
+	// ErrNotHappened is returned by a Reconcile lookup that established the
+	// action did not take place: the engine retries it with the same key.
+	ErrNotHappened = errors.New("activities: action did not happen")
+)
+
+// Options declare an activity where it is registered.
+type Options struct {
+	// Name is the activity type name (default: the function's name).
+	Name string
+	// Effect is the activity's effect class (default Read).
+	Effect Effect
+	// BusinessKey derives the idempotency key material from the arguments,
+	// e.g. func(p Payment) string { return p.Invoice }. Without it the key
+	// is derived from the canonical encoding of all the arguments, which
+	// breaks as soon as an argument changes per attempt (a timestamp, a
+	// UUID). Its signature must be func(I) string for the activity's input
+	// type I.
+	BusinessKey any
+	// Reconcile answers "did this action happen?" for a SideEffect activity
+	// whose outcome is unknown. Its signature is the activity's own,
+	// func(context.Context, I) (O, error): return the action's result when it
+	// happened, ErrNotHappened when it did not, or ErrOutcomeUnknown when it
+	// still cannot tell (the run then pauses for a person).
+	Reconcile any
+}
+
+// Info describes the running attempt.
+type Info struct {
+	// IdempotencyKey identifies the logical action for Idempotent and
+	// SideEffect activities: send it downstream (an Idempotency-Key header)
+	// so that the provider can deduplicate too. Empty for Read activities.
+	IdempotencyKey string
+	WorkflowID     string
+	RunID          string
+	WorkflowType   string
+	ActivityID     string
+	ActivityType   string
+	// Attempt counts from 1.
+	Attempt int32
+	// Effect is the class the activity was scheduled with.
+	Effect Effect
+	// Reconcile is true when this attempt runs the Reconcile lookup.
+	Reconcile bool
+	// Deadline is when the lease ends unless a heartbeat extends it.
+	Deadline time.Time
+	// ScheduledTime and StartedTime are the engine's clock.
+	ScheduledTime time.Time
+	StartedTime   time.Time
+	// HeartbeatDetails are the last details recorded by an earlier attempt.
+	HeartbeatDetails history.Payload
+}
+
+type infoKey struct{}
+
+type heartbeatKey struct{}
+
+// Heartbeater records progress for the running attempt; the worker
+// installs one in every activity's context.
+type Heartbeater func(details any)
+
+// WithInfo returns ctx carrying info (for workers and tests).
+func WithInfo(ctx context.Context, info *Info) context.Context {
+	return context.WithValue(ctx, infoKey{}, info)
+}
+
+// WithHeartbeater returns ctx carrying h (for workers and tests).
+func WithHeartbeater(ctx context.Context, h Heartbeater) context.Context {
+	return context.WithValue(ctx, heartbeatKey{}, h)
+}
+
+// GetInfo returns the running attempt's information, or nil outside an
+// activity.
+func GetInfo(ctx context.Context) *Info {
+	info, _ := ctx.Value(infoKey{}).(*Info)
+	return info
+}
+
+// RecordHeartbeat reports progress and extends the attempt's lease. The
+// worker sends heartbeats in the background at a bounded rate, so calling it
+// often is cheap. Whether cancellation was requested shows in ctx.Done().
+func RecordHeartbeat(ctx context.Context, details any) {
+	if h, ok := ctx.Value(heartbeatKey{}).(Heartbeater); ok && h != nil {
+		h(details)
+	}
+}

@@ -1,0 +1,347 @@
+// Package client starts, signals, queries and inspects workflows. One
+// Client interface serves both ways of reaching an engine: NewLocal wraps an
+// embedded engine (any api.Service), and Dial (with the server) reaches one
+// over HTTP.
+//
+//	c := client.NewLocal(eng, client.Options{})
+//	run, err := c.StartWorkflow(ctx, client.StartOptions{ID: "invoice-INV-9", TaskQueue: "agents"}, PayInvoice, inv)
+//	var receipt Receipt
+//	err = run.Get(ctx, &receipt)
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/sdk"
+)
+
+// Client is how applications talk to Cairn.
+type Client interface {
+	// StartWorkflow starts a run of workflow (a function or a type name)
+	// with input. With a run already open for opts.ID it fails with an error
+	// wrapping api.ErrAlreadyStarted, unless opts.ConflictPolicy says to
+	// use the existing run.
+	StartWorkflow(ctx context.Context, opts StartOptions, workflow any, input any) (Run, error)
+	// ExecuteWorkflow starts a run and waits for its result in valuePtr
+	// (nil to discard it).
+	ExecuteWorkflow(ctx context.Context, opts StartOptions, workflow any, input any, valuePtr any) (Run, error)
+	// SignalWorkflow sends a signal to a run (the current one when runID is
+	// empty).
+	SignalWorkflow(ctx context.Context, workflowID, runID, signalName string, arg any) error
+	// SignalWithStartWorkflow signals the open run of opts.ID, or starts
+	// one and signals it, atomically.
+	SignalWithStartWorkflow(ctx context.Context, opts StartOptions, signalName string, signalArg any, workflow any, input any) (Run, error)
+	// QueryWorkflow asks a run a question; the answer is decoded into
+	// valuePtr.
+	QueryWorkflow(ctx context.Context, workflowID, runID, queryType string, args any, valuePtr any) error
+	// CancelWorkflow asks a run to cancel; the workflow code decides how.
+	CancelWorkflow(ctx context.Context, workflowID, runID, reason string) error
+	// TerminateWorkflow closes a run at once.
+	TerminateWorkflow(ctx context.Context, workflowID, runID, reason string) error
+	// DescribeWorkflow returns a run's status and pending work.
+	DescribeWorkflow(ctx context.Context, workflowID, runID string) (*api.DescribeWorkflowResponse, error)
+	// GetWorkflow returns a handle on a run.
+	GetWorkflow(ctx context.Context, workflowID, runID string) Run
+	// GetHistory returns a run's whole history.
+	GetHistory(ctx context.Context, workflowID, runID string) ([]history.Event, error)
+	// ListWorkflows lists runs newest first.
+	ListWorkflows(ctx context.Context, req *api.ListWorkflowsRequest) (*api.ListWorkflowsResponse, error)
+	// ResolveActivity decides an activity whose outcome is unknown: it
+	// happened (with its result, encoded by the client's converter), it did
+	// not happen (retry with the same key), or it failed.
+	ResolveActivity(ctx context.Context, req ResolveRequest) error
+	// Service returns the service contract underneath (workers use it).
+	Service() api.Service
+	// Converter returns the payload converter.
+	Converter() sdk.Converter
+	// Close releases the client's resources (not the engine's).
+	Close() error
+}
+
+// Run is a handle on one run.
+type Run interface {
+	// WorkflowID returns the workflow id.
+	WorkflowID() string
+	// RunID returns the run id (the first run of a continue-as-new chain).
+	RunID() string
+	// Get waits for the run (following continue-as-new) to close and
+	// decodes its result into valuePtr (nil to discard it). A run that did
+	// not complete returns an error: *sdk.ApplicationError for a failure,
+	// *sdk.CanceledError, *sdk.TimeoutError, or ErrTerminated.
+	Get(ctx context.Context, valuePtr any) error
+}
+
+// ErrTerminated is returned by Run.Get for a terminated run.
+var ErrTerminated = errors.New("client: workflow terminated")
+
+// Options configure a Client.
+type Options struct {
+	// Converter encodes inputs and decodes results (default
+	// sdk.DefaultConverter()).
+	Converter sdk.Converter
+	// Identity names this client in history (default "client").
+	Identity string
+}
+
+// StartOptions describe a run to start.
+type StartOptions struct {
+	// ID is the workflow id: the caller's business id ("invoice-INV-9").
+	ID        string
+	TaskQueue string
+	// ExecutionTimeout bounds the whole chain of runs; RunTimeout one run;
+	// TaskTimeout one workflow task (default 10 s).
+	ExecutionTimeout time.Duration
+	RunTimeout       time.Duration
+	TaskTimeout      time.Duration
+	ReusePolicy      api.ReusePolicy
+	ConflictPolicy   api.ConflictPolicy
+	// RequestID makes a retried start idempotent.
+	RequestID string
+}
+
+// ResolveRequest decides an activity whose outcome is unknown.
+type ResolveRequest struct {
+	WorkflowID string
+	RunID      string
+	// ActivityID or ScheduledEventID names the activity; both empty means
+	// the activity the run is paused on.
+	ActivityID       string
+	ScheduledEventID int64
+	Resolution       history.Resolution
+	// Result is the activity's result when it happened (encoded with the
+	// client's converter; an api.Payload is used as it is).
+	Result any
+	// Failure is used when Resolution is ResolvedFailed.
+	Failure *history.Failure
+	// By names who decided, Reason why; both go into history.
+	By     string
+	Reason string
+}
+
+// NewLocal returns a Client over an embedded engine or any api.Service.
+func NewLocal(svc api.Service, opts Options) Client {
+	if opts.Converter == nil {
+		opts.Converter = sdk.DefaultConverter()
+	}
+	if opts.Identity == "" {
+		opts.Identity = "client"
+	}
+	return &serviceClient{svc: svc, opts: opts}
+}
+
+type serviceClient struct {
+	svc  api.Service
+	opts Options
+}
+
+func (c *serviceClient) Service() api.Service     { return c.svc }
+func (c *serviceClient) Converter() sdk.Converter { return c.opts.Converter }
+func (c *serviceClient) Close() error             { return nil }
+
+func (c *serviceClient) payload(v any) (history.Payload, error) {
+	if p, ok := v.(history.Payload); ok {
+		return p, nil
+	}
+	p, err := c.opts.Converter.ToPayload(v)
+	if err != nil {
+		return history.Payload{}, fmt.Errorf("%w: encode: %w", api.ErrInvalidArgument, err)
+	}
+	return p, nil
+}
+
+func (c *serviceClient) startRequest(opts StartOptions, workflow any, input any) (*api.StartWorkflowRequest, error) {
+	name := sdk.TypeName(workflow)
+	if name == "" {
+		return nil, fmt.Errorf("%w: workflow must be a function or a type name, got %T", api.ErrInvalidArgument, workflow)
+	}
+	in, err := c.payload(input)
+	if err != nil {
+		return nil, err
+	}
+	return &api.StartWorkflowRequest{WorkflowID: opts.ID, WorkflowType: name, TaskQueue: opts.TaskQueue, Input: in,
+		ExecutionTimeout: opts.ExecutionTimeout, RunTimeout: opts.RunTimeout, TaskTimeout: opts.TaskTimeout,
+		ReusePolicy: opts.ReusePolicy, ConflictPolicy: opts.ConflictPolicy, RequestID: opts.RequestID, Identity: c.opts.Identity}, nil
+}
+
+func (c *serviceClient) StartWorkflow(ctx context.Context, opts StartOptions, workflow any, input any) (Run, error) {
+	req, err := c.startRequest(opts, workflow, input)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.svc.StartWorkflow(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return &run{c: c, workflowID: opts.ID, runID: resp.RunID}, nil
+}
+
+func (c *serviceClient) ExecuteWorkflow(ctx context.Context, opts StartOptions, workflow any, input any, valuePtr any) (Run, error) {
+	r, err := c.StartWorkflow(ctx, opts, workflow, input)
+	if err != nil {
+		return nil, err
+	}
+	return r, r.Get(ctx, valuePtr)
+}
+
+func (c *serviceClient) SignalWorkflow(ctx context.Context, workflowID, runID, signalName string, arg any) error {
+	in, err := c.payload(arg)
+	if err != nil {
+		return err
+	}
+	_, err = c.svc.SignalWorkflow(ctx, &api.SignalWorkflowRequest{WorkflowID: workflowID, RunID: runID, SignalName: signalName,
+		Input: in, Identity: c.opts.Identity})
+	return err
+}
+
+func (c *serviceClient) SignalWithStartWorkflow(ctx context.Context, opts StartOptions, signalName string, signalArg any, workflow any, input any) (Run, error) {
+	req, err := c.startRequest(opts, workflow, input)
+	if err != nil {
+		return nil, err
+	}
+	sig, err := c.payload(signalArg)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.svc.SignalWithStartWorkflow(ctx, &api.SignalWithStartRequest{Start: *req, SignalName: signalName, SignalInput: sig})
+	if err != nil {
+		return nil, err
+	}
+	return &run{c: c, workflowID: opts.ID, runID: resp.RunID}, nil
+}
+
+func (c *serviceClient) QueryWorkflow(ctx context.Context, workflowID, runID, queryType string, args any, valuePtr any) error {
+	in, err := c.payload(args)
+	if err != nil {
+		return err
+	}
+	resp, err := c.svc.QueryWorkflow(ctx, &api.QueryWorkflowRequest{WorkflowID: workflowID, RunID: runID, QueryType: queryType, Args: in})
+	if err != nil {
+		return err
+	}
+	return c.decode(resp.Result, valuePtr)
+}
+
+func (c *serviceClient) decode(p history.Payload, valuePtr any) error {
+	if valuePtr == nil {
+		return nil
+	}
+	if pp, ok := valuePtr.(*history.Payload); ok {
+		*pp = p
+		return nil
+	}
+	if err := c.opts.Converter.FromPayload(p, valuePtr); err != nil {
+		return fmt.Errorf("client: decode result into %T: %w", valuePtr, err)
+	}
+	return nil
+}
+
+func (c *serviceClient) CancelWorkflow(ctx context.Context, workflowID, runID, reason string) error {
+	_, err := c.svc.RequestCancelWorkflow(ctx, &api.CancelWorkflowRequest{WorkflowID: workflowID, RunID: runID, Reason: reason,
+		Identity: c.opts.Identity})
+	return err
+}
+
+func (c *serviceClient) TerminateWorkflow(ctx context.Context, workflowID, runID, reason string) error {
+	_, err := c.svc.TerminateWorkflow(ctx, &api.TerminateWorkflowRequest{WorkflowID: workflowID, RunID: runID, Reason: reason,
+		Identity: c.opts.Identity})
+	return err
+}
+
+func (c *serviceClient) DescribeWorkflow(ctx context.Context, workflowID, runID string) (*api.DescribeWorkflowResponse, error) {
+	return c.svc.DescribeWorkflow(ctx, &api.DescribeWorkflowRequest{WorkflowID: workflowID, RunID: runID})
+}
+
+func (c *serviceClient) GetWorkflow(ctx context.Context, workflowID, runID string) Run {
+	return &run{c: c, workflowID: workflowID, runID: runID}
+}
+
+func (c *serviceClient) GetHistory(ctx context.Context, workflowID, runID string) ([]history.Event, error) {
+	var all []history.Event
+	from := int64(1)
+	for {
+		resp, err := c.svc.GetHistory(ctx, &api.GetHistoryRequest{WorkflowID: workflowID, RunID: runID, FromEventID: from})
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, resp.Events...)
+		runID = resp.RunID
+		if len(resp.Events) == 0 || resp.NextEventID <= from+int64(len(resp.Events)) {
+			return all, nil
+		}
+		from += int64(len(resp.Events))
+	}
+}
+
+func (c *serviceClient) ListWorkflows(ctx context.Context, req *api.ListWorkflowsRequest) (*api.ListWorkflowsResponse, error) {
+	return c.svc.ListWorkflows(ctx, req)
+}
+
+func (c *serviceClient) ResolveActivity(ctx context.Context, req ResolveRequest) error {
+	var result history.Payload
+	if req.Resolution == history.ResolvedHappened && req.Result != nil {
+		p, err := c.payload(req.Result)
+		if err != nil {
+			return err
+		}
+		result = p
+	}
+	by := req.By
+	if by == "" {
+		by = c.opts.Identity
+	}
+	_, err := c.svc.ResolveActivity(ctx, &api.ResolveActivityRequest{WorkflowID: req.WorkflowID, RunID: req.RunID,
+		ScheduledEventID: req.ScheduledEventID, ActivityID: req.ActivityID, Resolution: req.Resolution, Result: result,
+		Failure: req.Failure, Identity: by, Reason: req.Reason})
+	return err
+}
+
+type run struct {
+	c          *serviceClient
+	workflowID string
+	runID      string
+}
+
+func (r *run) WorkflowID() string { return r.workflowID }
+func (r *run) RunID() string      { return r.runID }
+
+func (r *run) Get(ctx context.Context, valuePtr any) error {
+	runID := r.runID
+	for {
+		resp, err := r.c.svc.GetResult(ctx, &api.GetResultRequest{WorkflowID: r.workflowID, RunID: runID, Wait: true})
+		if err != nil {
+			return err
+		}
+		if !resp.Closed {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			runID = resp.RunID
+			continue
+		}
+		switch resp.Status {
+		case api.StatusCompleted:
+			return r.c.decode(resp.Result, valuePtr)
+		case api.StatusContinuedAsNew:
+			runID = resp.ContinuedAsNewRunID
+		case api.StatusTerminated:
+			return fmt.Errorf("%w: %s", ErrTerminated, failureMessage(resp.Failure))
+		default:
+			if resp.Failure != nil {
+				return sdk.FailureToError(*resp.Failure)
+			}
+			return fmt.Errorf("client: workflow %q closed as %s", r.workflowID, resp.Status)
+		}
+	}
+}
+
+func failureMessage(f *history.Failure) string {
+	if f == nil {
+		return ""
+	}
+	return f.Message
+}

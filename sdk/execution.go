@@ -1,0 +1,862 @@
+package sdk
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
+)
+
+// DefaultDeadlockTimeout is ExecutionOptions.DeadlockTimeout's default.
+const DefaultDeadlockTimeout = time.Second
+
+// ExecutionOptions configure an Execution.
+type ExecutionOptions struct {
+	// Converter encodes inputs, results, signals and markers. Default:
+	// DefaultConverter() (canonical msgpack).
+	Converter Converter
+	// Logger is the base of GetLogger's logger. Default: no logging.
+	Logger *zerolog.Logger
+	// DeadlockTimeout bounds how long a workflow coroutine may run without
+	// reaching an SDK call before the task fails with a *DeadlockError.
+	// Default DefaultDeadlockTimeout (1 s).
+	DeadlockTimeout time.Duration
+}
+
+// Validate reports invalid options.
+func (o *ExecutionOptions) Validate() error {
+	if o.DeadlockTimeout < 0 {
+		return fmt.Errorf("sdk: ExecutionOptions.DeadlockTimeout must not be negative, got %s", o.DeadlockTimeout)
+	}
+	return nil
+}
+
+// ExecutionStats counts what an Execution did, for workers' metrics and
+// tests.
+type ExecutionStats struct {
+	// Tasks is the number of tasks processed successfully.
+	Tasks int64
+	// Events is the number of events processed.
+	Events int64
+	// ReplayedDecisions counts workflow tasks whose recorded decision the
+	// code re-ran (replay), as opposed to deciding live.
+	ReplayedDecisions int64
+	// ReplayedFromStart counts tasks that started at event 1 and replayed
+	// at least one recorded decision: the rebuild of a run's state from
+	// its full history (a cache miss, a restart). A sticky Execution that
+	// keeps up task by task leaves it at 0.
+	ReplayedFromStart int64
+}
+
+// Execution runs one workflow run's code against its history. A worker
+// creates one per run (NewExecution), feeds it each workflow task
+// (ProcessTask), answers queries from it (Query), and closes it when the run
+// leaves its cache (Close). Its methods are safe for concurrent use but
+// serialise: only one runs at a time.
+type Execution struct {
+	mu     sync.Mutex
+	reg    *Registry
+	def    *WorkflowDefinition
+	conv   Converter
+	opts   ExecutionOptions
+	logger zerolog.Logger
+
+	info WorkflowInfo // static part; GetInfo fills in the rest
+
+	// Scheduler.
+	corosMu      sync.Mutex
+	coros        []*coroutine // in creation order; guarded by corosMu
+	current      *coroutine
+	deadlock     *time.Timer
+	closing      atomic.Bool
+	fatal        error
+	rootReturned bool
+
+	// Position in history.
+	lastEventID  int64
+	inbox        []history.Event // delivered events the code has not seen yet
+	times        []eventTime     // event times since the last decision boundary
+	liveDecision bool            // the last decision was made live; its WorkflowTaskCompleted is due
+	liveSeen     int64           // the last event the live decision saw
+
+	// The decision being made.
+	replaying       bool
+	replayCmds      []history.Event // the recorded command events of the decision being replayed
+	replayUsed      []bool
+	replayWTC       int64
+	now             time.Time
+	historyLen      int64
+	decisionAttempt int32
+	taskAttempt     int32
+	taskSuggestCAN  bool
+	pending         []*commandEntry
+
+	// Workflow state.
+	rootScope       *cancelScope
+	listenerSeq     uint64
+	cancelRequested bool
+	workflowClosed  bool
+	seqActivity     int64
+	seqTimer        int64
+	seqChild        int64
+	seqSideEffect   int64
+	seqCoroutine    int64
+	activities      map[int64]*activityState // by scheduled event id; nil once resolved
+	timers          map[string]*timerState   // by timer id; nil once resolved
+	children        map[int64]*childState    // by initiated event id; nil once resolved
+	signals         map[string]*signalChannel
+	queries         map[string]*queryHandler
+	versions        map[string]Version
+	mutables        map[string]history.Payload
+	actDefs         map[string]*ActivityDefinition // registry lookups, misses included
+	fnNames         map[uintptr]string             // function entry → registered or derived name
+	inQuery         bool
+
+	broken error // a failed task left the Execution unusable
+	closed bool
+	stats  ExecutionStats
+}
+
+type eventTime struct {
+	id int64
+	t  time.Time
+}
+
+// commandEntry is a command of the current (or last live) decision.
+type commandEntry struct {
+	cmd     api.Command
+	dropped bool // canceled before it was sent: it produces no event
+	sent    bool // returned to the engine by a live decision
+	matched bool // its event is known
+	owner   commandOwner
+}
+
+// commandOwner learns the event recorded for its command.
+type commandOwner interface{ onCommandMatched(ev *history.Event) }
+
+// droppable: the command can still be withdrawn (cancel before send).
+func (c *commandEntry) droppable() bool { return !c.sent && !c.matched && !c.dropped }
+
+// activityState is a scheduled activity. It lives in one allocation with
+// its future, its command and the command's entry (see activityFuture).
+type activityState struct {
+	e               *Execution
+	typ, id         string
+	scheduledID     int64
+	fut             *futureState
+	entry           commandEntry
+	cmd             api.ScheduleActivityCommand
+	retry           *RetryPolicy
+	scope           *cancelScope
+	cancelKey       uint64
+	cancelRequested bool
+}
+
+func (a *activityState) onCommandMatched(ev *history.Event) {
+	a.scheduledID = ev.ID
+	a.e.activities[ev.ID] = a
+}
+
+func (a *activityState) onScopeCanceled() { a.e.cancelActivity(a) }
+func (a *activityState) onFutureReady()   { a.scope.removeListener(a.cancelKey) }
+
+type timerState struct {
+	e         *Execution
+	id        string
+	fut       *futureState
+	entry     commandEntry
+	cmd       api.StartTimerCommand
+	scope     *cancelScope
+	cancelKey uint64
+}
+
+func (t *timerState) onCommandMatched(*history.Event) {}
+func (t *timerState) onScopeCanceled()                { t.e.cancelTimer(t) }
+func (t *timerState) onFutureReady()                  { t.scope.removeListener(t.cancelKey) }
+
+type childState struct {
+	e           *Execution
+	typ, id     string
+	runID       string
+	initiatedID int64
+	fut         *futureState
+	started     *futureState
+	entry       commandEntry
+	cmd         api.StartChildWorkflowCommand
+	scope       *cancelScope
+	cancelKey   uint64
+}
+
+func (ch *childState) onCommandMatched(ev *history.Event) {
+	a := ev.Attrs.(*history.ChildWorkflowStarted)
+	ch.initiatedID, ch.runID = ev.ID, a.RunID
+	ch.e.children[ev.ID] = ch
+	if a.RunID != "" {
+		ch.started.setValue(WorkflowExecution{ID: a.WorkflowID, RunID: a.RunID}, nil)
+	}
+}
+
+// onScopeCanceled withdraws a child that was not sent yet. A started child
+// cannot be canceled from here (there is no command for it).
+func (ch *childState) onScopeCanceled() {
+	if ch.entry.droppable() {
+		ch.entry.dropped = true
+		ch.fail(&CanceledError{Message: "child workflow canceled before it started"})
+	}
+}
+
+func (ch *childState) onFutureReady() { ch.scope.removeListener(ch.cancelKey) }
+
+func (ch *childState) fail(cause error) {
+	err := &ChildWorkflowError{WorkflowID: ch.id, RunID: ch.runID, WorkflowType: ch.typ, InitiatedEventID: ch.initiatedID, Cause: cause}
+	ch.started.setValue(nil, err)
+	ch.fut.setValue(nil, err)
+}
+
+// NewExecution prepares an Execution for the run task names; task is used
+// for the run's identity only — pass it to ProcessTask next. It fails with
+// ErrUnknownWorkflowType when the registry has no such workflow.
+func NewExecution(reg *Registry, task *api.WorkflowTask, opts ExecutionOptions) (*Execution, error) {
+	if reg == nil || task == nil {
+		return nil, errors.New("sdk: NewExecution needs a registry and a task")
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	def, ok := reg.Workflow(task.WorkflowType)
+	if !ok {
+		return nil, fmt.Errorf("%w %q (registered: %s)", ErrUnknownWorkflowType, task.WorkflowType, strings.Join(reg.WorkflowTypes(), ", "))
+	}
+	if opts.Converter == nil {
+		opts.Converter = DefaultConverter()
+	}
+	if opts.DeadlockTimeout == 0 {
+		opts.DeadlockTimeout = DefaultDeadlockTimeout
+	}
+	base := zerolog.Nop()
+	if opts.Logger != nil {
+		base = *opts.Logger
+	}
+	e := &Execution{
+		reg:        reg,
+		def:        def,
+		conv:       opts.Converter,
+		opts:       opts,
+		activities: map[int64]*activityState{},
+		timers:     map[string]*timerState{},
+		children:   map[int64]*childState{},
+		signals:    map[string]*signalChannel{},
+		queries:    map[string]*queryHandler{},
+		versions:   map[string]Version{},
+		mutables:   map[string]history.Payload{},
+		actDefs:    map[string]*ActivityDefinition{},
+		fnNames:    map[uintptr]string{},
+		info: WorkflowInfo{
+			WorkflowID:   task.WorkflowID,
+			RunID:        task.RunID,
+			WorkflowType: task.WorkflowType,
+			TaskQueue:    task.TaskQueue,
+		},
+	}
+	e.rootScope = newCancelScope(e, nil)
+	e.logger = base.With().Str("workflow_id", task.WorkflowID).Str("run_id", task.RunID).
+		Str("workflow_type", task.WorkflowType).Logger().Hook(replayHook{e})
+	return e, nil
+}
+
+// replayHook silences workflow logging while the code replays decisions
+// that are already recorded.
+type replayHook struct{ e *Execution }
+
+func (h replayHook) Run(ev *zerolog.Event, _ zerolog.Level, _ string) {
+	if h.e.replaying {
+		ev.Discard()
+	}
+}
+
+// ProcessTask applies a workflow task's new events and returns the
+// commands of the live decision. For a new Execution the events must start
+// at event 1; afterwards each task must continue where the last ended
+// (sticky execution). Recorded decisions in the events are replayed: the
+// code re-runs and its commands are matched against the recorded command
+// events (a mismatch is a *NondeterminismError).
+//
+// On ErrHistoryGap nothing changed: build a new Execution from the full
+// history. Any other error (*PanicError, *NondeterminismError,
+// *DeadlockError …) leaves the Execution unusable: report the task failed
+// (see TaskFailure) and Close the Execution. If the engine refuses the
+// returned commands, the Execution is stale too: Close it.
+func (e *Execution) ProcessTask(task *api.WorkflowTask) ([]api.Command, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.closed:
+		return nil, ErrClosed
+	case e.broken != nil:
+		return nil, e.broken
+	case task == nil:
+		return nil, errors.New("sdk: nil workflow task")
+	}
+	if err := e.checkTask(task); err != nil {
+		return nil, err
+	}
+	e.taskAttempt = task.Attempt
+	e.taskSuggestCAN = task.ContinueAsNewSuggested
+	cmds, err := e.process(task.Events)
+	if err != nil {
+		e.broken = err
+		return nil, err
+	}
+	e.stats.Tasks++
+	return cmds, nil
+}
+
+// checkTask verifies that the task continues this Execution's history,
+// before anything changes.
+func (e *Execution) checkTask(task *api.WorkflowTask) error {
+	evs := task.Events
+	next := e.lastEventID + 1
+	if len(evs) == 0 {
+		if task.FirstEventID > next {
+			return fmt.Errorf("%w: task starts at event %d, execution has seen events up to %d", ErrHistoryGap, task.FirstEventID, e.lastEventID)
+		}
+		return nil
+	}
+	first := evs[0].ID
+	if task.FirstEventID != 0 && task.FirstEventID != first {
+		return fmt.Errorf("%w: task says its first event is %d but carries event %d", ErrHistoryGap, task.FirstEventID, first)
+	}
+	if first != next {
+		return fmt.Errorf("%w: task starts at event %d, execution has seen events up to %d", ErrHistoryGap, first, e.lastEventID)
+	}
+	for i := range evs {
+		if evs[i].ID != first+int64(i) {
+			return fmt.Errorf("%w: task events are not contiguous at event %d", ErrHistoryGap, evs[i].ID)
+		}
+		if evs[i].Attrs == nil {
+			return fmt.Errorf("sdk: event %d has no attributes", evs[i].ID)
+		}
+	}
+	if first == 1 {
+		if _, ok := evs[0].Attrs.(*history.WorkflowStarted); !ok {
+			return fmt.Errorf("sdk: event 1 is %s, not WorkflowStarted", evs[0].Type())
+		}
+	}
+	if !e.liveDecision {
+		return nil
+	}
+	for i := range evs {
+		switch a := evs[i].Attrs.(type) {
+		case *history.WorkflowTaskCompleted:
+			if a.SeenEventID != 0 && a.SeenEventID != e.liveSeen {
+				return fmt.Errorf("%w: the decision recorded at event %d had seen events up to %d, this execution decided having seen %d",
+					ErrHistoryGap, evs[i].ID, a.SeenEventID, e.liveSeen)
+			}
+			return nil
+		case *history.WorkflowTaskFailed:
+			return fmt.Errorf("%w: this execution's last decision was not recorded (workflow task failed at event %d)", ErrHistoryGap, evs[i].ID)
+		}
+	}
+	return fmt.Errorf("%w: this execution's last decision was not recorded", ErrHistoryGap)
+}
+
+func (e *Execution) process(evs []history.Event) ([]api.Command, error) {
+	fromStart := len(evs) > 0 && evs[0].ID == 1
+	replayed := e.stats.ReplayedDecisions
+	for i := 0; i < len(evs); {
+		ev := &evs[i]
+		e.times = append(e.times, eventTime{ev.ID, ev.Time})
+		switch a := ev.Attrs.(type) {
+		case *history.WorkflowTaskCompleted:
+			j := i + 1
+			for j < len(evs) && isCommandEvent(evs[j].Type()) {
+				j++
+			}
+			group := evs[i+1 : j]
+			if !e.liveDecision {
+				seen := a.SeenEventID
+				if seen <= 0 || seen >= ev.ID {
+					seen = ev.ID - 1
+				}
+				e.replaying = true
+				e.replayCmds, e.replayUsed, e.replayWTC = group, nil, ev.ID
+				e.decisionAttempt = a.Attempt
+				e.decide(seen)
+				e.replayCmds, e.replayUsed = nil, nil
+				if e.fatal != nil {
+					return nil, e.fatal
+				}
+				e.stats.ReplayedDecisions++
+			}
+			if err := e.match(ev.ID, group); err != nil {
+				return nil, err
+			}
+			e.liveDecision = false
+			e.lastEventID = evs[j-1].ID
+			e.times = append(e.times[:0], eventTime{evs[j-1].ID, evs[j-1].Time})
+			i = j
+			continue
+		case *history.ActivityStarted, *history.ActivityOutcomeUnknown, *history.ActivityDuplicateDetected, *history.WorkflowTaskFailed:
+			// No meaning to workflow code.
+		default:
+			if isCommandEvent(ev.Type()) {
+				return nil, &NondeterminismError{EventID: ev.ID, Recorded: describeEvent(ev),
+					Produced: "nothing (a command event must follow a WorkflowTaskCompleted)"}
+			}
+			e.inbox = append(e.inbox, *ev)
+		}
+		e.lastEventID = ev.ID
+		i++
+	}
+	e.stats.Events += int64(len(evs))
+	if fromStart && e.stats.ReplayedDecisions > replayed {
+		e.stats.ReplayedFromStart++
+	}
+	e.replaying = false
+	e.decisionAttempt = e.taskAttempt
+	if !e.decide(e.lastEventID) {
+		return nil, e.fatal
+	}
+	if e.workflowClosed {
+		return nil, nil
+	}
+	cmds := make([]api.Command, 0, len(e.pending))
+	for _, p := range e.pending {
+		if !p.dropped {
+			p.sent = true
+			cmds = append(cmds, p.cmd)
+		}
+	}
+	e.liveDecision = true
+	e.liveSeen = e.lastEventID
+	return cmds, nil
+}
+
+// decide delivers the events up to seen and runs the code until it blocks.
+// It reports false on a fatal error.
+func (e *Execution) decide(seen int64) bool {
+	e.applyInbox(seen)
+	if e.fatal != nil {
+		return false
+	}
+	if e.workflowClosed {
+		return true
+	}
+	e.historyLen = seen
+	e.now = e.timeOf(seen)
+	e.runCoroutines()
+	return e.fatal == nil
+}
+
+func (e *Execution) timeOf(id int64) time.Time {
+	for i := len(e.times) - 1; i >= 0; i-- {
+		if e.times[i].id <= id {
+			return e.times[i].t
+		}
+	}
+	if len(e.times) > 0 {
+		return e.times[0].t
+	}
+	return e.now
+}
+
+// match pairs the decision's commands with the command events recorded
+// after its WorkflowTaskCompleted, one for one and in order.
+func (e *Execution) match(wtcID int64, group []history.Event) error {
+	k := 0
+	for _, p := range e.pending {
+		if p.dropped {
+			continue
+		}
+		if k >= len(group) {
+			return &NondeterminismError{EventID: wtcID + int64(k) + 1,
+				Recorded: fmt.Sprintf("no command event (the decision completed at event %d recorded %d)", wtcID, len(group)),
+				Produced: describeCommand(&p.cmd)}
+		}
+		ev := &group[k]
+		if !commandMatches(&p.cmd, ev) {
+			return &NondeterminismError{EventID: ev.ID, Recorded: describeEvent(ev), Produced: describeCommand(&p.cmd)}
+		}
+		p.matched = true
+		if p.owner != nil {
+			p.owner.onCommandMatched(ev)
+		}
+		k++
+	}
+	if k < len(group) {
+		return &NondeterminismError{EventID: group[k].ID, Recorded: describeEvent(&group[k]), Produced: "nothing"}
+	}
+	clear(e.pending)
+	e.pending = e.pending[:0]
+	return nil
+}
+
+// addCommand appends a command to the current decision.
+func (e *Execution) addCommand(cmd api.Command, owner commandOwner) *commandEntry {
+	c := &commandEntry{cmd: cmd, owner: owner}
+	e.addEntry(c)
+	return c
+}
+
+// addEntry appends a prepared command entry to the current decision.
+func (e *Execution) addEntry(c *commandEntry) {
+	if e.inQuery {
+		panic(errQueryMutation)
+	}
+	if e.closing.Load() {
+		c.dropped = true
+		return
+	}
+	e.pending = append(e.pending, c)
+}
+
+func (e *Execution) setFatal(err error) {
+	if e.fatal == nil {
+		e.fatal = err
+	}
+}
+
+// nondeterministic fails the task because the code asked history for a
+// value it does not hold at this point, and parks the coroutine.
+func (e *Execution) nondeterministic(produced string) {
+	k := 0
+	for _, p := range e.pending {
+		if !p.dropped {
+			k++
+		}
+	}
+	err := &NondeterminismError{EventID: e.replayWTC + int64(k) + 1, Produced: produced,
+		Recorded: fmt.Sprintf("no such event (the decision completed at event %d recorded %d)", e.replayWTC, len(e.replayCmds))}
+	if k < len(e.replayCmds) {
+		ev := &e.replayCmds[k]
+		err.EventID, err.Recorded = ev.ID, describeEvent(ev)
+	}
+	e.setFatal(err)
+	e.blockForever()
+}
+
+// findMarker returns the first unused marker of the decision being replayed
+// with the given name and id.
+func (e *Execution) findMarker(name, id string) *history.MarkerRecorded {
+	for i := range e.replayCmds {
+		m, ok := e.replayCmds[i].Attrs.(*history.MarkerRecorded)
+		if !ok || m.Name != name || m.ID != id || (e.replayUsed != nil && e.replayUsed[i]) {
+			continue
+		}
+		if e.replayUsed == nil {
+			e.replayUsed = make([]bool, len(e.replayCmds))
+		}
+		e.replayUsed[i] = true
+		return m
+	}
+	return nil
+}
+
+// applyInbox delivers the buffered events with ids up to upTo.
+func (e *Execution) applyInbox(upTo int64) {
+	n := 0
+	for n < len(e.inbox) && e.inbox[n].ID <= upTo && e.fatal == nil {
+		e.apply(&e.inbox[n])
+		n++
+	}
+	rest := copy(e.inbox, e.inbox[n:])
+	clear(e.inbox[rest:])
+	e.inbox = e.inbox[:rest]
+}
+
+// apply delivers one event to the workflow state.
+func (e *Execution) apply(ev *history.Event) {
+	switch a := ev.Attrs.(type) {
+	case *history.WorkflowStarted:
+		e.start(ev, a)
+	case *history.ActivityCompleted:
+		if act := e.activityFor(ev, a.ScheduledEventID); act != nil {
+			act.fut.resolve(a.Result, nil)
+		}
+	case *history.ActivityDeduplicated:
+		if act := e.activityFor(ev, a.ScheduledEventID); act != nil {
+			act.fut.resolve(a.Result, nil)
+		}
+	case *history.ActivityFailed:
+		if act := e.activityFor(ev, a.ScheduledEventID); act != nil {
+			act.fail(retryStateOf(a.Failure, a.Attempt, act.retry), FailureToError(a.Failure))
+		}
+	case *history.ActivityTimedOut:
+		if act := e.activityFor(ev, a.ScheduledEventID); act != nil {
+			var last error
+			if a.LastFailure.Type != "" || a.LastFailure.Message != "" {
+				last = FailureToError(a.LastFailure)
+			}
+			act.fail(RetryStateTimeout, &TimeoutError{TimeoutType: a.Timeout, Cause: last})
+		}
+	case *history.ActivityCanceled:
+		if act := e.activityFor(ev, a.ScheduledEventID); act != nil {
+			act.fail(RetryStateCancelRequested, &CanceledError{Message: "activity canceled", Details: a.Details})
+		}
+	case *history.ActivityResolved:
+		switch a.Resolution {
+		case history.ResolvedHappened:
+			if act := e.activityFor(ev, a.ScheduledEventID); act != nil {
+				act.fut.resolve(a.Result, nil)
+			}
+		case history.ResolvedFailed:
+			if act := e.activityFor(ev, a.ScheduledEventID); act != nil {
+				f := history.Failure{Type: "ResolvedFailed", Message: "resolved as failed by " + a.By + ": " + a.Reason, NonRetryable: true}
+				if a.Failure != nil {
+					f = *a.Failure
+				}
+				act.fail(RetryStateResolved, FailureToError(f))
+			}
+		}
+	case *history.TimerFired:
+		t, ok := e.timers[a.TimerID]
+		if !ok {
+			e.setFatal(&NondeterminismError{EventID: ev.ID, Recorded: describeEvent(ev), Produced: "no timer with that id"})
+			return
+		}
+		if t != nil {
+			e.timers[a.TimerID] = nil
+			t.fut.setValue(nil, nil)
+		}
+	case *history.SignalReceived:
+		ch := e.signalChannel(a.Name)
+		ch.buf = append(ch.buf, a.Input)
+	case *history.WorkflowCancelRequested:
+		e.cancelRequested = true
+		e.rootScope.cancel()
+	case *history.ChildWorkflowCompleted:
+		if ch := e.childFor(ev, a.InitiatedEventID); ch != nil {
+			ch.fut.resolve(a.Result, nil)
+		}
+	case *history.ChildWorkflowFailed:
+		if ch := e.childFor(ev, a.InitiatedEventID); ch != nil {
+			ch.runID = a.RunID
+			ch.fail(FailureToError(a.Failure))
+		}
+	case *history.WorkflowTerminated, *history.WorkflowTimedOut:
+		e.workflowClosed = true
+	}
+}
+
+func (a *activityState) fail(rs RetryState, cause error) {
+	a.fut.setValue(nil, &ActivityError{ActivityType: a.typ, ActivityID: a.id, ScheduledEventID: a.scheduledID, RetryState: rs, Cause: cause})
+}
+
+func retryStateOf(f history.Failure, attempt int32, rp *RetryPolicy) RetryState {
+	if f.NonRetryable || (rp != nil && slices.Contains(rp.NonRetryableErrorTypes, f.Type)) {
+		return RetryStateNonRetryableFailure
+	}
+	if rp != nil && rp.MaximumAttempts > 0 && attempt >= rp.MaximumAttempts {
+		return RetryStateMaximumAttemptsReached
+	}
+	return RetryStateUnspecified
+}
+
+// activityFor returns the pending activity scheduled at id; nil when it has
+// already resolved (the event is ignored) or is unknown (a fatal error).
+func (e *Execution) activityFor(ev *history.Event, id int64) *activityState {
+	act, ok := e.activities[id]
+	if !ok {
+		e.setFatal(&NondeterminismError{EventID: ev.ID, Recorded: describeEvent(ev), Produced: fmt.Sprintf("no activity scheduled at event %d", id)})
+		return nil
+	}
+	if act == nil || act.fut.ready {
+		return nil
+	}
+	e.activities[id] = nil
+	return act
+}
+
+func (e *Execution) childFor(ev *history.Event, id int64) *childState {
+	ch, ok := e.children[id]
+	if !ok {
+		e.setFatal(&NondeterminismError{EventID: ev.ID, Recorded: describeEvent(ev), Produced: fmt.Sprintf("no child workflow started at event %d", id)})
+		return nil
+	}
+	if ch == nil || ch.fut.ready {
+		return nil
+	}
+	e.children[id] = nil
+	return ch
+}
+
+func (e *Execution) signalChannel(name string) *signalChannel {
+	ch := e.signals[name]
+	if ch == nil {
+		ch = &signalChannel{name: name}
+		e.signals[name] = ch
+	}
+	return ch
+}
+
+// start records the run's attributes and creates the root coroutine.
+func (e *Execution) start(ev *history.Event, a *history.WorkflowStarted) {
+	i := &e.info
+	if a.WorkflowType != "" {
+		i.WorkflowType = a.WorkflowType
+	}
+	if a.TaskQueue != "" {
+		i.TaskQueue = a.TaskQueue
+	}
+	i.StartTime = ev.Time
+	i.ExecutionTimeout, i.RunTimeout, i.TaskTimeout = a.ExecutionTimeout, a.RunTimeout, a.TaskTimeout
+	i.FirstRunID, i.ContinuedFromRunID = a.FirstRunID, a.ContinuedFromRunID
+	i.ParentWorkflowID, i.ParentRunID = a.ParentWorkflowID, a.ParentRunID
+	ctx := &wfContext{e: e, scope: e.rootScope}
+	input := a.Input
+	e.spawn("root", func() { e.runRoot(ctx, input) })
+}
+
+func (e *Execution) runRoot(ctx *wfContext, input history.Payload) {
+	args := []reflect.Value{reflect.ValueOf(ctx)}
+	if e.def.inType != nil {
+		in := reflect.New(e.def.inType)
+		if err := e.conv.FromPayload(input, in.Interface()); err != nil {
+			e.rootDone(nil, NewNonRetryableError(fmt.Sprintf("workflow %s: %v", e.def.name, err), "InvalidInput"))
+			return
+		}
+		args = append(args, in.Elem())
+	}
+	out := e.def.fn.Call(args)
+	var result any
+	if e.def.outType != nil {
+		result = out[0].Interface()
+	}
+	err, _ := out[len(out)-1].Interface().(error)
+	e.rootDone(result, err)
+}
+
+// rootDone turns the workflow function's return into the closing command.
+func (e *Execution) rootDone(result any, err error) {
+	if e.closing.Load() {
+		return // unwinding, or an abandoned root that came unstuck: decide nothing
+	}
+	var cmd api.Command
+	var can *ContinueAsNewError
+	var canceled *CanceledError
+	switch {
+	case err == nil:
+		p, encErr := e.conv.ToPayload(result)
+		if encErr != nil {
+			cmd = api.Command{Type: api.CommandFailWorkflow, FailWorkflow: &api.FailWorkflowCommand{Failure: ErrorToFailure(encErr)}}
+			break
+		}
+		cmd = api.Command{Type: api.CommandCompleteWorkflow, CompleteWorkflow: &api.CompleteWorkflowCommand{Result: p}}
+	case errors.As(err, &can):
+		cmd = api.Command{Type: api.CommandContinueAsNew, ContinueAsNew: &api.ContinueAsNewCommand{
+			WorkflowType: can.WorkflowType, TaskQueue: can.TaskQueue, Input: can.Input, RunTimeout: can.RunTimeout, TaskTimeout: can.TaskTimeout}}
+	case e.cancelRequested && errors.As(err, &canceled):
+		cmd = api.Command{Type: api.CommandCancelWorkflow, CancelWorkflow: &api.CancelWorkflowCommand{Details: canceled.Details}}
+	default:
+		cmd = api.Command{Type: api.CommandFailWorkflow, FailWorkflow: &api.FailWorkflowCommand{Failure: ErrorToFailure(err)}}
+	}
+	e.addCommand(cmd, closeOwner{e})
+	e.rootReturned = true
+}
+
+// closeOwner marks the run closed when its closing command is recorded.
+type closeOwner struct{ e *Execution }
+
+func (o closeOwner) onCommandMatched(*history.Event) { o.e.workflowClosed = true }
+
+// Query answers a query from the run's current state with the handler
+// registered by SetQueryHandler (or the built-in QueryTypeStackTrace). It
+// neither produces commands nor advances the run. Unknown types return
+// ErrUnknownQuery; a handler's error is returned as is, its panic as a
+// *PanicError.
+func (e *Execution) Query(name string, args history.Payload) (result history.Payload, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.closed:
+		return history.Payload{}, ErrClosed
+	case e.broken != nil:
+		return history.Payload{}, e.broken
+	}
+	if name == QueryTypeStackTrace {
+		return e.conv.ToPayload(e.stackTrace())
+	}
+	h, ok := e.queries[name]
+	if !ok {
+		names := make([]string, 0, len(e.queries))
+		for n := range e.queries {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return history.Payload{}, fmt.Errorf("%w %q (known: %s)", ErrUnknownQuery, name, strings.Join(append(names, QueryTypeStackTrace), ", "))
+	}
+	e.inQuery = true
+	defer func() {
+		e.inQuery = false
+		if r := recover(); r != nil {
+			err = newPanicError(r, stackOf())
+		}
+	}()
+	return h.call(e.conv, args)
+}
+
+// stackTrace renders every live coroutine's stack.
+func (e *Execution) stackTrace() string {
+	var b strings.Builder
+	e.corosMu.Lock()
+	defer e.corosMu.Unlock()
+	for _, c := range e.coros {
+		if c.finished {
+			continue
+		}
+		fmt.Fprintf(&b, "coroutine %s:\n%s\n\n", c.name, goroutineStack(c.gid))
+	}
+	return b.String()
+}
+
+// Close ends the Execution: every workflow coroutine is unwound (its
+// deferred calls run; workflow calls inside them return at once or end the
+// coroutine) and its goroutine exits. A coroutine stuck outside the SDK
+// (see DeadlockError) cannot be unwound: it is abandoned, and exits at its
+// next SDK call if it ever gets there. Close is idempotent.
+func (e *Execution) Close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return
+	}
+	e.closed = true
+	e.unwind()
+	if e.deadlock != nil {
+		e.deadlock.Stop()
+	}
+}
+
+// LastEventID returns the id of the last event processed: the next task
+// must start at LastEventID()+1.
+func (e *Execution) LastEventID() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.lastEventID
+}
+
+// Stats returns the Execution's counters.
+func (e *Execution) Stats() ExecutionStats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.stats
+}
+
+// WorkflowClosed reports whether the run has closed, or will close when the
+// engine accepts the last decision (the workflow function has returned):
+// the Execution will produce no more commands, so there is no point caching
+// it.
+func (e *Execution) WorkflowClosed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.workflowClosed || e.rootReturned
+}

@@ -1,0 +1,236 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cairnflow/cairn/activities"
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/sdk"
+)
+
+// pollActivityTasks long-polls for activity tasks until pollCtx ends; each
+// activity runs under runCtx, which is canceled only when the grace period
+// after a stop is over.
+func (w *Worker) pollActivityTasks(pollCtx, runCtx context.Context, inflight *sync.WaitGroup) {
+	failures := 0
+	for {
+		select {
+		case w.actSlots <- struct{}{}:
+		case <-pollCtx.Done():
+			return
+		}
+		resp, err := w.svc.PollActivityTask(pollCtx, &api.PollActivityTaskRequest{TaskQueue: w.opts.TaskQueue, Identity: w.opts.Identity})
+		if err != nil || resp.Task == nil {
+			<-w.actSlots
+			if pollCtx.Err() != nil {
+				return
+			}
+			if err != nil {
+				failures++
+				w.log.Warn().Err(err).Msg("poll activity task failed; retrying")
+				if !backoff(pollCtx, failures) {
+					return
+				}
+			}
+			continue
+		}
+		failures = 0
+		inflight.Add(1)
+		go func(task *api.ActivityTask) {
+			defer inflight.Done()
+			defer func() { <-w.actSlots }()
+			w.runActivity(runCtx, task)
+		}(resp.Task)
+	}
+}
+
+// runActivity runs one attempt (or its Reconcile lookup) and reports the
+// outcome.
+func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask) {
+	w.stats.ActivityTasks.Add(1)
+	log := w.log.With().Str("workflow_id", task.WorkflowID).Str("run_id", task.RunID).Str("activity_id", task.ActivityID).
+		Str("activity_type", task.ActivityType).Int32("attempt", task.Attempt).Logger()
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	hb := newHeartbeater(w, task, cancel, log)
+	defer hb.stop()
+	ctx = activities.WithInfo(ctx, &activities.Info{
+		IdempotencyKey: task.IdempotencyKey, WorkflowID: task.WorkflowID, RunID: task.RunID, WorkflowType: task.WorkflowType,
+		ActivityID: task.ActivityID, ActivityType: task.ActivityType, Attempt: task.Attempt, Effect: task.Effect,
+		Reconcile: task.Reconcile, Deadline: task.Deadline, ScheduledTime: task.ScheduledTime, StartedTime: task.StartedTime,
+		HeartbeatDetails: task.HeartbeatDetails,
+	})
+	ctx = activities.WithHeartbeater(ctx, hb.record)
+	reg := w.reg
+	if task.Reconcile {
+		reg = w.reconcilers
+	}
+	def, ok := reg.Activity(task.ActivityType)
+	var (
+		result history.Payload
+		err    error
+	)
+	if !ok {
+		err = sdk.NewApplicationError(fmt.Sprintf("activity %q is not registered on worker %s", task.ActivityType, w.opts.Identity), "ActivityNotRegistered")
+	} else {
+		result, err = def.Invoke(ctx, w.opts.Converter, task.Input)
+	}
+	hb.stop()
+	w.report(task, result, err, hb.canceled(), log)
+}
+
+// report sends the attempt's outcome. It uses a fresh context so that an
+// outcome reached during shutdown is still recorded.
+func (w *Worker) report(task *api.ActivityTask, result history.Payload, err error, cancelRequested bool, log zerolog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var rerr error
+	switch {
+	case err == nil:
+		_, rerr = w.svc.CompleteActivity(ctx, &api.CompleteActivityRequest{TaskToken: task.TaskToken, Result: result, Identity: w.opts.Identity})
+	default:
+		req := &api.FailActivityRequest{TaskToken: task.TaskToken, Failure: sdk.ErrorToFailure(err), Identity: w.opts.Identity}
+		switch {
+		case errors.Is(err, activities.ErrNotHappened):
+			req.NotHappened = true
+		case errors.Is(err, activities.ErrOutcomeUnknown):
+			req.OutcomeUnknown = true
+		case cancelRequested && (errors.Is(err, context.Canceled) || sdk.IsCanceledError(err)):
+			req.Canceled = true
+		case task.Reconcile:
+			req.OutcomeUnknown = true // a lookup that failed could not tell
+		}
+		_, rerr = w.svc.FailActivity(ctx, req)
+	}
+	switch {
+	case rerr == nil:
+	case errors.Is(rerr, api.ErrStaleAttempt), errors.Is(rerr, api.ErrWorkflowClosed):
+		log.Warn().Err(rerr).Msg("activity outcome refused: this attempt no longer holds the lease")
+	default:
+		log.Error().Err(rerr).Msg("could not report activity outcome; the lease will expire")
+	}
+}
+
+// heartbeater sends an attempt's heartbeats: those the activity records
+// (at most one per HeartbeatInterval, the latest details winning) and
+// automatic ones at a third of the lease, so a long activity keeps its lease
+// while it makes progress. A heartbeat refused as stale, or one answering
+// that cancellation was requested, cancels the activity's context.
+type heartbeater struct {
+	w      *Worker
+	task   *api.ActivityTask
+	cancel context.CancelFunc
+	log    zerolog.Logger
+
+	mu        sync.Mutex
+	details   any
+	dirty     bool
+	cancelReq bool
+	wake      chan struct{}
+	quit      chan struct{}
+	done      chan struct{}
+	stopOnce  sync.Once
+}
+
+func newHeartbeater(w *Worker, task *api.ActivityTask, cancel context.CancelFunc, log zerolog.Logger) *heartbeater {
+	h := &heartbeater{w: w, task: task, cancel: cancel, log: log, wake: make(chan struct{}, 1),
+		quit: make(chan struct{}), done: make(chan struct{})}
+	go h.loop()
+	return h
+}
+
+func (h *heartbeater) record(details any) {
+	h.mu.Lock()
+	h.details, h.dirty = details, true
+	h.mu.Unlock()
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (h *heartbeater) canceled() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cancelReq
+}
+
+func (h *heartbeater) stop() {
+	h.stopOnce.Do(func() { close(h.quit) })
+	<-h.done
+}
+
+// interval is how often automatic heartbeats go out: a third of the lease.
+func (h *heartbeater) interval() time.Duration {
+	lease := h.task.HeartbeatTimeout
+	if lease <= 0 {
+		lease = h.task.StartToCloseTimeout
+	}
+	if lease <= 0 {
+		lease = 30 * time.Second
+	}
+	return max(lease/3, 10*time.Millisecond)
+}
+
+func (h *heartbeater) loop() {
+	defer close(h.done)
+	auto := time.NewTicker(h.interval())
+	defer auto.Stop()
+	var last time.Time
+	for {
+		select {
+		case <-h.quit:
+			return
+		case <-auto.C:
+		case <-h.wake:
+			if wait := h.w.opts.HeartbeatInterval - time.Since(last); wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-t.C:
+				case <-h.quit:
+					t.Stop()
+					return
+				}
+			}
+		}
+		last = time.Now()
+		h.send()
+	}
+}
+
+func (h *heartbeater) send() {
+	h.mu.Lock()
+	details, dirty := h.details, h.dirty
+	h.dirty = false
+	h.mu.Unlock()
+	req := &api.HeartbeatRequest{TaskToken: h.task.TaskToken}
+	if dirty {
+		p, err := h.w.opts.Converter.ToPayload(details)
+		if err != nil {
+			h.log.Warn().Err(err).Msg("heartbeat details not encodable; sending none")
+		}
+		req.Details = p
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := h.w.svc.RecordActivityHeartbeat(ctx, req)
+	switch {
+	case errors.Is(err, api.ErrStaleAttempt), errors.Is(err, api.ErrWorkflowClosed):
+		h.log.Warn().Err(err).Msg("lease lost: canceling the activity")
+		h.cancel()
+	case err != nil:
+		h.log.Warn().Err(err).Msg("heartbeat failed")
+	case resp.CancelRequested:
+		h.mu.Lock()
+		h.cancelReq = true
+		h.mu.Unlock()
+		h.cancel()
+	}
+}

@@ -1,0 +1,231 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/sdk"
+	"github.com/cairnflow/cairn/sdk/client"
+)
+
+// ErrBadHistory is wrapped when a history cannot be replayed at all (empty,
+// not starting with WorkflowStarted).
+var ErrBadHistory = errors.New("worker: history cannot be replayed")
+
+// Replayer replays recorded histories through registered workflow code on
+// the same runtime the live worker uses. A replay that succeeds proves the
+// code still produces the recorded decisions; one that fails returns the
+// *sdk.NondeterminismError (or panic) that a live worker would hit.
+//
+//	r := worker.NewReplayer(worker.ReplayerOptions{})
+//	r.RegisterWorkflow(PayInvoice)
+//	err := r.ReplayFile("invoice-INV-9.json", worker.ReplayOptions{Trace: os.Stdout})
+type Replayer struct {
+	reg  *sdk.Registry
+	opts ReplayerOptions
+}
+
+// ReplayerOptions configure a Replayer.
+type ReplayerOptions struct {
+	// Converter decodes payloads (default sdk.DefaultConverter()).
+	Converter sdk.Converter
+	// Registry, when set, is used instead of a new one (share a worker's).
+	Registry *sdk.Registry
+}
+
+// ReplayOptions configure one replay.
+type ReplayOptions struct {
+	// Trace, when set, receives a step-by-step account: for each workflow
+	// task, the events delivered, the commands the code produced, and the
+	// line of workflow code each coroutine was waiting at.
+	Trace io.Writer
+}
+
+// NewReplayer returns a Replayer with its own registry (or opts.Registry).
+func NewReplayer(opts ReplayerOptions) *Replayer {
+	if opts.Converter == nil {
+		opts.Converter = sdk.DefaultConverter()
+	}
+	reg := opts.Registry
+	if reg == nil {
+		reg = sdk.NewRegistry()
+	}
+	return &Replayer{reg: reg, opts: opts}
+}
+
+// RegisterWorkflow registers a workflow function to replay.
+func (r *Replayer) RegisterWorkflow(fn any, opts ...sdk.RegisterOptions) error {
+	var o sdk.RegisterOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	return r.reg.RegisterWorkflow(fn, o)
+}
+
+// ReplayFile replays a history exported as JSON (cairn history export).
+func (r *Replayer) ReplayFile(path string, opts ReplayOptions) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("worker: replay: %w", err)
+	}
+	defer f.Close()
+	run, events, err := history.ImportJSON(f)
+	if err != nil {
+		return fmt.Errorf("worker: replay %s: %w", path, err)
+	}
+	return r.ReplayHistory(run, events, opts)
+}
+
+// ReplayWorkflow fetches a run's history through c and replays it.
+func (r *Replayer) ReplayWorkflow(ctx context.Context, c client.Client, workflowID, runID string, opts ReplayOptions) error {
+	events, err := c.GetHistory(ctx, workflowID, runID)
+	if err != nil {
+		return err
+	}
+	return r.ReplayHistory(history.RunRef{WorkflowID: workflowID, RunID: runID}, events, opts)
+}
+
+// ReplayHistory replays events, feeding them decision by decision exactly
+// as a sticky worker received them.
+func (r *Replayer) ReplayHistory(run history.RunRef, events []history.Event, opts ReplayOptions) error {
+	if len(events) == 0 {
+		return fmt.Errorf("%w: no events", ErrBadHistory)
+	}
+	started, ok := events[0].Attrs.(*history.WorkflowStarted)
+	if !ok || events[0].ID != 1 {
+		return fmt.Errorf("%w: the first event is %s, not WorkflowStarted", ErrBadHistory, events[0])
+	}
+	base := api.WorkflowTask{WorkflowID: run.WorkflowID, RunID: run.RunID, WorkflowType: started.WorkflowType,
+		TaskQueue: started.TaskQueue, Attempt: 1}
+	exec, err := sdk.NewExecution(r.reg, &base, sdk.ExecutionOptions{Converter: r.opts.Converter})
+	if err != nil {
+		return err
+	}
+	defer exec.Close()
+	for i, chunk := range decisions(events) {
+		task := base
+		task.FirstEventID = chunk[0].ID
+		task.Events = chunk
+		task.NextEventID = chunk[len(chunk)-1].ID + 1
+		cmds, err := exec.ProcessTask(&task)
+		if opts.Trace != nil {
+			r.trace(opts.Trace, exec, i+1, chunk, cmds, err)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decisions splits a history into the tasks a sticky worker received:
+// each ends at the last event the next decision saw (its
+// WorkflowTaskCompleted's SeenEventID).
+func decisions(events []history.Event) [][]history.Event {
+	var chunks [][]history.Event
+	start := 0
+	for _, ev := range events {
+		wtc, ok := ev.Attrs.(*history.WorkflowTaskCompleted)
+		if !ok {
+			continue
+		}
+		end := int(wtc.SeenEventID) // events[end-1] has id SeenEventID
+		if end > start && end <= len(events) {
+			chunks = append(chunks, events[start:end])
+			start = end
+		}
+	}
+	if start < len(events) {
+		chunks = append(chunks, events[start:])
+	}
+	return chunks
+}
+
+func (r *Replayer) trace(w io.Writer, exec *sdk.Execution, n int, chunk []history.Event, cmds []api.Command, err error) {
+	fmt.Fprintf(w, "── workflow task %d: events %d–%d\n", n, chunk[0].ID, chunk[len(chunk)-1].ID)
+	for _, ev := range chunk {
+		fmt.Fprintf(w, "   event %4d  %s\n", ev.ID, describeEvent(ev))
+	}
+	for _, c := range cmds {
+		fmt.Fprintf(w, "   command     %s\n", describeCommand(c))
+	}
+	if err != nil {
+		fmt.Fprintf(w, "   ERROR       %v\n", err)
+		return
+	}
+	if p, qerr := exec.Query(sdk.QueryTypeStackTrace, history.Payload{}); qerr == nil {
+		var stack string
+		if r.opts.Converter.FromPayload(p, &stack) == nil {
+			for _, line := range waitingLines(stack) {
+				fmt.Fprintf(w, "   waiting at  %s\n", line)
+			}
+		}
+	}
+}
+
+func describeEvent(ev history.Event) string {
+	switch a := ev.Attrs.(type) {
+	case *history.ActivityScheduled:
+		return fmt.Sprintf("%s %s (id %s)", ev.Type(), a.ActivityType, a.ActivityID)
+	case *history.ActivityCompleted:
+		return fmt.Sprintf("%s of %d", ev.Type(), a.ScheduledEventID)
+	case *history.TimerStarted:
+		return fmt.Sprintf("%s %s (%s)", ev.Type(), a.TimerID, a.Duration)
+	case *history.SignalReceived:
+		return fmt.Sprintf("%s %s", ev.Type(), a.Name)
+	case *history.WorkflowTaskCompleted:
+		return fmt.Sprintf("%s (decided having seen event %d)", ev.Type(), a.SeenEventID)
+	}
+	return ev.Type().String()
+}
+
+func describeCommand(c api.Command) string {
+	switch {
+	case c.ScheduleActivity != nil:
+		return fmt.Sprintf("%s %s (id %s)", c.Type, c.ScheduleActivity.ActivityType, c.ScheduleActivity.ActivityID)
+	case c.StartTimer != nil:
+		return fmt.Sprintf("%s %s (%s)", c.Type, c.StartTimer.TimerID, c.StartTimer.Duration)
+	case c.StartChildWorkflow != nil:
+		return fmt.Sprintf("%s %s (%s)", c.Type, c.StartChildWorkflow.WorkflowType, c.StartChildWorkflow.WorkflowID)
+	}
+	return c.Type.String()
+}
+
+// waitingLines picks, from each coroutine's stack, the coroutine's name and
+// the first frame in workflow code (outside the SDK and the runtime).
+func waitingLines(stack string) []string {
+	var out []string
+	name := ""
+	lines := strings.Split(stack, "\n")
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		if strings.HasPrefix(l, "coroutine ") {
+			name = strings.TrimSuffix(strings.TrimPrefix(l, "coroutine "), ":")
+			continue
+		}
+		if name == "" || strings.HasPrefix(l, "\t") || strings.TrimSpace(l) == "" || i+1 >= len(lines) {
+			continue
+		}
+		fn := l
+		if strings.HasPrefix(fn, "github.com/cairnflow/cairn/sdk.") || strings.HasPrefix(fn, "runtime.") ||
+			strings.HasPrefix(fn, "goroutine ") || strings.HasPrefix(fn, "created by") {
+			continue
+		}
+		loc := strings.TrimSpace(lines[i+1])
+		if j := strings.LastIndex(loc, " +0x"); j > 0 {
+			loc = loc[:j]
+		}
+		if j := strings.LastIndex(fn, "("); j > 0 {
+			fn = fn[:j]
+		}
+		out = append(out, fmt.Sprintf("%s: %s (%s)", name, fn, loc))
+		name = ""
+	}
+	return out
+}

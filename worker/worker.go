@@ -1,0 +1,308 @@
+// Package worker runs workflows and activities as a long-lived process: it
+// long-polls task queues, executes workflow tasks on the SDK's deterministic
+// runtime with a sticky cache, runs activities under leases with automatic
+// heartbeats, and shuts down gracefully.
+//
+//	c := client.NewLocal(eng, client.Options{}) // or client.Dial(...)
+//	w, _ := worker.New(c, worker.Options{TaskQueue: "agents"})
+//	w.RegisterWorkflow(PayInvoice)
+//	w.RegisterActivity(SendPayment, activities.Options{Effect: activities.SideEffect, Reconcile: LookupPayment})
+//	err := w.Run(ctx) // until ctx ends (or SIGINT/SIGTERM with StopOnSignals)
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/oklog/run"
+	"github.com/rs/zerolog"
+
+	"github.com/cairnflow/cairn/activities"
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/sdk"
+	"github.com/cairnflow/cairn/sdk/client"
+)
+
+// ErrInvalidOptions is wrapped by Options.Validate's errors.
+var ErrInvalidOptions = errors.New("worker: invalid options")
+
+// Options configure a Worker. TaskQueue is required; every other zero
+// value takes the default in its comment.
+type Options struct {
+	// TaskQueue is the queue the worker polls for workflow and activity tasks.
+	TaskQueue string
+	// MaxConcurrentActivities bounds activities running at once (default 64).
+	MaxConcurrentActivities int
+	// MaxConcurrentWorkflowTasks bounds workflow tasks running at once
+	// (default 2 × GOMAXPROCS… fixed at 8 to stay deterministic in tests).
+	MaxConcurrentWorkflowTasks int
+	// WorkflowPollers and ActivityPollers are the number of long polls kept
+	// open (default 2 each).
+	WorkflowPollers int
+	ActivityPollers int
+	// StickyCacheSize bounds how many runs stay cached between tasks (LRU;
+	// default 1,000). A cached run gets its next task with only the new
+	// events instead of being replayed from the start.
+	StickyCacheSize int
+	// DisableSticky turns the sticky cache off (every task replays).
+	DisableSticky bool
+	// Identity names the worker in history (default "host:pid").
+	Identity string
+	// Converter encodes and decodes payloads (default: the client's).
+	Converter sdk.Converter
+	// Logger receives structured logs (default: discarded).
+	Logger *zerolog.Logger
+	// GracefulStop bounds how long in-flight tasks may run after the worker
+	// is asked to stop (default 10 s). Activities still running then are
+	// canceled and left to their leases.
+	GracefulStop time.Duration
+	// HeartbeatInterval is the most often heartbeats are sent (default 1 s;
+	// automatic heartbeats go out at a third of the lease).
+	HeartbeatInterval time.Duration
+	// DeadlockTimeout bounds how long workflow code may run without reaching
+	// an SDK call (default sdk.DefaultDeadlockTimeout).
+	DeadlockTimeout time.Duration
+	// StopOnSignals makes Run also stop on SIGINT and SIGTERM.
+	StopOnSignals bool
+}
+
+// Validate reports options that cannot work.
+func (o *Options) Validate() error {
+	if o.TaskQueue == "" {
+		return fmt.Errorf("%w: TaskQueue is required", ErrInvalidOptions)
+	}
+	for _, v := range []struct {
+		name string
+		n    int
+	}{{"MaxConcurrentActivities", o.MaxConcurrentActivities}, {"MaxConcurrentWorkflowTasks", o.MaxConcurrentWorkflowTasks},
+		{"WorkflowPollers", o.WorkflowPollers}, {"ActivityPollers", o.ActivityPollers}, {"StickyCacheSize", o.StickyCacheSize}} {
+		if v.n < 0 {
+			return fmt.Errorf("%w: %s must not be negative", ErrInvalidOptions, v.name)
+		}
+	}
+	if o.GracefulStop < 0 || o.HeartbeatInterval < 0 || o.DeadlockTimeout < 0 {
+		return fmt.Errorf("%w: durations must not be negative", ErrInvalidOptions)
+	}
+	return nil
+}
+
+func (o *Options) fillDefaults(c client.Client) {
+	def := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	def(&o.MaxConcurrentActivities, 64)
+	def(&o.MaxConcurrentWorkflowTasks, 8)
+	def(&o.WorkflowPollers, 2)
+	def(&o.ActivityPollers, 2)
+	def(&o.StickyCacheSize, 1000)
+	if o.Identity == "" {
+		host, _ := os.Hostname()
+		o.Identity = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	if o.Converter == nil {
+		o.Converter = c.Converter()
+	}
+	if o.Logger == nil {
+		l := zerolog.Nop()
+		o.Logger = &l
+	}
+	if o.GracefulStop == 0 {
+		o.GracefulStop = 10 * time.Second
+	}
+	if o.HeartbeatInterval == 0 {
+		o.HeartbeatInterval = time.Second
+	}
+}
+
+// Worker polls one task queue and runs what it finds.
+type Worker struct {
+	opts        Options
+	svc         api.Service
+	reg         *sdk.Registry
+	reconcilers *sdk.Registry // Reconcile lookups, registered under their activity's name
+	log         zerolog.Logger
+	sticky      string
+	cache       *lru.Cache[string, *cached]
+
+	wfSlots  chan struct{}
+	actSlots chan struct{}
+	running  atomic.Bool
+	stats    Stats
+}
+
+// Stats counts what a worker did.
+type Stats struct {
+	WorkflowTasks     atomic.Int64
+	ActivityTasks     atomic.Int64
+	FullReplays       atomic.Int64 // workflow tasks that rebuilt a run from its full history
+	CacheHits         atomic.Int64
+	WorkflowTaskFails atomic.Int64
+}
+
+// cached is a run's Execution in the sticky cache; mu serialises its tasks.
+type cached struct {
+	mu   sync.Mutex
+	exec *sdk.Execution
+}
+
+// New returns a worker for c's service.
+func New(c client.Client, opts Options) (*Worker, error) {
+	if c == nil {
+		return nil, fmt.Errorf("%w: nil client", ErrInvalidOptions)
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts.fillDefaults(c)
+	w := &Worker{
+		opts: opts, svc: c.Service(), reg: sdk.NewRegistry(), reconcilers: sdk.NewRegistry(),
+		log:      opts.Logger.With().Str("task_queue", opts.TaskQueue).Str("worker", opts.Identity).Logger(),
+		wfSlots:  make(chan struct{}, opts.MaxConcurrentWorkflowTasks),
+		actSlots: make(chan struct{}, opts.MaxConcurrentActivities),
+	}
+	if !opts.DisableSticky {
+		w.sticky = fmt.Sprintf("%s/sticky/%s/%d", opts.TaskQueue, opts.Identity, time.Now().UnixNano())
+		cache, err := lru.NewWithEvict(opts.StickyCacheSize, func(_ string, c *cached) { c.close() })
+		if err != nil {
+			return nil, fmt.Errorf("%w: sticky cache: %w", ErrInvalidOptions, err)
+		}
+		w.cache = cache
+	}
+	return w, nil
+}
+
+// Registry returns the worker's registry (shared with a Replayer in tests).
+func (w *Worker) Registry() *sdk.Registry { return w.reg }
+
+// Stats returns the worker's counters.
+func (w *Worker) Stats() *Stats { return &w.stats }
+
+// RegisterWorkflow registers a workflow function, named after the function
+// unless opts names it.
+func (w *Worker) RegisterWorkflow(fn any, opts ...sdk.RegisterOptions) error {
+	var o sdk.RegisterOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	return w.reg.RegisterWorkflow(fn, o)
+}
+
+// RegisterActivity registers an activity with its declared effect class,
+// business key and Reconcile lookup.
+func (w *Worker) RegisterActivity(fn any, opts ...activities.Options) error {
+	var o activities.Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if err := w.reg.RegisterActivity(fn, sdk.RegisterActivityOptions{Name: o.Name, Effect: o.Effect,
+		BusinessKey: o.BusinessKey, HasReconcile: o.Reconcile != nil}); err != nil {
+		return err
+	}
+	if o.Reconcile == nil {
+		return nil
+	}
+	name := o.Name
+	if name == "" {
+		name = sdk.TypeName(fn)
+	}
+	if reflect.TypeOf(o.Reconcile) != reflect.TypeOf(fn) {
+		return fmt.Errorf("%w: activity %s: Reconcile has type %T; it must have the activity's own signature %T",
+			sdk.ErrInvalidRegistration, name, o.Reconcile, fn)
+	}
+	return w.reconcilers.RegisterActivity(o.Reconcile, sdk.RegisterActivityOptions{Name: name})
+}
+
+// Run polls and executes tasks until ctx ends (or, with StopOnSignals,
+// SIGINT or SIGTERM arrives), then stops polling, lets in-flight tasks
+// finish within GracefulStop and returns. The actors — workflow pollers,
+// activity pollers, the stop trigger — are grouped with oklog/run: when one
+// returns, all are interrupted.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("%w: Run called twice", ErrInvalidOptions)
+	}
+	pollCtx, stopPolling := context.WithCancel(context.Background())
+	defer stopPolling()
+	// Activities keep running during the grace period; then they are canceled.
+	actCtx, cancelActivities := context.WithCancel(context.Background())
+	defer cancelActivities()
+	var inflight sync.WaitGroup
+
+	var g run.Group
+	g.Add(func() error {
+		<-ctx.Done()
+		return nil
+	}, func(error) {})
+	if w.opts.StopOnSignals {
+		g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
+	}
+	queues := []string{w.opts.TaskQueue}
+	if w.sticky != "" {
+		queues = append(queues, w.sticky)
+	}
+	for _, q := range queues {
+		for i := 0; i < w.opts.WorkflowPollers; i++ {
+			q := q
+			g.Add(func() error { w.pollWorkflowTasks(pollCtx, q, &inflight); return nil }, func(error) { stopPolling() })
+		}
+	}
+	for i := 0; i < w.opts.ActivityPollers; i++ {
+		g.Add(func() error { w.pollActivityTasks(pollCtx, actCtx, &inflight); return nil }, func(error) { stopPolling() })
+	}
+	w.log.Info().Str("sticky_queue", w.sticky).Msg("worker started")
+	err := g.Run()
+	var sig run.SignalError
+	if errors.As(err, &sig) {
+		w.log.Info().Str("signal", sig.Signal.String()).Msg("stopping on signal")
+		err = nil
+	}
+	w.drain(&inflight, cancelActivities)
+	if w.cache != nil {
+		w.cache.Purge()
+	}
+	w.log.Info().Msg("worker stopped")
+	return err
+}
+
+// drain waits for in-flight tasks up to the grace period, then cancels the
+// activities still running and waits for them to return.
+func (w *Worker) drain(inflight *sync.WaitGroup, cancelActivities context.CancelFunc) {
+	done := make(chan struct{})
+	go func() {
+		inflight.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(w.opts.GracefulStop)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		w.log.Warn().Msg("grace period over: canceling running activities; their leases hand them back")
+		cancelActivities()
+		<-done
+	}
+}
+
+// backoff waits before the next poll after a failure, growing to 5 s, or
+// returns false when ctx ends.
+func backoff(ctx context.Context, failures int) bool {
+	d := min(time.Duration(1<<min(failures, 6))*50*time.Millisecond, 5*time.Second)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

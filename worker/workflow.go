@@ -1,0 +1,207 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/sdk"
+)
+
+// pollWorkflowTasks long-polls queue until ctx ends, running each task in a
+// bounded slot.
+func (w *Worker) pollWorkflowTasks(ctx context.Context, queue string, inflight *sync.WaitGroup) {
+	failures := 0
+	for {
+		select {
+		case w.wfSlots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		resp, err := w.svc.PollWorkflowTask(ctx, &api.PollWorkflowTaskRequest{TaskQueue: queue, Identity: w.opts.Identity})
+		if err != nil || resp.Task == nil {
+			<-w.wfSlots
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				failures++
+				w.log.Warn().Err(err).Str("queue", queue).Msg("poll workflow task failed; retrying")
+				if !backoff(ctx, failures) {
+					return
+				}
+			}
+			continue
+		}
+		failures = 0
+		inflight.Add(1)
+		go func(task *api.WorkflowTask) {
+			defer inflight.Done()
+			defer func() { <-w.wfSlots }()
+			w.handleWorkflowTask(task)
+		}(resp.Task)
+	}
+}
+
+func runKey(task *api.WorkflowTask) string { return task.WorkflowID + "\x00" + task.RunID }
+
+// handleWorkflowTask runs one workflow (or query) task. It uses a detached
+// context: a task in hand is finished even while the worker stops.
+func (w *Worker) handleWorkflowTask(task *api.WorkflowTask) {
+	ctx := context.Background()
+	log := w.log.With().Str("workflow_id", task.WorkflowID).Str("run_id", task.RunID).Logger()
+	if task.Query != nil {
+		w.answerQuery(ctx, task)
+		return
+	}
+	w.stats.WorkflowTasks.Add(1)
+	c := w.lookup(task)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cmds, err := w.process(ctx, c, task)
+	if err != nil {
+		w.stats.WorkflowTaskFails.Add(1)
+		w.evict(task, c)
+		cause, f := sdk.TaskFailure(err)
+		log.Error().Err(err).Str("cause", cause).Msg("workflow task failed")
+		if _, ferr := w.svc.FailWorkflowTask(ctx, &api.FailWorkflowTaskRequest{TaskToken: task.TaskToken, Cause: cause,
+			Failure: f, Identity: w.opts.Identity}); ferr != nil {
+			log.Warn().Err(ferr).Msg("could not report the failed workflow task; it will time out")
+		}
+		return
+	}
+	req := &api.CompleteWorkflowTaskRequest{TaskToken: task.TaskToken, Commands: cmds, Identity: w.opts.Identity}
+	keep := w.cache != nil && !c.exec.WorkflowClosed()
+	if keep {
+		req.StickyQueue = w.sticky
+	}
+	if _, err := w.svc.CompleteWorkflowTask(ctx, req); err != nil {
+		if !errors.Is(err, api.ErrStaleTask) && !errors.Is(err, api.ErrWorkflowClosed) {
+			log.Warn().Err(err).Msg("workflow task completion refused")
+		}
+		keep = false
+	}
+	if !keep {
+		w.evict(task, c)
+	}
+}
+
+// lookup returns the cached Execution for the task's run, or an empty
+// entry (cached if the cache is on).
+func (w *Worker) lookup(task *api.WorkflowTask) *cached {
+	if w.cache == nil {
+		return &cached{}
+	}
+	key := runKey(task)
+	if c, ok := w.cache.Get(key); ok {
+		return c
+	}
+	c := &cached{}
+	if prev, ok, _ := w.cache.PeekOrAdd(key, c); ok {
+		return prev
+	}
+	return c
+}
+
+func (w *Worker) evict(task *api.WorkflowTask, c *cached) {
+	if w.cache != nil {
+		if cur, ok := w.cache.Peek(runKey(task)); ok && cur == c {
+			w.cache.Remove(runKey(task)) // the eviction callback closes it
+			return
+		}
+	}
+	c.close()
+}
+
+func (c *cached) close() {
+	if c.exec != nil {
+		c.exec.Close()
+		c.exec = nil
+	}
+}
+
+// process feeds the task to the run's Execution, rebuilding it from the full
+// history when the cache does not continue where the task starts.
+func (w *Worker) process(ctx context.Context, c *cached, task *api.WorkflowTask) ([]api.Command, error) {
+	if c.exec != nil && c.exec.LastEventID()+1 == task.FirstEventID {
+		cmds, err := c.exec.ProcessTask(task)
+		if !errors.Is(err, sdk.ErrHistoryGap) {
+			if err == nil {
+				w.stats.CacheHits.Add(1)
+			}
+			return cmds, err
+		}
+	}
+	c.close()
+	full, err := w.fullTask(ctx, task)
+	if err != nil {
+		return nil, err
+	}
+	exec, err := w.newExecution(full)
+	if err != nil {
+		return nil, err
+	}
+	c.exec = exec
+	w.stats.FullReplays.Add(1)
+	return exec.ProcessTask(full)
+}
+
+func (w *Worker) newExecution(task *api.WorkflowTask) (*sdk.Execution, error) {
+	return sdk.NewExecution(w.reg, task, sdk.ExecutionOptions{Converter: w.opts.Converter, Logger: &w.log,
+		DeadlockTimeout: w.opts.DeadlockTimeout})
+}
+
+// fullTask returns task with its whole history, fetching the part a sticky
+// task left out.
+func (w *Worker) fullTask(ctx context.Context, task *api.WorkflowTask) (*api.WorkflowTask, error) {
+	if task.FirstEventID <= 1 {
+		return task, nil
+	}
+	resp, err := w.svc.GetHistory(ctx, &api.GetHistoryRequest{WorkflowID: task.WorkflowID, RunID: task.RunID,
+		MaxEvents: int(task.FirstEventID - 1)})
+	if err != nil {
+		return nil, err
+	}
+	full := *task
+	full.FirstEventID = 1
+	full.Events = append(append([]history.Event(nil), resp.Events...), task.Events...)
+	return &full, nil
+}
+
+// answerQuery answers a query task from the cached Execution when it is up
+// to date, else from a fresh replay of the full history.
+func (w *Worker) answerQuery(ctx context.Context, task *api.WorkflowTask) {
+	result, err := w.query(task)
+	req := &api.RespondQueryTaskRequest{TaskToken: task.TaskToken, Result: result}
+	if err != nil {
+		f := sdk.ErrorToFailure(err)
+		req.Failure = &f
+	}
+	if _, err := w.svc.RespondQueryTask(ctx, req); err != nil {
+		w.log.Warn().Err(err).Str("workflow_id", task.WorkflowID).Msg("could not answer query")
+	}
+}
+
+func (w *Worker) query(task *api.WorkflowTask) (history.Payload, error) {
+	q := task.Query
+	if w.cache != nil {
+		if c, ok := w.cache.Peek(runKey(task)); ok {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.exec != nil && c.exec.LastEventID() == task.NextEventID-1 {
+				return c.exec.Query(q.QueryType, q.Args)
+			}
+		}
+	}
+	exec, err := w.newExecution(task)
+	if err != nil {
+		return history.Payload{}, err
+	}
+	defer exec.Close()
+	if _, err := exec.ProcessTask(task); err != nil {
+		return history.Payload{}, err
+	}
+	return exec.Query(q.QueryType, q.Args)
+}

@@ -124,19 +124,7 @@ func ExportJSON(w io.Writer, run RunRef, events []Event) error {
 		if i > 0 {
 			e.b = append(e.b, ',')
 		}
-		e.b = append(e.b, `{"id":`...)
-		e.b = strconv.AppendInt(e.b, ev.ID, 10)
-		if !ev.Time.IsZero() {
-			e.b = append(e.b, `,"time":"`...)
-			e.b = ev.Time.UTC().AppendFormat(e.b, time.RFC3339Nano)
-			e.b = append(e.b, '"')
-		}
-		e.b = append(e.b, `,"type":"`...)
-		e.b = append(e.b, ev.Type().String()...)
-		e.b = append(e.b, `","attributes":{`...)
-		e.first = true
-		ev.Attrs.(fielder).fields(&e)
-		e.b = append(e.b, "}}"...)
+		e.event(ev)
 	}
 	e.b = append(e.b, "]}"...)
 	var out bytes.Buffer
@@ -147,6 +135,23 @@ func ExportJSON(w io.Writer, run RunRef, events []Event) error {
 	out.WriteByte('\n')
 	_, err := w.Write(out.Bytes())
 	return err
+}
+
+// event writes one (encodable) event as a compact JSON object.
+func (e *jsonExporter) event(ev Event) {
+	e.b = append(e.b, `{"id":`...)
+	e.b = strconv.AppendInt(e.b, ev.ID, 10)
+	if !ev.Time.IsZero() {
+		e.b = append(e.b, `,"time":"`...)
+		e.b = ev.Time.UTC().AppendFormat(e.b, time.RFC3339Nano)
+		e.b = append(e.b, '"')
+	}
+	e.b = append(e.b, `,"type":"`...)
+	e.b = append(e.b, ev.Type().String()...)
+	e.b = append(e.b, `","attributes":{`...)
+	e.first = true
+	ev.Attrs.(fielder).fields(e)
+	e.b = append(e.b, "}}"...)
 }
 
 // jsonExporter writes an object's fields as compact JSON.
@@ -639,7 +644,7 @@ func ImportJSON(r io.Reader) (RunRef, []Event, error) {
 	return run, events, nil
 }
 
-// importEvent reads one event, which must carry id want. On error it also
+// importEvent reads one event, which must carry id want (0: any id). On error it also
 // returns the path of the field at fault.
 func importEvent(raw []byte, want int64) (Event, string, error) {
 	obj, err := parseObject(raw)
@@ -654,7 +659,7 @@ func importEvent(raw []byte, want int64) (Event, string, error) {
 	if ev.ID, err = parseJSONInt(rawID, 1, math.MaxInt64); err != nil {
 		return Event{}, "id", err
 	}
-	if ev.ID != want {
+	if want != 0 && ev.ID != want {
 		return Event{}, "id", fmt.Errorf("event %d where event %d was expected (events are numbered from 1, without gaps)", ev.ID, want)
 	}
 	if rawTime, ok := obj.take("time"); ok {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/cairnflow/cairn/activities"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/sdk"
@@ -66,6 +67,18 @@ func (r *Replayer) RegisterWorkflow(fn any, opts ...sdk.RegisterOptions) error {
 		o = opts[0]
 	}
 	return r.reg.RegisterWorkflow(fn, o)
+}
+
+// RegisterActivity registers an activity's declaration (its effect class
+// and business key shape the commands workflow code produces); the activity
+// itself never runs during replay.
+func (r *Replayer) RegisterActivity(fn any, opts ...activities.Options) error {
+	var o activities.Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	return r.reg.RegisterActivity(fn, sdk.RegisterActivityOptions{Name: o.Name, Effect: o.Effect, BusinessKey: o.BusinessKey,
+		HasReconcile: o.Reconcile != nil})
 }
 
 // ReplayFile replays a history exported as JSON (cairn history export).

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/internal/demo"
+	"github.com/cairnflow/cairn/worker"
+)
+
+func historyCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "history", Short: "Export histories"}
+	var runID, out string
+	export := &cobra.Command{
+		Use:   "export WORKFLOW_ID [--run ID] [-o FILE]",
+		Short: "Export a run's history as JSON (the replayer's input)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.dial()
+			if err != nil {
+				return err
+			}
+			if runID == "" {
+				d, err := c.DescribeWorkflow(cmd.Context(), args[0], "")
+				if err != nil {
+					return err
+				}
+				runID = d.Info.RunID
+			}
+			evs, err := c.GetHistory(cmd.Context(), args[0], runID)
+			if err != nil {
+				return err
+			}
+			var buf bytes.Buffer
+			if err := history.ExportJSON(&buf, history.RunRef{WorkflowID: args[0], RunID: runID}, evs); err != nil {
+				return err
+			}
+			if out == "" || out == "-" {
+				_, err = g.stdout.Write(buf.Bytes())
+				return err
+			}
+			if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stderr, "wrote %d events to %s\n", len(evs), out)
+			return nil
+		},
+	}
+	runFlag(export, &runID)
+	export.Flags().StringVarP(&out, "output", "o", "", "file to write (default: stdout)")
+	cmd.AddCommand(export)
+	return cmd
+}
+
+// replayCommand replays exported histories of the workflows built into
+// cairn (the demo agent). User workers get the same command from
+// worker.Main.
+func replayCommand(g *globals) *cobra.Command {
+	var file string
+	var trace bool
+	cmd := &cobra.Command{
+		Use:   "replay --history FILE [--trace]",
+		Short: "Replay an exported history of a built-in workflow (the demo agent)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r := worker.NewReplayer(worker.ReplayerOptions{})
+			if err := demo.Register(r, &demo.Agent{}, true, true); err != nil {
+				return err
+			}
+			var ro worker.ReplayOptions
+			if trace {
+				ro.Trace = g.stdout
+			}
+			if err := r.ReplayFile(file, ro); err != nil {
+				return err
+			}
+			fmt.Fprintln(g.stdout, "replay ok: the code reproduces every recorded decision")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&file, "history", "", "exported history JSON file")
+	cmd.Flags().BoolVar(&trace, "trace", false, "print each event, command and waiting line")
+	_ = cmd.MarkFlagRequired("history")
+	return cmd
+}

@@ -1,0 +1,260 @@
+// Package httpapi serves engine/api.Service over HTTP/1.1: every method is
+// POST /api/v1/<Method>, with msgpack bodies for workers
+// (Content-Type: application/msgpack) and JSON for people and curl
+// (application/json). Errors are JSON objects {"code", "message"} with a
+// stable code per typed engine error and a matching HTTP status.
+//
+//	h := httpapi.NewHandler(eng, httpapi.Options{Token: token})
+//	srv := &http.Server{Addr: "127.0.0.1:7233", Handler: h}
+//
+//	curl -s -H 'Content-Type: application/json' \
+//	     -d '{"WorkflowID":"invoice-INV-9"}' http://127.0.0.1:7233/api/v1/DescribeWorkflow
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/http/pprof"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/cairnflow/cairn/engine/api"
+)
+
+// Content types (see engine/api/wire.go).
+const (
+	ContentMsgpack = api.ContentMsgpack
+	ContentJSON    = api.ContentJSON
+)
+
+// Options configure the handler.
+type Options struct {
+	// Token, when set, is required as "Authorization: Bearer <token>" on
+	// every route but /healthz.
+	Token string
+	// MaxBodyBytes bounds a request body (default 4 MiB: the 2 MB payload
+	// limit plus room for the rest of the request).
+	MaxBodyBytes int64
+	// Logger receives request errors (default: discarded).
+	Logger *zerolog.Logger
+	// Registry receives the HTTP metrics (default: a new registry, served
+	// on /metrics).
+	Registry *prometheus.Registry
+	// Collectors are registered too (the engine's gauges).
+	Collectors []prometheus.Collector
+}
+
+// Handler serves the API, /healthz, /metrics and /debug/pprof.
+type Handler struct {
+	svc     api.Service
+	opts    Options
+	log     zerolog.Logger
+	mux     *http.ServeMux
+	metrics *httpMetrics
+}
+
+// NewHandler returns the HTTP handler for svc.
+func NewHandler(svc api.Service, opts Options) *Handler {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 4 << 20
+	}
+	if opts.Logger == nil {
+		l := zerolog.Nop()
+		opts.Logger = &l
+	}
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+		opts.Registry.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	}
+	h := &Handler{svc: svc, opts: opts, log: *opts.Logger, mux: http.NewServeMux(), metrics: newHTTPMetrics(opts.Registry)}
+	for _, c := range opts.Collectors {
+		opts.Registry.MustRegister(c)
+	}
+	h.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	h.mux.Handle("/metrics", h.auth(promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{})))
+	h.mux.Handle("/debug/pprof/", h.auth(http.HandlerFunc(pprof.Index)))
+	h.mux.Handle("/debug/pprof/profile", h.auth(http.HandlerFunc(pprof.Profile)))
+	h.mux.Handle("/debug/pprof/trace", h.auth(http.HandlerFunc(pprof.Trace)))
+	h.mux.Handle("/debug/pprof/symbol", h.auth(http.HandlerFunc(pprof.Symbol)))
+	h.mux.Handle("/debug/pprof/cmdline", h.auth(http.HandlerFunc(pprof.Cmdline)))
+	h.mux.Handle(Prefix, h.auth(http.HandlerFunc(h.serveAPI)))
+	return h
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+func (h *Handler) auth(next http.Handler) http.Handler {
+	if h.opts.Token == "" {
+		return next
+	}
+	want := []byte("Bearer " + h.opts.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="cairn"`)
+			writeError(w, http.StatusUnauthorized, api.CodeUnauthenticated, "missing or wrong bearer token")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
+	method := strings.TrimPrefix(r.URL.Path, Prefix)
+	ep, ok := routes[method]
+	if !ok {
+		writeError(w, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("no API method %q", method))
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, api.CodeInvalidArgument, "API methods take POST")
+		return
+	}
+	reqType, err := requestType(r)
+	if err != nil {
+		writeError(w, http.StatusUnsupportedMediaType, api.CodeInvalidArgument, err.Error())
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, api.CodeLimitExceeded,
+				fmt.Sprintf("request body exceeds %d bytes", h.opts.MaxBodyBytes))
+			return
+		}
+		writeError(w, http.StatusBadRequest, api.CodeInvalidArgument, "reading request body: "+err.Error())
+		return
+	}
+	start := time.Now()
+	resp, err := ep.call(r.Context(), h.svc, func(v any) error { return decodeBody(reqType, body, v) })
+	h.metrics.observe(method, api.ErrorCode(err), time.Since(start))
+	if err != nil {
+		h.fail(w, method, err)
+		return
+	}
+	h.respond(w, r, reqType, resp)
+}
+
+// requestType returns the body's content type: msgpack or JSON (the
+// default for an empty Content-Type).
+func requestType(r *http.Request) (string, error) {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return ContentJSON, nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return "", fmt.Errorf("bad Content-Type %q: %v", ct, err)
+	}
+	switch mt {
+	case ContentJSON, ContentMsgpack:
+		return mt, nil
+	}
+	return "", fmt.Errorf("unsupported Content-Type %q: use %s or %s", mt, ContentJSON, ContentMsgpack)
+}
+
+func decodeBody(contentType string, body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil // an empty body is the zero request
+	}
+	var err error
+	if contentType == ContentMsgpack {
+		err = msgpack.Unmarshal(body, v)
+	} else {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err = dec.Decode(v); err == nil && dec.More() {
+			err = errors.New("trailing data after the JSON object")
+		}
+	}
+	if err != nil {
+		return api.Errorf(api.ErrInvalidArgument, "malformed %s body: %v", contentType, err)
+	}
+	return nil
+}
+
+func (h *Handler) respond(w http.ResponseWriter, r *http.Request, reqType string, resp any) {
+	out := reqType
+	if accept := r.Header.Get("Accept"); strings.Contains(accept, ContentMsgpack) {
+		out = ContentMsgpack
+	} else if strings.Contains(accept, ContentJSON) {
+		out = ContentJSON
+	}
+	var (
+		b   []byte
+		err error
+	)
+	if out == ContentMsgpack {
+		b, err = msgpack.Marshal(resp)
+	} else {
+		b, err = json.Marshal(resp)
+	}
+	if err != nil {
+		h.fail(w, "encode", fmt.Errorf("%w: encode response: %w", api.ErrInternal, err))
+		return
+	}
+	w.Header().Set("Content-Type", out)
+	_, _ = w.Write(b)
+}
+
+func (h *Handler) fail(w http.ResponseWriter, method string, err error) {
+	code := api.ErrorCode(err)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		code = api.CodeDeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		code = api.CodeCanceled
+	}
+	status := StatusOf(code)
+	if status >= 500 {
+		h.log.Error().Err(err).Str("method", method).Msg("request failed")
+	}
+	writeError(w, status, code, err.Error())
+}
+
+// StatusOf maps an error code to its HTTP status.
+func StatusOf(code api.Code) int {
+	switch code {
+	case api.CodeNotFound:
+		return http.StatusNotFound
+	case api.CodeAlreadyStarted, api.CodeStaleTask, api.CodeStaleAttempt, api.CodeWorkflowClosed, api.CodeNotPaused:
+		return http.StatusConflict
+	case api.CodeInvalidArgument:
+		return http.StatusBadRequest
+	case api.CodeLimitExceeded, api.CodeQueryFailed:
+		return http.StatusUnprocessableEntity
+	case api.CodeUnavailable:
+		return http.StatusServiceUnavailable
+	case api.CodeUnauthenticated:
+		return http.StatusUnauthorized
+	case api.CodeDeadlineExceeded:
+		return http.StatusGatewayTimeout
+	case api.CodeCanceled:
+		return 499
+	}
+	return http.StatusInternalServerError
+}
+
+func writeError(w http.ResponseWriter, status int, code api.Code, msg string) {
+	w.Header().Set("Content-Type", ContentJSON)
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(api.ErrorBody{Code: code, Message: msg})
+}

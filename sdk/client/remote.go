@@ -1,0 +1,221 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/cairnflow/cairn/engine/api"
+)
+
+// DialOptions configure the HTTP transport of Dial.
+type DialOptions struct {
+	// Token is sent as "Authorization: Bearer <token>" when set.
+	Token string
+	// TLS configures https:// addresses (default: the system roots).
+	TLS *tls.Config
+	// HTTPClient replaces the transport's client (tests).
+	HTTPClient *http.Client
+}
+
+// Dial returns a Client for the server at address ("127.0.0.1:7233",
+// "http://host:7233" or "https://host:7233"). No connection is made until
+// the first call; calls that cannot reach the server fail with an error
+// wrapping api.ErrUnavailable, which workers retry with backoff.
+func Dial(address string, opts Options, dial DialOptions) (Client, error) {
+	svc, err := NewRemoteService(address, dial)
+	if err != nil {
+		return nil, err
+	}
+	return NewLocal(svc, opts), nil
+}
+
+// RemoteService implements api.Service over HTTP with msgpack bodies.
+type RemoteService struct {
+	base  string
+	token string
+	hc    *http.Client
+}
+
+// NewRemoteService returns the HTTP transport Dial uses.
+func NewRemoteService(address string, opts DialOptions) (*RemoteService, error) {
+	base := strings.TrimRight(address, "/")
+	if base == "" {
+		return nil, fmt.Errorf("%w: empty server address", api.ErrInvalidArgument)
+	}
+	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
+		base = "http://" + base
+	}
+	hc := opts.HTTPClient
+	if hc == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 64
+		tr.ResponseHeaderTimeout = 0 // long polls hold the response for up to a minute
+		if opts.TLS != nil {
+			tr.TLSClientConfig = opts.TLS
+		}
+		hc = &http.Client{Transport: tr}
+	}
+	return &RemoteService{base: base, token: opts.Token, hc: hc}, nil
+}
+
+// call posts req to method and decodes the response into a new Resp.
+func call[Req, Resp any](ctx context.Context, r *RemoteService, method string, req *Req) (*Resp, error) {
+	body, err := msgpack.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: encode %s request: %w", api.ErrInvalidArgument, method, err)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base+api.HTTPPrefix+method, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", api.ErrInvalidArgument, err)
+	}
+	hreq.Header.Set("Content-Type", api.ContentMsgpack)
+	hreq.Header.Set("Accept", api.ContentMsgpack)
+	if r.token != "" {
+		hreq.Header.Set("Authorization", "Bearer "+r.token)
+	}
+	hresp, err := r.hc.Do(hreq)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: %s: %w", api.ErrUnavailable, method, err)
+	}
+	defer hresp.Body.Close()
+	data, err := io.ReadAll(hresp.Body)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: %s: reading response: %w", api.ErrUnavailable, method, err)
+	}
+	if hresp.StatusCode != http.StatusOK {
+		return nil, remoteError(method, hresp.StatusCode, data)
+	}
+	resp := new(Resp)
+	if err := msgpack.Unmarshal(data, resp); err != nil {
+		return nil, fmt.Errorf("%w: %s: decode response: %w", api.ErrInternal, method, err)
+	}
+	return resp, nil
+}
+
+func remoteError(method string, status int, data []byte) error {
+	var eb api.ErrorBody
+	if json.Unmarshal(data, &eb) == nil && eb.Code != "" {
+		switch eb.Code {
+		case api.CodeDeadlineExceeded:
+			return fmt.Errorf("%s: %s: %w", method, eb.Message, context.DeadlineExceeded)
+		case api.CodeCanceled:
+			return fmt.Errorf("%s: %s: %w", method, eb.Message, context.Canceled)
+		}
+		return api.ErrorFromCode(eb.Code, eb.Message)
+	}
+	if status >= 500 {
+		return fmt.Errorf("%w: %s: HTTP %d: %s", api.ErrUnavailable, method, status, bytes.TrimSpace(data))
+	}
+	return fmt.Errorf("%w: %s: HTTP %d: %s", api.ErrInternal, method, status, bytes.TrimSpace(data))
+}
+
+var _ api.Service = (*RemoteService)(nil)
+
+// StartWorkflow implements api.Service.
+func (r *RemoteService) StartWorkflow(ctx context.Context, req *api.StartWorkflowRequest) (*api.StartWorkflowResponse, error) {
+	return call[api.StartWorkflowRequest, api.StartWorkflowResponse](ctx, r, "StartWorkflow", req)
+}
+
+// SignalWorkflow implements api.Service.
+func (r *RemoteService) SignalWorkflow(ctx context.Context, req *api.SignalWorkflowRequest) (*api.SignalWorkflowResponse, error) {
+	return call[api.SignalWorkflowRequest, api.SignalWorkflowResponse](ctx, r, "SignalWorkflow", req)
+}
+
+// SignalWithStartWorkflow implements api.Service.
+func (r *RemoteService) SignalWithStartWorkflow(ctx context.Context, req *api.SignalWithStartRequest) (*api.StartWorkflowResponse, error) {
+	return call[api.SignalWithStartRequest, api.StartWorkflowResponse](ctx, r, "SignalWithStartWorkflow", req)
+}
+
+// RequestCancelWorkflow implements api.Service.
+func (r *RemoteService) RequestCancelWorkflow(ctx context.Context, req *api.CancelWorkflowRequest) (*api.CancelWorkflowResponse, error) {
+	return call[api.CancelWorkflowRequest, api.CancelWorkflowResponse](ctx, r, "RequestCancelWorkflow", req)
+}
+
+// TerminateWorkflow implements api.Service.
+func (r *RemoteService) TerminateWorkflow(ctx context.Context, req *api.TerminateWorkflowRequest) (*api.TerminateWorkflowResponse, error) {
+	return call[api.TerminateWorkflowRequest, api.TerminateWorkflowResponse](ctx, r, "TerminateWorkflow", req)
+}
+
+// DescribeWorkflow implements api.Service.
+func (r *RemoteService) DescribeWorkflow(ctx context.Context, req *api.DescribeWorkflowRequest) (*api.DescribeWorkflowResponse, error) {
+	return call[api.DescribeWorkflowRequest, api.DescribeWorkflowResponse](ctx, r, "DescribeWorkflow", req)
+}
+
+// GetHistory implements api.Service.
+func (r *RemoteService) GetHistory(ctx context.Context, req *api.GetHistoryRequest) (*api.GetHistoryResponse, error) {
+	return call[api.GetHistoryRequest, api.GetHistoryResponse](ctx, r, "GetHistory", req)
+}
+
+// GetResult implements api.Service.
+func (r *RemoteService) GetResult(ctx context.Context, req *api.GetResultRequest) (*api.GetResultResponse, error) {
+	return call[api.GetResultRequest, api.GetResultResponse](ctx, r, "GetResult", req)
+}
+
+// ListWorkflows implements api.Service.
+func (r *RemoteService) ListWorkflows(ctx context.Context, req *api.ListWorkflowsRequest) (*api.ListWorkflowsResponse, error) {
+	return call[api.ListWorkflowsRequest, api.ListWorkflowsResponse](ctx, r, "ListWorkflows", req)
+}
+
+// QueryWorkflow implements api.Service.
+func (r *RemoteService) QueryWorkflow(ctx context.Context, req *api.QueryWorkflowRequest) (*api.QueryWorkflowResponse, error) {
+	return call[api.QueryWorkflowRequest, api.QueryWorkflowResponse](ctx, r, "QueryWorkflow", req)
+}
+
+// ResolveActivity implements api.Service.
+func (r *RemoteService) ResolveActivity(ctx context.Context, req *api.ResolveActivityRequest) (*api.ResolveActivityResponse, error) {
+	return call[api.ResolveActivityRequest, api.ResolveActivityResponse](ctx, r, "ResolveActivity", req)
+}
+
+// PollWorkflowTask implements api.Service.
+func (r *RemoteService) PollWorkflowTask(ctx context.Context, req *api.PollWorkflowTaskRequest) (*api.PollWorkflowTaskResponse, error) {
+	return call[api.PollWorkflowTaskRequest, api.PollWorkflowTaskResponse](ctx, r, "PollWorkflowTask", req)
+}
+
+// CompleteWorkflowTask implements api.Service.
+func (r *RemoteService) CompleteWorkflowTask(ctx context.Context, req *api.CompleteWorkflowTaskRequest) (*api.CompleteWorkflowTaskResponse, error) {
+	return call[api.CompleteWorkflowTaskRequest, api.CompleteWorkflowTaskResponse](ctx, r, "CompleteWorkflowTask", req)
+}
+
+// FailWorkflowTask implements api.Service.
+func (r *RemoteService) FailWorkflowTask(ctx context.Context, req *api.FailWorkflowTaskRequest) (*api.FailWorkflowTaskResponse, error) {
+	return call[api.FailWorkflowTaskRequest, api.FailWorkflowTaskResponse](ctx, r, "FailWorkflowTask", req)
+}
+
+// RespondQueryTask implements api.Service.
+func (r *RemoteService) RespondQueryTask(ctx context.Context, req *api.RespondQueryTaskRequest) (*api.RespondQueryTaskResponse, error) {
+	return call[api.RespondQueryTaskRequest, api.RespondQueryTaskResponse](ctx, r, "RespondQueryTask", req)
+}
+
+// PollActivityTask implements api.Service.
+func (r *RemoteService) PollActivityTask(ctx context.Context, req *api.PollActivityTaskRequest) (*api.PollActivityTaskResponse, error) {
+	return call[api.PollActivityTaskRequest, api.PollActivityTaskResponse](ctx, r, "PollActivityTask", req)
+}
+
+// RecordActivityHeartbeat implements api.Service.
+func (r *RemoteService) RecordActivityHeartbeat(ctx context.Context, req *api.HeartbeatRequest) (*api.HeartbeatResponse, error) {
+	return call[api.HeartbeatRequest, api.HeartbeatResponse](ctx, r, "RecordActivityHeartbeat", req)
+}
+
+// CompleteActivity implements api.Service.
+func (r *RemoteService) CompleteActivity(ctx context.Context, req *api.CompleteActivityRequest) (*api.CompleteActivityResponse, error) {
+	return call[api.CompleteActivityRequest, api.CompleteActivityResponse](ctx, r, "CompleteActivity", req)
+}
+
+// FailActivity implements api.Service.
+func (r *RemoteService) FailActivity(ctx context.Context, req *api.FailActivityRequest) (*api.FailActivityResponse, error) {
+	return call[api.FailActivityRequest, api.FailActivityResponse](ctx, r, "FailActivity", req)
+}

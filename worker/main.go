@@ -1,0 +1,162 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/cairnflow/cairn/activities"
+	"github.com/cairnflow/cairn/sdk"
+	"github.com/cairnflow/cairn/sdk/client"
+)
+
+// Registrar is what Main hands to a worker binary's register function: the
+// live Worker for `run`, a Replayer for `replay`.
+type Registrar interface {
+	RegisterWorkflow(fn any, opts ...sdk.RegisterOptions) error
+	RegisterActivity(fn any, opts ...activities.Options) error
+}
+
+// MainOptions configure Main.
+type MainOptions struct {
+	// Name is the binary's name in usage text (default: os.Args[0]).
+	Name string
+	// TaskQueue is the default of --task-queue.
+	TaskQueue string
+	// Args are the command-line arguments (default os.Args[1:]).
+	Args []string
+	// Stdout and Stderr default to the process's.
+	Stdout, Stderr io.Writer
+}
+
+// Main is the standard entry point of a worker binary:
+//
+//	func main() {
+//		os.Exit(worker.Main(func(r worker.Registrar) error {
+//			if err := r.RegisterWorkflow(PayInvoice); err != nil {
+//				return err
+//			}
+//			return r.RegisterActivity(SendPayment, activities.Options{Effect: activities.SideEffect})
+//		}, worker.MainOptions{TaskQueue: "agents"}))
+//	}
+//
+// It provides two commands: `run` (connect to a server and work until
+// SIGINT/SIGTERM; flags --address, --token, --task-queue, --log-level, with
+// CAIRN_ADDRESS and CAIRN_TOKEN as fallbacks) and `replay --history FILE
+// [--trace]` (replay an exported history through this binary's workflows).
+// It returns the process exit code: 0 ok, 1 failed, 2 usage.
+func Main(register func(Registrar) error, opts MainOptions) int {
+	if opts.Args == nil {
+		opts.Args = os.Args[1:]
+	}
+	if opts.Stdout == nil {
+		opts.Stdout = os.Stdout
+	}
+	if opts.Stderr == nil {
+		opts.Stderr = os.Stderr
+	}
+	if opts.Name == "" {
+		opts.Name = os.Args[0]
+	}
+	root := &cobra.Command{Use: opts.Name, Short: "A Cairn worker", SilenceUsage: true, SilenceErrors: true}
+	root.SetArgs(opts.Args)
+	root.SetOut(opts.Stdout)
+	root.SetErr(opts.Stderr)
+	root.AddCommand(runCommand(register, opts), replayCommand(register))
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(opts.Stderr, "error:", err)
+		if isUsage(err) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+// usageError marks command-line mistakes (exit code 2).
+type usageError struct{ error }
+
+func isUsage(err error) bool {
+	if _, ok := err.(usageError); ok {
+		return true
+	}
+	msg := err.Error()
+	return strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "unknown flag") ||
+		strings.HasPrefix(msg, "unknown shorthand flag") || strings.Contains(msg, "flag needs an argument") ||
+		strings.HasPrefix(msg, "invalid argument") || strings.HasPrefix(msg, "required flag")
+}
+
+// Env returns the environment variable's value or def.
+func Env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func runCommand(register func(Registrar) error, opts MainOptions) *cobra.Command {
+	var address, token, queue, level string
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Connect to a Cairn server and run workflows and activities until SIGINT or SIGTERM",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			lvl, err := zerolog.ParseLevel(level)
+			if err != nil {
+				return usageError{fmt.Errorf("invalid argument --log-level %q", level)}
+			}
+			log := zerolog.New(cmd.ErrOrStderr()).Level(lvl).With().Timestamp().Logger()
+			c, err := client.Dial(address, client.Options{}, client.DialOptions{Token: token})
+			if err != nil {
+				return err
+			}
+			w, err := New(c, Options{TaskQueue: queue, Logger: &log, StopOnSignals: true})
+			if err != nil {
+				return err
+			}
+			if err := register(w); err != nil {
+				return err
+			}
+			return w.Run(context.Background())
+		},
+	}
+	cmd.Flags().StringVar(&address, "address", Env("CAIRN_ADDRESS", "127.0.0.1:7233"), "server address (CAIRN_ADDRESS)")
+	cmd.Flags().StringVar(&token, "token", os.Getenv("CAIRN_TOKEN"), "bearer token (CAIRN_TOKEN)")
+	cmd.Flags().StringVar(&queue, "task-queue", opts.TaskQueue, "task queue to poll")
+	cmd.Flags().StringVar(&level, "log-level", "info", "log level (debug, info, warn, error)")
+	return cmd
+}
+
+func replayCommand(register func(Registrar) error) *cobra.Command {
+	var file string
+	var trace bool
+	cmd := &cobra.Command{
+		Use:   "replay --history FILE [--trace]",
+		Short: "Replay an exported history (cairn history export) through this binary's workflow code",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r := NewReplayer(ReplayerOptions{})
+			if err := register(r); err != nil {
+				return err
+			}
+			var ro ReplayOptions
+			if trace {
+				ro.Trace = cmd.OutOrStdout()
+			}
+			if err := r.ReplayFile(file, ro); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "replay ok: the code reproduces every recorded decision")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&file, "history", "", "exported history JSON file")
+	cmd.Flags().BoolVar(&trace, "trace", false, "print each event, command and waiting line")
+	_ = cmd.MarkFlagRequired("history")
+	return cmd
+}

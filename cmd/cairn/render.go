@@ -218,6 +218,8 @@ func eventLine(ev history.Event, types map[int64]string, started map[int64]time.
 		return a.TimerID, a.Duration.String(), ""
 	case *history.TimerFired:
 		return a.TimerID, "", since(a.StartedEventID)
+	case *history.TimerCanceled:
+		return a.TimerID, "", since(a.StartedEventID)
 	case *history.SignalReceived:
 		return a.Name, payloadText(a.Input), ""
 	case *history.MarkerRecorded:

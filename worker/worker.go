@@ -62,7 +62,9 @@ type Options struct {
 	Logger *zerolog.Logger
 	// GracefulStop bounds how long in-flight tasks may run after the worker
 	// is asked to stop (default 10 s). Activities still running then are
-	// canceled and left to their leases.
+	// canceled (their contexts end); Run waits one more second for them to
+	// return and report, then returns, leaving any that ignore cancellation
+	// to their leases (their heartbeats stop).
 	GracefulStop time.Duration
 	// HeartbeatInterval is the most often heartbeats are sent (default 1 s;
 	// automatic heartbeats go out at a third of the lease).
@@ -172,7 +174,7 @@ func New(c client.Client, opts Options) (*Worker, error) {
 	}
 	if !opts.DisableSticky {
 		w.sticky = fmt.Sprintf("%s/sticky/%s/%d", opts.TaskQueue, opts.Identity, time.Now().UnixNano())
-		cache, err := lru.NewWithEvict(opts.StickyCacheSize, func(_ string, c *cached) { c.close() })
+		cache, err := lru.NewWithEvict(opts.StickyCacheSize, evicted)
 		if err != nil {
 			return nil, fmt.Errorf("%w: sticky cache: %w", ErrInvalidOptions, err)
 		}
@@ -238,13 +240,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer cancelActivities()
 	var inflight sync.WaitGroup
 
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
 	var g run.Group
 	g.Add(func() error {
-		<-ctx.Done()
+		<-runCtx.Done()
 		return nil
-	}, func(error) {})
+	}, func(error) { stopRun() })
 	if w.opts.StopOnSignals {
-		g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
+		g.Add(run.SignalHandler(runCtx, os.Interrupt, syscall.SIGTERM))
 	}
 	queues := []string{w.opts.TaskQueue}
 	if w.sticky != "" {
@@ -261,9 +265,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.log.Info().Str("sticky_queue", w.sticky).Msg("worker started")
 	err := g.Run()
-	var sig run.SignalError
-	if errors.As(err, &sig) {
-		w.log.Info().Str("signal", sig.Signal.String()).Msg("stopping on signal")
+	if errors.Is(err, run.ErrSignal) {
+		w.log.Info().Str("reason", err.Error()).Msg("stopping on signal")
 		err = nil
 	}
 	w.drain(&inflight, cancelActivities)
@@ -274,8 +277,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	return err
 }
 
+// cancelGrace is how long Run still waits, after the grace period, for
+// the activities it canceled to return and report.
+const cancelGrace = time.Second
+
 // drain waits for in-flight tasks up to the grace period, then cancels the
-// activities still running and waits for them to return.
+// activities still running and waits up to cancelGrace for them to return.
+// Activities that ignore cancellation are abandoned: their heartbeats stop,
+// and their leases hand them to another worker.
 func (w *Worker) drain(inflight *sync.WaitGroup, cancelActivities context.CancelFunc) {
 	done := make(chan struct{})
 	go func() {
@@ -286,10 +295,16 @@ func (w *Worker) drain(inflight *sync.WaitGroup, cancelActivities context.Cancel
 	defer t.Stop()
 	select {
 	case <-done:
+		return
 	case <-t.C:
-		w.log.Warn().Msg("grace period over: canceling running activities; their leases hand them back")
-		cancelActivities()
-		<-done
+	}
+	w.log.Warn().Msg("grace period over: canceling running activities; their leases hand them back")
+	cancelActivities()
+	t.Reset(cancelGrace)
+	select {
+	case <-done:
+	case <-t.C:
+		w.log.Warn().Msg("activities ignore cancellation: abandoned to their leases")
 	}
 }
 

@@ -64,7 +64,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	root.PersistentFlags().StringVar(&g.address, "address", worker.Env("CAIRN_ADDRESS", "127.0.0.1:7233"), "server address (CAIRN_ADDRESS)")
 	root.PersistentFlags().StringVar(&g.token, "token", os.Getenv("CAIRN_TOKEN"), "bearer token (CAIRN_TOKEN)")
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON for scripts")
-	root.AddCommand(serverCommand(g), workflowCommand(g), historyCommand(g), replayCommand(g), demoCommand(g), versionCommand(g))
+	root.AddCommand(serverCommand(g), workflowCommand(g), historyCommand(g), replayCommand(g), demoCommand(g), benchCommand(g), versionCommand(g))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := root.ExecuteContext(ctx); err != nil {

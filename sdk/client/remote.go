@@ -34,7 +34,9 @@ func Dial(address string, opts Options, dial DialOptions) (Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewLocal(svc, opts), nil
+	c := NewLocal(svc, opts).(*serviceClient)
+	c.closer = svc.Close
+	return c, nil
 }
 
 // RemoteService implements api.Service over HTTP with msgpack bodies.
@@ -56,7 +58,8 @@ func NewRemoteService(address string, opts DialOptions) (*RemoteService, error) 
 	hc := opts.HTTPClient
 	if hc == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConnsPerHost = 64
+		tr.MaxIdleConnsPerHost = 1024 // long polls hold connections: keep them all for reuse
+		tr.MaxIdleConns = 1024
 		tr.ResponseHeaderTimeout = 0 // long polls hold the response for up to a minute
 		if opts.TLS != nil {
 			tr.TLSClientConfig = opts.TLS
@@ -64,6 +67,13 @@ func NewRemoteService(address string, opts DialOptions) (*RemoteService, error) 
 		hc = &http.Client{Transport: tr}
 	}
 	return &RemoteService{base: base, token: opts.Token, hc: hc}, nil
+}
+
+// Close closes the transport's idle connections. Calls still in flight
+// finish; the service remains usable (new calls open new connections).
+func (r *RemoteService) Close() error {
+	r.hc.CloseIdleConnections()
+	return nil
 }
 
 // call posts req to method and decodes the response into a new Resp.

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"runtime/pprof"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cairnflow/cairn/internal/bench"
+	"github.com/cairnflow/cairn/sdk/client"
+	"github.com/cairnflow/cairn/worker"
+)
+
+func benchCommand(g *globals) *cobra.Command {
+	o := bench.Options{}
+	var profile string
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure one-activity workflows through the HTTP server with worker processes, on fsynced storage",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			if profile != "" {
+				f, err := os.Create(profile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
+			o.Out = g.stdout
+			o.WorkerCommand = func(args ...string) *exec.Cmd {
+				return exec.Command(exe, append([]string{"bench", "worker"}, args...)...)
+			}
+			_, err = bench.Run(cmd.Context(), o)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.Workflows, "workflows", 5000, "workflows in the throughput phase")
+	f.IntVar(&o.Concurrency, "concurrency", 128, "start→result loops at once")
+	f.IntVar(&o.LatencySamples, "latency-samples", 300, "sequential workflows in the latency phase")
+	f.IntVar(&o.Workers, "workers", 1, "worker processes")
+	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the server side to this file")
+	cmd.AddCommand(benchWorkerCommand())
+	return cmd
+}
+
+func benchWorkerCommand() *cobra.Command {
+	var address string
+	cmd := &cobra.Command{
+		Use:    "worker",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if p := os.Getenv("CAIRN_BENCH_WORKER_CPUPROFILE"); p != "" {
+				f, err := os.Create(p)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
+			c, err := client.Dial(address, client.Options{}, client.DialOptions{})
+			if err != nil {
+				return err
+			}
+			w, err := worker.New(c, worker.Options{TaskQueue: bench.TaskQueue, StopOnSignals: true, WorkflowPollers: 8, ActivityPollers: 8,
+				MaxConcurrentWorkflowTasks: 64, MaxConcurrentActivities: 256})
+			if err != nil {
+				return err
+			}
+			if err := w.RegisterWorkflow(bench.OneActivity); err != nil {
+				return err
+			}
+			if err := w.RegisterActivity(bench.Echo); err != nil {
+				return err
+			}
+			return w.Run(context.Background())
+		},
+	}
+	cmd.Flags().StringVar(&address, "address", "", "server address")
+	return cmd
+}

@@ -1,0 +1,202 @@
+// Package bench is `cairn bench`: end-to-end throughput and latency of
+// one-activity workflows through the HTTP server, with workers in separate
+// processes, on durable (fsynced) storage.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cairnflow/cairn/engine"
+	"github.com/cairnflow/cairn/engine/httpapi"
+	"github.com/cairnflow/cairn/history/badgerstore"
+	"github.com/cairnflow/cairn/sdk"
+	"github.com/cairnflow/cairn/sdk/client"
+)
+
+// TaskQueue is the benchmark's task queue.
+const TaskQueue = "bench"
+
+// OneActivity is the measured workflow: one activity, then complete.
+func OneActivity(ctx sdk.Context, n int) (int, error) {
+	ctx = sdk.WithActivityOptions(ctx, sdk.ActivityOptions{StartToCloseTimeout: 30 * time.Second})
+	return sdk.ExecuteActivity(ctx, Echo, n).Get(ctx)
+}
+
+// Echo returns its input.
+func Echo(_ context.Context, n int) (int, error) { return n, nil }
+
+// Options configure Run.
+type Options struct {
+	Out io.Writer
+	// Workflows is how many workflows the throughput phase runs.
+	Workflows int
+	// Concurrency is how many start→result loops run at once.
+	Concurrency int
+	// LatencySamples is how many sequential workflows the latency phase runs.
+	LatencySamples int
+	// Workers is how many worker processes to start.
+	Workers int
+	// WorkerCommand builds the command of one worker process.
+	WorkerCommand func(args ...string) *exec.Cmd
+	// Dir holds the data (default: a temporary directory).
+	Dir string
+}
+
+// Result is what Run measured.
+type Result struct {
+	Throughput      float64 // workflows per second
+	ThroughputP50   time.Duration
+	ThroughputP99   time.Duration
+	LatencyP50      time.Duration
+	LatencyP99      time.Duration
+	Commits         int64
+	WorkflowsPerRun int
+}
+
+// Run starts a server on a loopback port over a fresh data directory,
+// starts the worker processes, measures sequential start→result latency,
+// then throughput with Concurrency loops.
+func Run(ctx context.Context, opts Options) (*Result, error) {
+	dir := opts.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "cairn-bench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	st, err := badgerstore.Open(badgerstore.Options{Dir: filepath.Join(dir, "data")})
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	eng, err := engine.Open(engine.Options{Store: st})
+	if err != nil {
+		return nil, err
+	}
+	defer eng.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: httpapi.NewHandler(eng, httpapi.Options{}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	addr := "http://" + ln.Addr().String()
+	for i := 0; i < opts.Workers; i++ {
+		cmd := opts.WorkerCommand("--address", addr)
+		cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		defer stopWorker(cmd)
+	}
+	c, err := client.Dial(addr, client.Options{}, client.DialOptions{})
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{WorkflowsPerRun: opts.Workflows}
+	// Warm up (and wait for the workers to connect).
+	if _, err := loops(ctx, c, "warm", 1, min(50, opts.Workflows)); err != nil {
+		return nil, err
+	}
+	lat, err := loops(ctx, c, "lat", 1, opts.LatencySamples)
+	if err != nil {
+		return nil, err
+	}
+	res.LatencyP50, res.LatencyP99 = pct(lat, 50), pct(lat, 99)
+	fmt.Fprintf(opts.Out, "latency     %d sequential workflows: start→result p50 %s, p99 %s\n", opts.LatencySamples,
+		res.LatencyP50.Round(10*time.Microsecond), res.LatencyP99.Round(10*time.Microsecond))
+	before := eng.Stats().Commits
+	start := time.Now()
+	thr, err := loops(ctx, c, "thr", opts.Concurrency, opts.Workflows)
+	if err != nil {
+		return nil, err
+	}
+	elapsed := time.Since(start)
+	res.Throughput = float64(opts.Workflows) / elapsed.Seconds()
+	res.ThroughputP50, res.ThroughputP99 = pct(thr, 50), pct(thr, 99)
+	res.Commits = eng.Stats().Commits - before
+	fmt.Fprintf(opts.Out, "throughput  %d workflows, %d at a time, %d worker process(es): %.0f workflows/s (start→result p50 %s, p99 %s; %.1f engine transactions per workflow)\n",
+		opts.Workflows, opts.Concurrency, opts.Workers, res.Throughput, res.ThroughputP50.Round(10*time.Microsecond),
+		res.ThroughputP99.Round(10*time.Microsecond), float64(res.Commits)/float64(opts.Workflows))
+	return res, nil
+}
+
+// stopWorker asks a worker process to stop (SIGTERM) and waits; a worker
+// that does not stop within 10 s is killed.
+func stopWorker(cmd *exec.Cmd) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t := time.NewTimer(10 * time.Second)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// loops runs n workflows from k concurrent loops and returns each one's
+// start→result latency.
+func loops(ctx context.Context, c client.Client, prefix string, k, n int) ([]time.Duration, error) {
+	var (
+		next    atomic.Int64
+		mu      sync.Mutex
+		lat     = make([]time.Duration, 0, n)
+		firstEr error
+		wg      sync.WaitGroup
+	)
+	stamp := time.Now().UnixNano()
+	for i := 0; i < k; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				j := int(next.Add(1))
+				if j > n || ctx.Err() != nil {
+					return
+				}
+				t0 := time.Now()
+				var out int
+				_, err := c.ExecuteWorkflow(ctx, client.StartOptions{ID: fmt.Sprintf("%s-%d-%d", prefix, stamp, j), TaskQueue: TaskQueue}, OneActivity, j, &out)
+				d := time.Since(t0)
+				mu.Lock()
+				if err == nil && out != j {
+					err = fmt.Errorf("workflow %d returned %d", j, out)
+				}
+				if err != nil && firstEr == nil {
+					firstEr = err
+				}
+				lat = append(lat, d)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return lat, firstEr
+}
+
+func pct(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, len(s)*p/100)]
+}

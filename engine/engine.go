@@ -127,12 +127,21 @@ type Engine struct {
 	queriesMu sync.Mutex
 	queries   map[string]*pendingQuery
 
-	closed   atomic.Bool
-	inflight sync.WaitGroup
+	closed atomic.Bool
+	// The calls in flight (enter/leave). A plain WaitGroup cannot be used:
+	// calls may start while Close waits.
+	gateMu   sync.Mutex
+	inflight int
+	idle     chan struct{} // closed when inflight drops to 0 after Close
 	bg       sync.WaitGroup
 	stop     chan struct{}
 
-	stats Stats
+	stats  Stats
+	watch  watch
+	firing atomic.Int64 // background transitions in progress (deadlines, parent-close policies)
+	// firingCond is broadcast when firing drops to zero.
+	firingMu   sync.Mutex
+	firingCond *sync.Cond
 }
 
 // runEntry is an open run in memory. ref and parent never change; state is
@@ -180,6 +189,7 @@ func Open(opts Options) (*Engine, error) {
 		queries: map[string]*pendingQuery{},
 		stop:    make(chan struct{}),
 	}
+	e.firingCond = sync.NewCond(&e.firingMu)
 	e.m = &Machine{Limits: opts.Limits, Defaults: opts.Defaults, NewRunID: opts.NewRunID}
 	e.timers = timerq.New(e.clk, e.onTimer)
 	if err := e.recover(context.Background()); err != nil {
@@ -193,29 +203,48 @@ func Open(opts Options) (*Engine, error) {
 // ErrClosed, and Close waits for calls in flight to finish their commits.
 // It does not close the store. Close is idempotent.
 func (e *Engine) Close() error {
-	if e.closed.Swap(true) {
+	e.gateMu.Lock()
+	if e.closed.Load() {
+		e.gateMu.Unlock()
 		return nil
 	}
+	e.closed.Store(true)
+	idle := make(chan struct{})
+	if e.inflight == 0 {
+		close(idle)
+	} else {
+		e.idle = idle
+	}
+	e.gateMu.Unlock()
 	close(e.stop)
 	e.wftQ.Close()
 	e.actQ.Close()
 	e.timers.Stop()
-	e.inflight.Wait()
+	<-idle
 	e.bg.Wait()
 	return nil
 }
 
 // enter marks a call in flight; it fails after Close.
 func (e *Engine) enter() error {
-	e.inflight.Add(1)
+	e.gateMu.Lock()
+	defer e.gateMu.Unlock()
 	if e.closed.Load() {
-		e.inflight.Done()
 		return ErrClosed
 	}
+	e.inflight++
 	return nil
 }
 
-func (e *Engine) leave() { e.inflight.Done() }
+func (e *Engine) leave() {
+	e.gateMu.Lock()
+	e.inflight--
+	if e.inflight == 0 && e.idle != nil {
+		close(e.idle)
+		e.idle = nil
+	}
+	e.gateMu.Unlock()
+}
 
 // nextEpoch returns a lease or task epoch unique across restarts.
 func (e *Engine) nextEpoch() int64 { return e.bootGen<<32 | e.epochs.Add(1) }

@@ -64,6 +64,7 @@ func (t *transition) scheduleActivity(c *api.ScheduleActivityCommand, wtc int64)
 // readyActivity puts a scheduled attempt on its queue.
 func (t *transition) readyActivity(a *ActivityInfo) {
 	a.State = api.ActivityStateScheduled
+	a.ReadyTime = t.now
 	t.out.ActivitiesReady = append(t.out.ActivitiesReady, a.ScheduledEventID)
 	if a.Options.ScheduleToStartTimeout > 0 && !a.Reconciling {
 		t.deadline(Deadline{At: t.now.Add(a.Options.ScheduleToStartTimeout), Kind: DeadlineScheduleToStart,
@@ -154,7 +155,9 @@ func (m *Machine) Heartbeat(st *RunState, schedID, epoch int64, details history.
 		return time.Time{}, false, err
 	}
 	a.LastHeartbeat = now
-	a.HeartbeatDetails = details
+	if !details.IsZero() {
+		a.HeartbeatDetails = details // an automatic heartbeat carries none: keep the last
+	}
 	if a.State == api.ActivityStateStarted {
 		a.LeaseDeadline = leaseDeadline(a, now)
 	}
@@ -263,6 +266,10 @@ func (t *transition) reconcileAnswer(a *ActivityInfo, kind FailureKind, f histor
 // retryOrFail retries the attempt per policy or fails the activity for good.
 // timeout names the timeout that ended the attempt, if any.
 func (t *transition) retryOrFail(a *ActivityInfo, f *history.Failure, timeout string) {
+	if f != nil {
+		last := *f
+		a.LastFailure = &last // timeouts reach here without passing ActivityFailed
+	}
 	p := a.Options.RetryPolicy
 	next := t.now.Add(t.m.backoff(p, a.Attempt))
 	withinDeadline := a.Options.ScheduleToCloseTimeout == 0 || next.Before(a.ScheduledTime.Add(a.Options.ScheduleToCloseTimeout))

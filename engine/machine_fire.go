@@ -145,6 +145,10 @@ func (m *Machine) Deadlines(st *RunState) []Deadline {
 			add(Deadline{At: a.ScheduledTime.Add(a.Options.ScheduleToCloseTimeout), Kind: DeadlineScheduleToClose, ID: id})
 		}
 		switch a.State {
+		case api.ActivityStateScheduled:
+			if a.Options.ScheduleToStartTimeout > 0 && !a.Reconciling && !a.ReadyTime.IsZero() {
+				add(Deadline{At: a.ReadyTime.Add(a.Options.ScheduleToStartTimeout), Kind: DeadlineScheduleToStart, ID: id, Epoch: int64(a.Attempt)})
+			}
 		case api.ActivityStateStarted:
 			add(Deadline{At: a.LeaseDeadline, Kind: DeadlineActivityLease, ID: id, Epoch: a.LeaseEpoch})
 		case api.ActivityStateBackoff:

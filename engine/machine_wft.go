@@ -57,9 +57,6 @@ func (m *Machine) CompleteWFT(st *RunState, c WFTCompletion, now time.Time) (Out
 	if arrived && closes(c.Commands) {
 		return Output{}, ErrUnhandledEvents
 	}
-	if err := m.checkGrowth(st, int64(1+2*len(c.Commands))); err != nil {
-		return Output{}, err
-	}
 	t := m.begin(st, now)
 	seen := st.WFT.DispatchNext - 1
 	attempt := st.WFT.Attempt
@@ -73,6 +70,14 @@ func (m *Machine) CompleteWFT(st *RunState, c WFTCompletion, now time.Time) (Out
 	}
 	for _, f := range after {
 		f()
+	}
+	// The history limit is checked on the events actually produced. A
+	// completion that closes the run is always accepted: it ends the
+	// history, and refusing it would leave the run unable ever to finish.
+	if !t.out.Closed {
+		if err := m.checkGrowth(st, 0); err != nil {
+			return Output{}, err
+		}
 	}
 	if arrived {
 		t.needWFT()
@@ -118,6 +123,7 @@ func (m *Machine) FailWFT(st *RunState, cause string, f history.Failure, identit
 
 func (m *Machine) validateCommands(st *RunState, cmds []api.Command) error {
 	acts, timers, children := len(st.Activities), len(st.Timers), len(st.Children)
+	running := map[string]bool{} // timer ids started (true) or canceled (false) by these commands
 	for i := range cmds {
 		c := &cmds[i]
 		if i < len(cmds)-1 && closes(cmds[i:i+1]) {
@@ -133,10 +139,17 @@ func (m *Machine) validateCommands(st *RunState, cmds []api.Command) error {
 				return api.Errorf(api.ErrLimitExceeded, "more than %d pending activities", m.Limits.MaxPendingActivities)
 			}
 		case api.CommandStartTimer:
+			id := c.StartTimer.TimerID
+			if on, seen := running[id]; on || (!seen && st.Timers[id] != nil) {
+				return api.Errorf(api.ErrInvalidArgument, "command %d (%s): timer %q is already running", i, c.Type, id)
+			}
+			running[id] = true
 			timers++
 			if timers > m.Limits.MaxPendingTimers {
 				return api.Errorf(api.ErrLimitExceeded, "more than %d pending timers", m.Limits.MaxPendingTimers)
 			}
+		case api.CommandCancelTimer:
+			running[c.CancelTimer.TimerID] = false
 		case api.CommandStartChildWorkflow:
 			children++
 			if children > m.Limits.MaxPendingChildren {
@@ -362,11 +375,10 @@ func (t *transition) continueAsNew(c *api.ContinueAsNewCommand, wtc int64) {
 	t.add(&history.WorkflowContinuedAsNew{NewRunID: next.RunID, WorkflowType: r.WorkflowType, TaskQueue: r.TaskQueue,
 		Input: r.Input, RunTimeout: r.RunTimeout, TaskTimeout: r.TaskTimeout, WorkflowTaskCompletedEventID: wtc})
 	st.ContinuedAsNewRunID = next.RunID
-	children := st.Children
-	st.Children = nil // children follow the chain's policy only when the chain ends
+	// The run closes: its open children get their parent-close policy now
+	// (as in Temporal). The next run does not adopt them (their ParentRef
+	// names this run), so nothing would apply it later.
 	t.close(api.StatusContinuedAsNew, history.Payload{}, nil)
-	st.Children = children
-	t.out.CloseChildren = nil
 	t.out.ContinueAsNew = &next
 }
 

@@ -57,8 +57,10 @@ func (e *Engine) onTimer(k timerKey) {
 		return
 	}
 	e.bg.Add(1)
+	e.firing.Add(1)
 	go func() {
 		defer e.bg.Done()
+		defer e.fireDone()
 		e.fire(k)
 	}()
 }
@@ -76,7 +78,7 @@ func (e *Engine) fire(k timerKey) {
 		}
 		st := entry.state.Clone()
 		out := e.m.Fire(st, k.d, x.now)
-		if len(out.Events) == 0 && len(out.ActivitiesReady) == 0 && !out.Closed {
+		if !fireDurable(entry.state, st, out) {
 			// Nothing durable changed (a stale or renewed deadline, a sticky
 			// fallback, a backoff ending): act in memory only.
 			e.installRun(&txnRun{st: st, entry: entry, outs: []Output{out}})
@@ -90,6 +92,22 @@ func (e *Engine) fire(k timerKey) {
 		e.log.Error().Err(err).Str("workflow", k.ref.WorkflowID).Str("run", k.ref.RunID).Msg("timer not applied; retrying")
 		e.timers.Add(e.now().Add(retryDelay), k)
 	}
+}
+
+// fireDurable reports whether a fired deadline changed what must survive a
+// restart: new events, a dispatch, a close, an activity attempt moved to its
+// retry backoff (the attempt count and backoff must not be forgotten), or a
+// workflow task attempt counted.
+func fireDurable(before, st *RunState, out Output) bool {
+	if len(out.Events) > 0 || len(out.ActivitiesReady) > 0 || out.Closed || st.WFT.Attempt != before.WFT.Attempt {
+		return true
+	}
+	for _, d := range out.Deadlines {
+		if d.Kind == DeadlineActivityRetry {
+			return true
+		}
+	}
+	return false
 }
 
 // recover rebuilds the in-memory view from the store: a new boot
@@ -163,8 +181,10 @@ func (e *Engine) recoverOrphan(st *RunState) {
 		return
 	}
 	e.bg.Add(1)
+	e.firing.Add(1)
 	go func() {
 		defer e.bg.Done()
+		defer e.fireDone()
 		ctx := context.Background()
 		unlock := e.lock(p.WorkflowID)
 		pst, _, err := e.loadState(ctx, p.WorkflowID, p.RunID)

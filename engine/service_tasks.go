@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -364,23 +365,33 @@ func (e *Engine) dispatchActivity(ctx context.Context, item actItem, identity st
 }
 
 func (e *Engine) activityTask(ctx context.Context, st *RunState, a *ActivityInfo) (*api.ActivityTask, error) {
-	evs, err := e.store.ReadEvents(ctx, st.Ref(), a.ScheduledEventID, 1)
-	if err != nil {
-		return nil, storeErr(err)
-	}
-	sched, ok := evs[0].Attrs.(*history.ActivityScheduled)
-	if !ok {
-		return nil, fmt.Errorf("%w: event %d of %q is %s, not ActivityScheduled", api.ErrInternal, a.ScheduledEventID, st.WorkflowID, evs[0].Type())
+	input := a.input
+	if input == nil {
+		evs, err := e.store.ReadEvents(ctx, st.Ref(), a.ScheduledEventID, 1)
+		if err != nil {
+			return nil, storeErr(err)
+		}
+		sched, ok := evs[0].Attrs.(*history.ActivityScheduled)
+		if !ok {
+			return nil, fmt.Errorf("%w: event %d of %q is %s, not ActivityScheduled", api.ErrInternal, a.ScheduledEventID, st.WorkflowID, evs[0].Type())
+		}
+		input = &sched.Input
 	}
 	return &api.ActivityTask{
 		TaskToken:  encodeToken(&actToken{W: st.WorkflowID, R: st.RunID, S: a.ScheduledEventID, E: a.LeaseEpoch, A: a.Attempt}),
 		WorkflowID: st.WorkflowID, RunID: st.RunID, WorkflowType: st.WorkflowType, ActivityID: a.ActivityID,
-		ActivityType: a.ActivityType, ScheduledEventID: a.ScheduledEventID, Input: sched.Input, Attempt: a.Attempt,
+		ActivityType: a.ActivityType, ScheduledEventID: a.ScheduledEventID, Input: clonePayload(*input), Attempt: a.Attempt,
 		LeaseEpoch: a.LeaseEpoch, Effect: a.Effect, IdempotencyKey: a.IdempotencyKey, Reconcile: a.Reconciling,
 		ScheduledTime: a.ScheduledTime, StartedTime: a.StartedTime, Deadline: a.LeaseDeadline,
 		StartToCloseTimeout: a.Options.StartToCloseTimeout, HeartbeatTimeout: a.Options.HeartbeatTimeout,
 		HeartbeatDetails: a.HeartbeatDetails,
 	}, nil
+}
+
+// clonePayload copies p's data, so that what one caller is handed is never
+// shared with the engine's memory or another caller.
+func clonePayload(p history.Payload) history.Payload {
+	return history.Payload{Encoding: p.Encoding, Data: bytes.Clone(p.Data)}
 }
 
 // RecordActivityHeartbeat implements api.Service. Heartbeats extend the

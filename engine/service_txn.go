@@ -39,6 +39,7 @@ func (x *txn) edit(entry *runEntry) *txnRun {
 // for, inside the same transaction.
 func (x *txn) apply(ctx context.Context, tr *txnRun, out Output) error {
 	x.record(tr, out)
+	keepInputs(tr.st, out.Events)
 	if err := x.dedupe(ctx, tr, out.Events); err != nil {
 		return err
 	}
@@ -145,6 +146,19 @@ func (x *txn) notifyParent(ctx context.Context, child *RunState) error {
 	return nil
 }
 
+// keepInputs keeps the inputs of newly scheduled activities in memory (a
+// copy: the request's buffers are the caller's).
+func keepInputs(st *RunState, events []history.Event) {
+	for _, ev := range events {
+		if s, ok := ev.Attrs.(*history.ActivityScheduled); ok {
+			if a := st.Activities[ev.ID]; a != nil {
+				in := clonePayload(s.Input)
+				a.input = &in
+			}
+		}
+	}
+}
+
 // dedupe consults the effects ledger for every newly scheduled action with
 // an idempotency key: an action already completed under the key (by this
 // or an earlier run of the workflow id) is answered from the ledger and not
@@ -211,6 +225,7 @@ func (e *Engine) installRun(tr *txnRun) {
 	e.mu.Unlock()
 	close(entry.changed)
 	entry.changed = make(chan struct{})
+	e.watch.notify()
 	for _, out := range tr.outs {
 		e.afterCommit(entry, st, out)
 	}
@@ -259,8 +274,10 @@ func (e *Engine) enqueueWFT(entry *runEntry, st *RunState) {
 // children, each in its own transaction, in the background.
 func (e *Engine) closeChildren(parent *RunState, children []ChildInfo) {
 	e.bg.Add(1)
+	e.firing.Add(1)
 	go func() {
 		defer e.bg.Done()
+		defer e.fireDone()
 		ctx := context.Background()
 		for _, c := range children {
 			e.applyParentClose(ctx, parent, c)

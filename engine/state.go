@@ -103,6 +103,7 @@ type ActivityInfo struct {
 	LeaseDeadline    time.Time        `msgpack:",omitempty"`
 	StartedEventID   int64            `msgpack:",omitempty"`
 	NextAttemptAt    time.Time        `msgpack:",omitempty"`
+	ReadyTime        time.Time        `msgpack:",omitempty"` // the current attempt was queued (schedule-to-start counts from it)
 	LastFailure      *history.Failure `msgpack:",omitempty"`
 	LastHeartbeat    time.Time        `msgpack:",omitempty"`
 	HeartbeatDetails history.Payload  `msgpack:",omitempty"`
@@ -114,6 +115,11 @@ type ActivityInfo struct {
 	UnknownSince  time.Time `msgpack:",omitempty"`
 	// Identity of the worker holding the lease.
 	Identity string `msgpack:",omitempty"`
+
+	// input is the activity's input, kept in memory by the service so that
+	// a dispatch need not read the ActivityScheduled event back (nil after
+	// a restart: then it is read).
+	input *history.Payload
 }
 
 // TimerInfo is one running user timer.
@@ -170,6 +176,17 @@ func cloneMap[K comparable, V any](m map[K]*V) map[K]*V {
 
 // Paused returns the activity the run is paused on, or nil.
 func (s *RunState) Paused() *ActivityInfo {
+	// Fast path (every transition asks): no sort unless something is paused.
+	found := false
+	for _, a := range s.Activities {
+		if a.State == api.ActivityStateUnknown {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return nil
+	}
 	for _, id := range sortedKeys(s.Activities) {
 		if a := s.Activities[id]; a.State == api.ActivityStateUnknown {
 			return a

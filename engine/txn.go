@@ -92,10 +92,11 @@ func (e *Engine) newTxn(now time.Time, held []string) *txn {
 
 // run registers a run's working copy. Call once per run, before record.
 func (x *txn) run(entry *runEntry, before, st *RunState) *txnRun {
-	tr := &txnRun{before: before, st: st, entry: entry, first: st.NextEventID}
-	if before == nil {
-		tr.created = true
-		tr.first = 1
+	// The history continues from the installed state: st may already have
+	// been advanced by the machine (fire, dispatch) before it is registered.
+	tr := &txnRun{before: before, st: st, entry: entry, first: 1, created: true}
+	if before != nil {
+		tr.first, tr.created = before.NextEventID, false
 	}
 	x.runs = append(x.runs, tr)
 	x.byRef[st.Ref()] = tr

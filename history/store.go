@@ -169,6 +169,7 @@ type Store interface {
 	Scan(ctx context.Context, space Space, opts ScanOptions) ([]Record, error)
 
 	// Close flushes and releases the store. It is idempotent; after it every
-	// other method returns ErrClosed.
+	// other method returns ErrClosed. A Commit running when Close begins
+	// either completes or returns ErrClosed having written nothing.
 	Close() error
 }

@@ -30,7 +30,37 @@ type ExecutionOptions struct {
 	// reaching an SDK call before the task fails with a *DeadlockError.
 	// Default DefaultDeadlockTimeout (1 s).
 	DeadlockTimeout time.Duration
+	// OnDecision, when set, is called after every decision the code makes
+	// (each replayed one and the live one that ends a task), for
+	// step-by-step traces such as the replayer's. It runs on the task's
+	// goroutine while the coroutines are parked; it must not call the
+	// Execution's methods.
+	OnDecision func(d *DecisionTrace)
 }
+
+// DecisionTrace describes one decision for ExecutionOptions.OnDecision.
+type DecisionTrace struct {
+	// Replayed is true for a decision recorded in history that the code
+	// re-ran, false for the live decision that ends a task.
+	Replayed bool
+	// CompletedEventID is the WorkflowTaskCompleted event of a replayed
+	// decision.
+	CompletedEventID int64
+	// Events are the events delivered to the code for this decision.
+	Events []history.Event
+	// Commands are the commands the decision produced; a replayed
+	// decision's were matched against the recorded command events.
+	Commands []api.Command
+	// Err is the error that failed the task at this decision, if any.
+	Err error
+
+	e *Execution
+}
+
+// Stacks returns the stack of every live workflow coroutine, as the
+// QueryTypeStackTrace query does. It is valid only during the OnDecision
+// call.
+func (d *DecisionTrace) Stacks() string { return d.e.stackTrace() }
 
 // Validate reports invalid options.
 func (o *ExecutionOptions) Validate() error {
@@ -89,6 +119,7 @@ type Execution struct {
 	liveSeen     int64           // the last event the live decision saw
 
 	// The decision being made.
+	delivered       []history.Event // events delivered to it, kept only for OnDecision
 	replaying       bool
 	replayCmds      []history.Event // the recorded command events of the decision being replayed
 	replayUsed      []bool
@@ -393,11 +424,20 @@ func (e *Execution) process(evs []history.Event) ([]api.Command, error) {
 				e.decide(seen)
 				e.replayCmds, e.replayUsed = nil, nil
 				if e.fatal != nil {
+					e.traceDecision(true, ev.ID, e.pendingCommands(), e.fatal)
 					return nil, e.fatal
 				}
 				e.stats.ReplayedDecisions++
-			}
-			if err := e.match(ev.ID, group); err != nil {
+				var cmds []api.Command
+				if e.opts.OnDecision != nil {
+					cmds = e.pendingCommands() // match clears them
+				}
+				err := e.match(ev.ID, group)
+				e.traceDecision(true, ev.ID, cmds, err)
+				if err != nil {
+					return nil, err
+				}
+			} else if err := e.match(ev.ID, group); err != nil {
 				return nil, err
 			}
 			e.liveDecision = false
@@ -424,6 +464,7 @@ func (e *Execution) process(evs []history.Event) ([]api.Command, error) {
 	e.replaying = false
 	e.decisionAttempt = e.taskAttempt
 	if !e.decide(e.lastEventID) {
+		e.traceDecision(false, 0, e.pendingCommands(), e.fatal)
 		return nil, e.fatal
 	}
 	if e.workflowClosed {
@@ -438,7 +479,28 @@ func (e *Execution) process(evs []history.Event) ([]api.Command, error) {
 	}
 	e.liveDecision = true
 	e.liveSeen = e.lastEventID
+	e.traceDecision(false, 0, cmds, nil)
 	return cmds, nil
+}
+
+// pendingCommands returns the current decision's commands.
+func (e *Execution) pendingCommands() []api.Command {
+	var cmds []api.Command
+	for _, p := range e.pending {
+		if !p.dropped {
+			cmds = append(cmds, p.cmd)
+		}
+	}
+	return cmds
+}
+
+// traceDecision reports the decision just made to OnDecision, if set.
+func (e *Execution) traceDecision(replayed bool, wtc int64, cmds []api.Command, err error) {
+	if e.opts.OnDecision == nil {
+		return
+	}
+	e.opts.OnDecision(&DecisionTrace{Replayed: replayed, CompletedEventID: wtc, Events: e.delivered, Commands: cmds, Err: err, e: e})
+	e.delivered = nil
 }
 
 // decide delivers the events up to seen and runs the code until it blocks.
@@ -567,6 +629,9 @@ func (e *Execution) applyInbox(upTo int64) {
 	for n < len(e.inbox) && e.inbox[n].ID <= upTo && e.fatal == nil {
 		e.apply(&e.inbox[n])
 		n++
+	}
+	if e.opts.OnDecision != nil {
+		e.delivered = append(e.delivered[:0], e.inbox[:n]...)
 	}
 	rest := copy(e.inbox, e.inbox[n:])
 	clear(e.inbox[rest:])

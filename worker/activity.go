@@ -59,7 +59,7 @@ func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask) {
 		Str("activity_type", task.ActivityType).Int32("attempt", task.Attempt).Logger()
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-	hb := newHeartbeater(w, task, cancel, log)
+	hb := newHeartbeater(w, task, parent, cancel, log)
 	defer hb.stop()
 	ctx = activities.WithInfo(ctx, &activities.Info{
 		IdempotencyKey: task.IdempotencyKey, WorkflowID: task.WorkflowID, RunID: task.RunID, WorkflowType: task.WorkflowType,
@@ -122,10 +122,14 @@ func (w *Worker) report(task *api.ActivityTask, result history.Payload, err erro
 // (at most one per HeartbeatInterval, the latest details winning) and
 // automatic ones at a third of the lease, so a long activity keeps its lease
 // while it makes progress. A heartbeat refused as stale, or one answering
-// that cancellation was requested, cancels the activity's context.
+// that cancellation was requested, cancels the activity's context. It stops
+// when the attempt ends, and when the worker abandons the attempt (parent
+// canceled after the grace period): the lease then expires and the engine
+// hands the activity to another worker.
 type heartbeater struct {
 	w      *Worker
 	task   *api.ActivityTask
+	parent context.Context
 	cancel context.CancelFunc
 	log    zerolog.Logger
 
@@ -139,10 +143,14 @@ type heartbeater struct {
 	stopOnce  sync.Once
 }
 
-func newHeartbeater(w *Worker, task *api.ActivityTask, cancel context.CancelFunc, log zerolog.Logger) *heartbeater {
-	h := &heartbeater{w: w, task: task, cancel: cancel, log: log, wake: make(chan struct{}, 1),
+func newHeartbeater(w *Worker, task *api.ActivityTask, parent context.Context, cancel context.CancelFunc, log zerolog.Logger) *heartbeater {
+	h := &heartbeater{w: w, task: task, parent: parent, cancel: cancel, log: log, wake: make(chan struct{}, 1),
 		quit: make(chan struct{}), done: make(chan struct{})}
-	go h.loop()
+	w.heartbeats.Add(1)
+	go func() {
+		defer w.heartbeats.Done()
+		h.loop()
+	}()
 	return h
 }
 
@@ -179,29 +187,37 @@ func (h *heartbeater) interval() time.Duration {
 	return max(lease/3, 10*time.Millisecond)
 }
 
+// loop sends a heartbeat every interval, and sooner when the activity
+// recorded details — but never more often than HeartbeatInterval (nor
+// less often than interval, whatever HeartbeatInterval says).
 func (h *heartbeater) loop() {
 	defer close(h.done)
-	auto := time.NewTicker(h.interval())
-	defer auto.Stop()
-	var last time.Time
+	auto := h.interval()
+	gap := min(h.w.opts.HeartbeatInterval, auto)
+	var last time.Time // of the last heartbeat sent; zero: the first recorded one goes at once
+	next := time.Now().Add(auto)
+	t := time.NewTimer(auto)
+	defer t.Stop()
 	for {
 		select {
 		case <-h.quit:
 			return
-		case <-auto.C:
+		case <-h.parent.Done():
+			return
 		case <-h.wake:
-			if wait := h.w.opts.HeartbeatInterval - time.Since(last); wait > 0 {
-				t := time.NewTimer(wait)
-				select {
-				case <-t.C:
-				case <-h.quit:
-					t.Stop()
-					return
+			if at := last.Add(gap); at.After(time.Now()) {
+				if at.Before(next) {
+					next = at
+					t.Reset(time.Until(at))
 				}
+				continue
 			}
+		case <-t.C:
 		}
-		last = time.Now()
 		h.send()
+		last = time.Now()
+		next = last.Add(auto)
+		t.Reset(auto)
 	}
 }
 
@@ -227,6 +243,13 @@ func (h *heartbeater) send() {
 		h.cancel()
 	case err != nil:
 		h.log.Warn().Err(err).Msg("heartbeat failed")
+		if dirty {
+			h.mu.Lock()
+			if !h.dirty { // keep the details for the next heartbeat unless newer ones came
+				h.details, h.dirty = details, true
+			}
+			h.mu.Unlock()
+		}
 	case resp.CancelRequested:
 		h.mu.Lock()
 		h.cancelReq = true

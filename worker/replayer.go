@@ -42,9 +42,9 @@ type ReplayerOptions struct {
 
 // ReplayOptions configure one replay.
 type ReplayOptions struct {
-	// Trace, when set, receives a step-by-step account: for each workflow
-	// task, the events delivered, the commands the code produced, and the
-	// line of workflow code each coroutine was waiting at.
+	// Trace, when set, receives a step-by-step account: for each decision,
+	// the events delivered to the code, the commands it produced, and the
+	// line of workflow code each coroutine was then waiting at.
 	Trace io.Writer
 }
 
@@ -104,8 +104,12 @@ func (r *Replayer) ReplayWorkflow(ctx context.Context, c client.Client, workflow
 	return r.ReplayHistory(history.RunRef{WorkflowID: workflowID, RunID: runID}, events, opts)
 }
 
-// ReplayHistory replays events, feeding them decision by decision exactly
-// as a sticky worker received them.
+// ReplayHistory replays events from the start, exactly as a worker
+// rebuilds a run it does not have cached: every recorded decision is re-run
+// (IsReplaying is true, GetVersion and SideEffect return what history
+// recorded, logging is silent) and its commands are matched against the
+// recorded ones. A history that ends with events no decision has seen yet
+// (an open run) ends with a live decision, whose commands are not checked.
 func (r *Replayer) ReplayHistory(run history.RunRef, events []history.Event, opts ReplayOptions) error {
 	if len(events) == 0 {
 		return fmt.Errorf("%w: no events", ErrBadHistory)
@@ -114,71 +118,42 @@ func (r *Replayer) ReplayHistory(run history.RunRef, events []history.Event, opt
 	if !ok || events[0].ID != 1 {
 		return fmt.Errorf("%w: the first event is %s, not WorkflowStarted", ErrBadHistory, events[0])
 	}
-	base := api.WorkflowTask{WorkflowID: run.WorkflowID, RunID: run.RunID, WorkflowType: started.WorkflowType,
-		TaskQueue: started.TaskQueue, Attempt: 1}
-	exec, err := sdk.NewExecution(r.reg, &base, sdk.ExecutionOptions{Converter: r.opts.Converter})
+	task := &api.WorkflowTask{WorkflowID: run.WorkflowID, RunID: run.RunID, WorkflowType: started.WorkflowType,
+		TaskQueue: started.TaskQueue, Attempt: 1, FirstEventID: 1, Events: events, NextEventID: events[len(events)-1].ID + 1}
+	eo := sdk.ExecutionOptions{Converter: r.opts.Converter}
+	if opts.Trace != nil {
+		n := 0
+		eo.OnDecision = func(d *sdk.DecisionTrace) {
+			n++
+			r.trace(opts.Trace, n, d)
+		}
+	}
+	exec, err := sdk.NewExecution(r.reg, task, eo)
 	if err != nil {
 		return err
 	}
 	defer exec.Close()
-	for i, chunk := range decisions(events) {
-		task := base
-		task.FirstEventID = chunk[0].ID
-		task.Events = chunk
-		task.NextEventID = chunk[len(chunk)-1].ID + 1
-		cmds, err := exec.ProcessTask(&task)
-		if opts.Trace != nil {
-			r.trace(opts.Trace, exec, i+1, chunk, cmds, err)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err = exec.ProcessTask(task)
+	return err
 }
 
-// decisions splits a history into the tasks a sticky worker received:
-// each ends at the last event the next decision saw (its
-// WorkflowTaskCompleted's SeenEventID).
-func decisions(events []history.Event) [][]history.Event {
-	var chunks [][]history.Event
-	start := 0
-	for _, ev := range events {
-		wtc, ok := ev.Attrs.(*history.WorkflowTaskCompleted)
-		if !ok {
-			continue
-		}
-		end := int(wtc.SeenEventID) // events[end-1] has id SeenEventID
-		if end > start && end <= len(events) {
-			chunks = append(chunks, events[start:end])
-			start = end
-		}
+func (r *Replayer) trace(w io.Writer, n int, d *sdk.DecisionTrace) {
+	if d.Replayed {
+		fmt.Fprintf(w, "── decision %d: replayed, recorded at event %d\n", n, d.CompletedEventID)
+	} else {
+		fmt.Fprintf(w, "── decision %d: live (not recorded in this history)\n", n)
 	}
-	if start < len(events) {
-		chunks = append(chunks, events[start:])
-	}
-	return chunks
-}
-
-func (r *Replayer) trace(w io.Writer, exec *sdk.Execution, n int, chunk []history.Event, cmds []api.Command, err error) {
-	fmt.Fprintf(w, "── workflow task %d: events %d–%d\n", n, chunk[0].ID, chunk[len(chunk)-1].ID)
-	for _, ev := range chunk {
+	for _, ev := range d.Events {
 		fmt.Fprintf(w, "   event %4d  %s\n", ev.ID, describeEvent(ev))
 	}
-	for _, c := range cmds {
+	for _, c := range d.Commands {
 		fmt.Fprintf(w, "   command     %s\n", describeCommand(c))
 	}
-	if err != nil {
-		fmt.Fprintf(w, "   ERROR       %v\n", err)
-		return
+	if d.Err != nil {
+		fmt.Fprintf(w, "   ERROR       %v\n", d.Err)
 	}
-	if p, qerr := exec.Query(sdk.QueryTypeStackTrace, history.Payload{}); qerr == nil {
-		var stack string
-		if r.opts.Converter.FromPayload(p, &stack) == nil {
-			for _, line := range waitingLines(stack) {
-				fmt.Fprintf(w, "   waiting at  %s\n", line)
-			}
-		}
+	for _, line := range waitingLines(d.Stacks()) {
+		fmt.Fprintf(w, "   waiting at  %s\n", line)
 	}
 }
 

@@ -42,11 +42,16 @@ type Options struct {
 	// MaxConcurrentActivities bounds activities running at once (default 64).
 	MaxConcurrentActivities int
 	// MaxConcurrentWorkflowTasks bounds workflow tasks running at once
-	// (default 2 × GOMAXPROCS… fixed at 8 to stay deterministic in tests).
+	// (default 8; at least 2 with the sticky cache on).
 	MaxConcurrentWorkflowTasks int
-	// WorkflowPollers and ActivityPollers are the number of long polls kept
-	// open (default 2 each).
+	// WorkflowPollers is the number of long polls kept open on each
+	// workflow task queue — the task queue and, with the sticky cache, the
+	// worker's sticky queue (default 2). A poller holds an execution slot
+	// while it polls, so it is capped at MaxConcurrentWorkflowTasks divided
+	// by the number of queues.
 	WorkflowPollers int
+	// ActivityPollers is the number of long polls kept open for activity
+	// tasks (default 2, at most MaxConcurrentActivities).
 	ActivityPollers int
 	// StickyCacheSize bounds how many runs stay cached between tasks (LRU;
 	// default 1,000). A cached run gets its next task with only the new
@@ -107,6 +112,17 @@ func (o *Options) fillDefaults(c client.Client) {
 	def(&o.WorkflowPollers, 2)
 	def(&o.ActivityPollers, 2)
 	def(&o.StickyCacheSize, 1000)
+	// A poller holds an execution slot while it long-polls, so that a task
+	// it receives can run at once. More pollers than slots would let the
+	// task queue's pollers hold every slot while tasks wait on the sticky
+	// queue: keep a slot for every poller.
+	queues := 1
+	if !o.DisableSticky {
+		queues = 2
+	}
+	o.MaxConcurrentWorkflowTasks = max(o.MaxConcurrentWorkflowTasks, queues)
+	o.WorkflowPollers = min(o.WorkflowPollers, o.MaxConcurrentWorkflowTasks/queues)
+	o.ActivityPollers = min(o.ActivityPollers, o.MaxConcurrentActivities)
 	if o.Identity == "" {
 		host, _ := os.Hostname()
 		o.Identity = fmt.Sprintf("%s:%d", host, os.Getpid())
@@ -136,10 +152,11 @@ type Worker struct {
 	sticky      string
 	cache       *lru.Cache[string, *cached]
 
-	wfSlots  chan struct{}
-	actSlots chan struct{}
-	running  atomic.Bool
-	stats    Stats
+	wfSlots    chan struct{}
+	actSlots   chan struct{}
+	heartbeats sync.WaitGroup // heartbeater goroutines
+	running    atomic.Bool
+	stats      Stats
 }
 
 // Stats counts what a worker did.
@@ -155,6 +172,7 @@ type Stats struct {
 type cached struct {
 	mu   sync.Mutex
 	exec *sdk.Execution
+	gone bool // evicted: close whatever a task still running on it builds
 }
 
 // New returns a worker for c's service.
@@ -306,6 +324,9 @@ func (w *Worker) drain(inflight *sync.WaitGroup, cancelActivities context.Cancel
 	case <-t.C:
 		w.log.Warn().Msg("activities ignore cancellation: abandoned to their leases")
 	}
+	// Heartbeaters stop with the canceled context: once Run returns, no
+	// abandoned attempt's lease is extended any more.
+	w.heartbeats.Wait()
 }
 
 // backoff waits before the next poll after a failure, growing to 5 s, or

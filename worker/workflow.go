@@ -50,30 +50,41 @@ func runKey(task *api.WorkflowTask) string { return task.WorkflowID + "\x00" + t
 // handleWorkflowTask runs one workflow (or query) task. It uses a detached
 // context: a task in hand is finished even while the worker stops.
 func (w *Worker) handleWorkflowTask(task *api.WorkflowTask) {
-	ctx := context.Background()
-	log := w.log.With().Str("workflow_id", task.WorkflowID).Str("run_id", task.RunID).Logger()
 	if task.Query != nil {
-		w.answerQuery(ctx, task)
+		w.answerQuery(context.Background(), task)
 		return
 	}
 	w.stats.WorkflowTasks.Add(1)
 	c := w.lookup(task)
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	keep := w.runWorkflowTask(c, task) && !c.gone
+	if !keep {
+		c.close()
+	}
+	c.mu.Unlock()
+	if !keep {
+		w.uncache(task, c)
+	}
+}
+
+// runWorkflowTask runs the task on c (locked) and reports whether c's
+// Execution may serve the run's next task.
+func (w *Worker) runWorkflowTask(c *cached, task *api.WorkflowTask) (keep bool) {
+	ctx := context.Background()
+	log := w.log.With().Str("workflow_id", task.WorkflowID).Str("run_id", task.RunID).Logger()
 	cmds, err := w.process(ctx, c, task)
 	if err != nil {
 		w.stats.WorkflowTaskFails.Add(1)
-		w.evict(task, c)
 		cause, f := sdk.TaskFailure(err)
 		log.Error().Err(err).Str("cause", cause).Msg("workflow task failed")
 		if _, ferr := w.svc.FailWorkflowTask(ctx, &api.FailWorkflowTaskRequest{TaskToken: task.TaskToken, Cause: cause,
 			Failure: f, Identity: w.opts.Identity}); ferr != nil {
 			log.Warn().Err(ferr).Msg("could not report the failed workflow task; it will time out")
 		}
-		return
+		return false
 	}
 	req := &api.CompleteWorkflowTaskRequest{TaskToken: task.TaskToken, Commands: cmds, Identity: w.opts.Identity}
-	keep := w.cache != nil && !c.exec.WorkflowClosed()
+	keep = w.cache != nil && !c.exec.WorkflowClosed()
 	if keep {
 		req.StickyQueue = w.sticky
 	}
@@ -81,11 +92,9 @@ func (w *Worker) handleWorkflowTask(task *api.WorkflowTask) {
 		if !errors.Is(err, api.ErrStaleTask) && !errors.Is(err, api.ErrWorkflowClosed) {
 			log.Warn().Err(err).Msg("workflow task completion refused")
 		}
-		keep = false
+		return false
 	}
-	if !keep {
-		w.evict(task, c)
-	}
+	return keep
 }
 
 // lookup returns the cached Execution for the task's run, or an empty
@@ -105,21 +114,33 @@ func (w *Worker) lookup(task *api.WorkflowTask) *cached {
 	return c
 }
 
-func (w *Worker) evict(task *api.WorkflowTask, c *cached) {
-	if w.cache != nil {
-		if cur, ok := w.cache.Peek(runKey(task)); ok && cur == c {
-			w.cache.Remove(runKey(task)) // the eviction callback closes it
-			return
-		}
+// uncache removes c from the cache if it is still the run's entry. Call it
+// without holding c.mu: the eviction callback takes it.
+func (w *Worker) uncache(task *api.WorkflowTask, c *cached) {
+	if w.cache == nil {
+		return
 	}
-	c.close()
+	if cur, ok := w.cache.Peek(runKey(task)); ok && cur == c {
+		w.cache.Remove(runKey(task))
+	}
 }
 
+// close ends c's Execution; the caller holds c.mu.
 func (c *cached) close() {
 	if c.exec != nil {
 		c.exec.Close()
 		c.exec = nil
 	}
+}
+
+// evicted is the sticky cache's eviction callback. The LRU calls it
+// outside its own lock, from whichever goroutine evicts; an entry whose
+// task is running is closed once the task is done.
+func evicted(_ string, c *cached) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gone = true
+	c.close()
 }
 
 // process feeds the task to the run's Execution, rebuilding it from the full
@@ -195,7 +216,9 @@ func (w *Worker) query(task *api.WorkflowTask) (history.Payload, error) {
 			}
 		}
 	}
-	exec, err := w.newExecution(task)
+	// A throwaway replay: it must not log what the run's own tasks log.
+	exec, err := sdk.NewExecution(w.reg, task, sdk.ExecutionOptions{Converter: w.opts.Converter,
+		DeadlockTimeout: w.opts.DeadlockTimeout})
 	if err != nil {
 		return history.Payload{}, err
 	}

@@ -177,7 +177,9 @@ func decodeBody(contentType string, body []byte, v any) error {
 	}
 	var err error
 	if contentType == ContentMsgpack {
-		err = msgpack.Unmarshal(body, v)
+		if err = checkMsgpack(body, maxMsgpackDepth); err == nil {
+			err = msgpack.Unmarshal(body, v)
+		}
 	} else {
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()

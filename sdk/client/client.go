@@ -137,11 +137,19 @@ func NewLocal(svc api.Service, opts Options) Client {
 type serviceClient struct {
 	svc  api.Service
 	opts Options
+	// closer releases the transport's resources (Dial); nil for NewLocal,
+	// whose service belongs to the caller.
+	closer func() error
 }
 
 func (c *serviceClient) Service() api.Service     { return c.svc }
 func (c *serviceClient) Converter() sdk.Converter { return c.opts.Converter }
-func (c *serviceClient) Close() error             { return nil }
+func (c *serviceClient) Close() error {
+	if c.closer != nil {
+		return c.closer()
+	}
+	return nil
+}
 
 func (c *serviceClient) payload(v any) (history.Payload, error) {
 	if p, ok := v.(history.Payload); ok {

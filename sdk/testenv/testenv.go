@@ -15,6 +15,7 @@ package testenv
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,10 +52,15 @@ type Env struct {
 	Clock  *clock.Fake
 	Engine *engine.Engine
 	Client client.Client
+	// Worker is the env's own worker, run by Start and stopped by
+	// StopWorker or the test's cleanup.
 	Worker *worker.Worker
 	store  *badgerstore.Store
-	cancel context.CancelFunc
-	done   chan struct{}
+
+	mu         sync.Mutex
+	stopWorker func() // stops Worker (nil before Start)
+	stopSkip   func() // stops the time skipper
+	extra      []func()
 }
 
 // New builds the environment; register workflows and activities, then
@@ -82,18 +88,53 @@ func New(t testing.TB, opts Options) *Env {
 	}
 	env.Engine = eng
 	env.Client = client.NewLocal(eng, client.Options{})
-	wo := opts.Worker
-	wo.TaskQueue = opts.TaskQueue
-	if wo.GracefulStop == 0 {
-		wo.GracefulStop = 5 * time.Second
-	}
-	w, err := worker.New(env.Client, wo)
-	if err != nil {
-		t.Fatalf("testenv: worker: %v", err)
-	}
-	env.Worker = w
 	t.Cleanup(env.stop)
+	env.Worker = env.NewWorker(opts.Worker)
 	return env
+}
+
+// NewWorker returns another worker on the env's engine, with opts
+// (TaskQueue defaults to the env's, GracefulStop to 5 s). Register on it
+// and run it with RunWorker: several workers on one env model a fleet, a
+// restart, or a deploy of new code.
+func (e *Env) NewWorker(opts worker.Options) *worker.Worker {
+	e.t.Helper()
+	if opts.TaskQueue == "" {
+		opts.TaskQueue = e.opts.TaskQueue
+	}
+	if opts.GracefulStop == 0 {
+		opts.GracefulStop = 5 * time.Second
+	}
+	w, err := worker.New(e.Client, opts)
+	if err != nil {
+		e.t.Fatalf("testenv: worker: %v", err)
+	}
+	return w
+}
+
+// RunWorker runs w in the background until the returned stop is called
+// (or the test ends). stop cancels Run's context, waits for Run to return
+// and reports its error; it is idempotent.
+func (e *Env) RunWorker(w *worker.Worker) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := w.Run(ctx); err != nil {
+			e.t.Errorf("testenv: worker: %v", err)
+		}
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+		})
+	}
+	e.mu.Lock()
+	e.extra = append(e.extra, stop)
+	e.mu.Unlock()
+	return stop
 }
 
 // RegisterWorkflow registers a workflow on the env's worker, failing the
@@ -117,19 +158,41 @@ func (e *Env) RegisterActivity(fn any, opts ...activities.Options) {
 // TaskQueue returns the env's task queue.
 func (e *Env) TaskQueue() string { return e.opts.TaskQueue }
 
-// Start runs the worker (and the time skipper) in the background.
+// Start runs the env's worker (and the time skipper) in the background.
 func (e *Env) Start() {
-	ctx, cancel := context.WithCancel(context.Background())
-	e.cancel = cancel
-	e.done = make(chan struct{})
-	go func() {
-		defer close(e.done)
-		if err := e.Worker.Run(ctx); err != nil {
-			e.t.Errorf("testenv: worker: %v", err)
-		}
-	}()
+	stopWorker := e.RunWorker(e.Worker)
+	stopSkip := func() {}
 	if !e.opts.NoTimeSkipping {
-		go e.skipTime(ctx)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			e.skipTime(ctx)
+		}()
+		var once sync.Once
+		stopSkip = func() {
+			once.Do(func() {
+				cancel()
+				<-done
+			})
+		}
+	}
+	e.mu.Lock()
+	e.stopWorker, e.stopSkip = stopWorker, stopSkip
+	e.mu.Unlock()
+}
+
+// StopWorker stops the env's worker as a process exit would (Run's
+// context canceled: polls stop, in-flight tasks finish within the grace
+// period) and waits for Run to return. The engine, the client and the
+// time skipper keep running, so another worker (NewWorker, RunWorker) can
+// take over the runs. It is a no-op before Start or after a first call.
+func (e *Env) StopWorker() {
+	e.mu.Lock()
+	stop := e.stopWorker
+	e.mu.Unlock()
+	if stop != nil {
+		stop()
 	}
 }
 
@@ -175,9 +238,15 @@ func maxTime(a, b time.Time) time.Time {
 }
 
 func (e *Env) stop() {
-	if e.cancel != nil {
-		e.cancel()
-		<-e.done
+	e.mu.Lock()
+	stops := append([]func(){}, e.extra...)
+	stopSkip := e.stopSkip
+	e.mu.Unlock()
+	for _, stop := range stops {
+		stop()
+	}
+	if stopSkip != nil {
+		stopSkip()
 	}
 	_ = e.Engine.Close()
 	_ = e.store.Close()

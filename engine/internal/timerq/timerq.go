@@ -67,6 +67,13 @@ func New[K comparable](clk clock.Clock, fire func(K)) *Queue[K] {
 	return q
 }
 
+// Due reports whether an entry is due at the clock's current time.
+func (q *Queue[K]) Due() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return !q.stopped && len(q.h) > 0 && !q.h[0].At.After(q.clk.Now())
+}
+
 // Sync waits until every entry due at the clock's current time has been
 // handed to fire and the fire calls have returned. Tests use it after
 // advancing a fake clock; it does not sleep.

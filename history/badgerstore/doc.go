@@ -1,0 +1,53 @@
+// Package badgerstore is the embedded history.Store: Cairn's event log and
+// record store on Badger (github.com/dgraph-io/badger/v4), in one directory
+// owned by one process.
+//
+// It lives apart from package history so that importing the event types
+// never links Badger. Use it through the history.Store interface:
+//
+//	st, err := badgerstore.Open(badgerstore.Options{Dir: "./cairn-data"})
+//	if err != nil {
+//		return err // errors.Is(err, history.ErrLocked): another process has the directory
+//	}
+//	defer st.Close()
+//
+//	run := history.RunRef{WorkflowID: "invoice-INV-9", RunID: "r1"}
+//	err = st.Commit(ctx, &history.Batch{
+//		Appends: []history.Append{{Run: run, ExpectedNext: 1, Events: []history.Event{
+//			{ID: 1, Time: now, Attrs: &history.WorkflowStarted{WorkflowType: "PayInvoice", TaskQueue: "agents"}},
+//		}}},
+//		Puts: []history.Record{{Space: history.SpaceCurrentRun, Key: history.Key().Str(run.WorkflowID).Bytes(), Value: []byte(run.RunID)}},
+//	})
+//	// err == nil: durable. errors.Is(err, history.ErrConflict): someone else appended first.
+//
+//	for ev, err := range st.Events(ctx, run, 1) { … }
+//
+// # Durability and group commit
+//
+// Commits are fsynced (Options.NoSync turns that off for tests). Badger
+// syncs its logs once per transaction, so Commit does not open one per call:
+// a single committer goroutine takes every queued batch, checks each one
+// against the database and the batches before it in the same group, writes
+// the accepted ones in one transaction, and answers each caller with its own
+// outcome (see Store.Commit). Many concurrent writers therefore share
+// fsyncs, while a lone writer pays one round of fsyncs per commit. A commit
+// becomes visible to readers only once it is durable.
+//
+// # Key layout
+//
+// Events are stored under "h" + tuple(workflow id, run id) + 8-byte
+// big-endian event id, encoded with history.EncodeEvent (checksummed, so
+// damage is reported as history.ErrCorrupt). A head record per run,
+// "l" + tuple(workflow id, run id), holds the last event id, so an append
+// checks its expected next id with one read. Each history.Space has its own
+// one-letter prefix (s, c, q, t, e, v, m). Keyed records are opaque bytes;
+// damage to them cannot be detected.
+//
+// # Limits
+//
+// One batch must fit in one Badger transaction: about 15% of
+// Options.MemTableSize (about 2.4 MB by default; values of 1 MiB or more
+// count only a pointer), else history.ErrTooLarge.
+// Values of 1 MiB or more are kept in Badger's value log, which this store
+// does not garbage-collect yet.
+package badgerstore

@@ -1,0 +1,123 @@
+package badgerstore
+
+import (
+	"encoding/binary"
+
+	"github.com/cairnflow/cairn/history"
+)
+
+// Key layout. Everything lives in one Badger DB; the first byte of a key
+// names what it is:
+//
+//	h tuple(wf, run) id(8, big-endian)  → encoded event (history.EncodeEvent)
+//	l tuple(wf, run)                    → last event id of the run (8, big-endian)
+//	s|c|q|t|e|v|m key                   → record of a history.Space (see spacePrefix)
+//	0x00 "cairn.format"                 → on-disk format version
+//
+// tuple is history.Key().Str(wf).Str(run): prefix-free, so the events of run
+// "a" never share a prefix with those of run "ab".
+const (
+	prefixEvent byte = 'h'
+	prefixHead  byte = 'l'
+)
+
+// formatKey holds the on-disk format version; formatVersion is the one this
+// code writes and reads.
+var (
+	formatKey     = []byte("\x00cairn.format")
+	formatVersion = []byte{1}
+)
+
+// maxKeyLen bounds record keys (Badger's own limit is 65000 bytes, including
+// our prefix and its 8-byte version suffix).
+const maxKeyLen = 60000
+
+// spacePrefix returns the key prefix of a record space. The letters follow
+// DESIGN.md §3; never change them.
+func spacePrefix(sp history.Space) (byte, bool) {
+	switch sp {
+	case history.SpaceRunState:
+		return 's', true
+	case history.SpaceCurrentRun:
+		return 'c', true
+	case history.SpaceTask:
+		return 'q', true
+	case history.SpaceTimer:
+		return 't', true
+	case history.SpaceLedger:
+		return 'e', true
+	case history.SpaceIndex:
+		return 'v', true
+	case history.SpaceMeta:
+		return 'm', true
+	}
+	return 0, false
+}
+
+// recordKey returns the Badger key of a record. The space must be valid.
+func recordKey(sp history.Space, key []byte) []byte {
+	p, _ := spacePrefix(sp)
+	k := make([]byte, 0, 1+len(key))
+	return append(append(k, p), key...)
+}
+
+// runTuple is tuple(wf, run).
+func runTuple(run history.RunRef) []byte {
+	return history.Key().Str(run.WorkflowID).Str(run.RunID).Bytes()
+}
+
+// prefixed returns prefix + t, with room for extra bytes.
+func prefixed(prefix byte, t []byte, extra int) []byte {
+	k := make([]byte, 0, 1+len(t)+extra)
+	return append(append(k, prefix), t...)
+}
+
+// headKey is the key of a run's last-event-id record.
+func headKey(run history.RunRef) []byte { return prefixed(prefixHead, runTuple(run), 0) }
+
+// eventPrefix is the common prefix of a run's event keys.
+func eventPrefix(run history.RunRef) []byte { return prefixed(prefixEvent, runTuple(run), 8) }
+
+// runKeys returns headKey(run) and eventPrefix(run).
+func runKeys(run history.RunRef) (head, events []byte) {
+	t := runTuple(run)
+	return prefixed(prefixHead, t, 0), prefixed(prefixEvent, t, 8)
+}
+
+// eventKey appends the 8-byte id to an event prefix (in a new slice).
+func eventKey(prefix []byte, id int64) []byte {
+	k := make([]byte, len(prefix), len(prefix)+8)
+	copy(k, prefix)
+	return binary.BigEndian.AppendUint64(k, uint64(id))
+}
+
+// eventIDOf returns the id in an event key with the given prefix length.
+func eventIDOf(key []byte, prefixLen int) (int64, bool) {
+	if len(key) != prefixLen+8 {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(key[prefixLen:])), true
+}
+
+// encodeID and decodeID convert a head record's value.
+func encodeID(id int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(id)) }
+
+func decodeID(v []byte) (int64, bool) {
+	if len(v) != 8 {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(v)), true
+}
+
+// prefixEnd returns the smallest key greater than every key starting with
+// p, or nil when there is none (p is all 0xFF).
+func prefixEnd(p []byte) []byte {
+	end := append([]byte(nil), p...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xFF {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}

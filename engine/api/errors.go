@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Typed errors of the service contract. Every error a Service returns wraps
@@ -110,7 +111,12 @@ type remoteError struct {
 	msg      string
 }
 
-func (e *remoteError) Error() string { return e.msg }
+func (e *remoteError) Error() string {
+	if strings.HasPrefix(e.msg, e.sentinel.Error()) {
+		return e.msg
+	}
+	return e.sentinel.Error() + ": " + e.msg
+}
 func (e *remoteError) Unwrap() error { return e.sentinel }
 
 // Errorf returns an error wrapping sentinel with a formatted message.

@@ -1,0 +1,321 @@
+// Package e2e runs Cairn the way people do: `cairn server` as a process,
+// worker processes connected over HTTP, and the CLI — with SIGKILL where
+// a process dies.
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cairnflow/cairn/activities"
+	"github.com/cairnflow/cairn/sdk"
+	"github.com/cairnflow/cairn/worker"
+)
+
+// bin holds the binaries TestMain builds once.
+var bin struct {
+	cairn, hello string
+}
+
+// TestMain builds cairn and the hello example, or, when re-executed as a
+// worker process, runs the test worker.
+func TestMain(m *testing.M) {
+	if os.Getenv("CAIRN_E2E_WORKER") == "1" {
+		os.Exit(worker.Main(registerTestWorker, worker.MainOptions{Name: "e2e-worker", TaskQueue: "e2e"}))
+	}
+	dir, err := os.MkdirTemp("", "cairn-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin.cairn = filepath.Join(dir, "cairn")
+	bin.hello = filepath.Join(dir, "hello")
+	for _, b := range [][2]string{{bin.cairn, "../../cmd/cairn"}, {bin.hello, "../../examples/hello"}} {
+		cmd := exec.Command("go", "build", "-o", b[0], b[1])
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build", b[1], err)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// Slow is the test worker's workflow: one activity that announces itself on
+// stdout and, in the process told to, hangs until killed.
+func Slow(ctx sdk.Context, n int) (string, error) {
+	ctx = sdk.WithActivityOptions(ctx, sdk.ActivityOptions{StartToCloseTimeout: 2 * time.Second,
+		RetryPolicy: &sdk.RetryPolicy{InitialInterval: 100 * time.Millisecond}})
+	return sdk.ExecuteActivity(ctx, Work, n).Get(ctx)
+}
+
+// Work prints "working <attempt>" and hangs when CAIRN_E2E_HANG is set.
+func Work(ctx context.Context, n int) (string, error) {
+	info := activities.GetInfo(ctx)
+	fmt.Printf("working %d\n", info.Attempt)
+	if os.Getenv("CAIRN_E2E_HANG") == "1" {
+		<-ctx.Done()
+		return "", ctx.Err()
+	}
+	return fmt.Sprintf("done %d by pid %d", n, os.Getpid()), nil
+}
+
+func registerTestWorker(r worker.Registrar) error {
+	if err := r.RegisterWorkflow(Slow); err != nil {
+		return err
+	}
+	return r.RegisterActivity(Work)
+}
+
+// proc is a child process with its output lines.
+type proc struct {
+	cmd   *exec.Cmd
+	lines chan string
+	mu    sync.Mutex
+	all   []string
+}
+
+func start(t *testing.T, env []string, name string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, lines: make(chan string, 1024)}
+	go func() {
+		defer close(p.lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.all = append(p.all, sc.Text())
+			p.mu.Unlock()
+			select {
+			case p.lines <- sc.Text():
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	return p
+}
+
+// waitLine waits (60 s at most) for a line containing s.
+func (p *proc) waitLine(t *testing.T, s string) string {
+	t.Helper()
+	deadline := time.NewTimer(60 * time.Second)
+	defer deadline.Stop()
+	for {
+		select {
+		case l, ok := <-p.lines:
+			if !ok {
+				t.Fatalf("process exited before printing %q; output:\n%s", s, p.output())
+			}
+			if strings.Contains(l, s) {
+				return l
+			}
+		case <-deadline.C:
+			t.Fatalf("no line with %q within 60 s; output:\n%s", s, p.output())
+		}
+	}
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.all, "\n")
+}
+
+func (p *proc) kill9(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.cmd.Wait()
+}
+
+// freePort returns a loopback address nobody listens on now.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// server starts `cairn server` and waits until it is ready.
+func server(t *testing.T, data, listen string, extra ...string) *proc {
+	t.Helper()
+	p := start(t, nil, bin.cairn, append([]string{"server", "--data", data, "--listen", listen}, extra...)...)
+	p.waitLine(t, "cairn server ready")
+	return p
+}
+
+// cli runs the CLI and returns its output and exit code.
+func cli(t *testing.T, addr string, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin.cairn, append(args, "--address", addr)...)
+	cmd.Env = os.Environ()
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("cairn %v: %v", args, err)
+	}
+	return string(out), code
+}
+
+func mustCLI(t *testing.T, addr string, args ...string) string {
+	t.Helper()
+	out, code := cli(t, addr, args...)
+	if code != 0 {
+		t.Fatalf("cairn %s: exit %d:\n%s", strings.Join(args, " "), code, out)
+	}
+	return out
+}
+
+func TestServerTwoWorkersAndTheCLI(t *testing.T) {
+	dir := t.TempDir()
+	addr := freePort(t)
+	server(t, filepath.Join(dir, "data"), addr)
+	for i := 0; i < 2; i++ {
+		w := start(t, nil, bin.hello, "run", "--address", addr)
+		w.waitLine(t, "worker started")
+	}
+	mustCLI(t, addr, "workflow", "start", "--type", "Greeting", "--id", "greet-ada", "--task-queue", "hello", "--input", `"Ada"`)
+	if out := mustCLI(t, addr, "workflow", "query", "greet-ada", "--type", "status"); !strings.Contains(out, "waiting for approval") {
+		t.Fatalf("query: %s", out)
+	}
+	mustCLI(t, addr, "workflow", "signal", "greet-ada", "--name", "approve", "--input", `"Grace"`)
+	if out := mustCLI(t, addr, "workflow", "result", "greet-ada"); !strings.Contains(out, "Hello, Ada! (approved by Grace)") {
+		t.Fatalf("result: %s", out)
+	}
+	if out := mustCLI(t, addr, "workflow", "describe", "greet-ada"); !strings.Contains(out, "completed") {
+		t.Fatalf("describe: %s", out)
+	}
+	show := mustCLI(t, addr, "workflow", "show", "greet-ada")
+	for _, want := range []string{"WorkflowStarted", "SignalReceived", "approve", "ActivityCompleted", "Compose", "WorkflowCompleted"} {
+		if !strings.Contains(show, want) {
+			t.Fatalf("show lacks %q:\n%s", want, show)
+		}
+	}
+	if out := mustCLI(t, addr, "workflow", "list", "--status", "completed"); !strings.Contains(out, "greet-ada") {
+		t.Fatalf("list: %s", out)
+	}
+	var listed []map[string]any
+	if err := json.Unmarshal([]byte(mustCLI(t, addr, "workflow", "list", "--json")), &listed); err != nil || len(listed) != 1 {
+		t.Fatalf("list --json: %v %v", listed, err)
+	}
+	file := filepath.Join(dir, "greet-ada.json")
+	mustCLI(t, addr, "history", "export", "greet-ada", "-o", file)
+	out, err := exec.Command(bin.hello, "replay", "--history", file, "--trace").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "replay ok") || !strings.Contains(string(out), "waiting at") {
+		t.Fatalf("replay of the export: %v\n%s", err, out)
+	}
+	// Not found and usage errors have their exit codes.
+	if _, code := cli(t, addr, "workflow", "describe", "nobody"); code != 1 {
+		t.Fatalf("describe of an unknown workflow: exit %d, want 1", code)
+	}
+	if _, code := cli(t, addr, "workflow", "start", "--type", "Greeting"); code != 2 {
+		t.Fatalf("start without --id: exit %d, want 2", code)
+	}
+}
+
+func TestWorkerKilledMidActivityAnotherFinishes(t *testing.T) {
+	dir := t.TempDir()
+	addr := freePort(t)
+	server(t, filepath.Join(dir, "data"), addr)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hanging := start(t, []string{"CAIRN_E2E_WORKER=1", "CAIRN_E2E_HANG=1"}, self, "run", "--address", addr)
+	hanging.waitLine(t, "worker started")
+	mustCLI(t, addr, "workflow", "start", "--type", "Slow", "--id", "slow-1", "--task-queue", "e2e", "--input", "7")
+	hanging.waitLine(t, "working 1")
+	hanging.kill9(t)
+	healthy := start(t, []string{"CAIRN_E2E_WORKER=1"}, self, "run", "--address", addr)
+	healthy.waitLine(t, "working 2") // the lease expired; the retry went to the other worker
+	out := mustCLI(t, addr, "workflow", "result", "slow-1")
+	if !strings.Contains(out, fmt.Sprintf("done 7 by pid %d", healthy.cmd.Process.Pid)) {
+		t.Fatalf("result: %s", out)
+	}
+}
+
+func TestServerRestartWhileWorkersPoll(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	addr := freePort(t)
+	srv := server(t, data, addr)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := start(t, []string{"CAIRN_E2E_WORKER=1"}, self, "run", "--address", addr, "--log-level", "debug")
+	w.waitLine(t, "worker started")
+	mustCLI(t, addr, "workflow", "start", "--type", "Slow", "--id", "before", "--task-queue", "e2e", "--input", "1")
+	mustCLI(t, addr, "workflow", "result", "before")
+	srv.kill9(t) // acknowledged transitions survive; the workers' polls fail and back off
+	server(t, data, addr)
+	if out := mustCLI(t, addr, "workflow", "result", "before"); !strings.Contains(out, "done 1") {
+		t.Fatalf("a result acknowledged before the crash: %s", out)
+	}
+	mustCLI(t, addr, "workflow", "start", "--type", "Slow", "--id", "after", "--task-queue", "e2e", "--input", "2")
+	if out := mustCLI(t, addr, "workflow", "result", "after"); !strings.Contains(out, "done 2") {
+		t.Fatalf("result after restart: %s", out)
+	}
+}
+
+func TestServerAuth(t *testing.T) {
+	dir := t.TempDir()
+	// Open to the network without a token: refused.
+	cmd := exec.Command(bin.cairn, "server", "--data", filepath.Join(dir, "open"), "--listen", "0.0.0.0:0")
+	cmd.Env = append(os.Environ(), "CAIRN_TOKEN=")
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "refusing") {
+		t.Fatalf("non-loopback without a token: %v\n%s", err, out)
+	}
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freePort(t)
+	server(t, filepath.Join(dir, "data"), addr, "--token-file", tokenFile)
+	if out, code := cli(t, addr, "workflow", "list"); code != 1 || !strings.Contains(out, "unauthenticated") {
+		t.Fatalf("no token: exit %d\n%s", code, out)
+	}
+	if out, code := cli(t, addr, "workflow", "list", "--token", "wrong"); code != 1 || !strings.Contains(out, "unauthenticated") {
+		t.Fatalf("wrong token: exit %d\n%s", code, out)
+	}
+	mustCLI(t, addr, "workflow", "list", "--token", "s3cret")
+}

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -111,4 +113,21 @@ func runBusy(st *RunState) bool {
 		}
 	}
 	return false
+}
+
+// TaskQueues returns the task queues that have ready tasks or waiting
+// pollers right now, without workers' sticky queues (for metrics).
+func (e *Engine) TaskQueues() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, names := range [][]string{e.wftQ.Names(), e.actQ.Names()} {
+		for _, n := range names {
+			if !seen[n] && !strings.Contains(n, "/sticky/") {
+				seen[n] = true
+				out = append(out, n)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -211,7 +211,16 @@ func (e *Engine) DescribeWorkflow(ctx context.Context, req *api.DescribeWorkflow
 	if err != nil {
 		return nil, err
 	}
-	return describe(st), nil
+	resp := describe(st)
+	if p := resp.Info.Pause; p != nil {
+		// The paused action's arguments, for the person deciding.
+		if evs, err := e.store.ReadEvents(ctx, st.Ref(), p.ScheduledEventID, 1); err == nil && len(evs) == 1 {
+			if s, ok := evs[0].Attrs.(*history.ActivityScheduled); ok {
+				p.Input = s.Input
+			}
+		}
+	}
+	return resp, nil
 }
 
 func describe(st *RunState) *api.DescribeWorkflowResponse {

@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"github.com/oklog/run"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
 	"github.com/cairnflow/cairn/engine"
 	"github.com/cairnflow/cairn/engine/httpapi"
+	"github.com/cairnflow/cairn/engine/metrics"
 	"github.com/cairnflow/cairn/history/badgerstore"
 )
 
@@ -110,7 +112,8 @@ func serve(ctx context.Context, g *globals, f serverFlags) error {
 		return err
 	}
 	srv := &http.Server{
-		Handler:           httpapi.NewHandler(eng, httpapi.Options{Token: token, Logger: &log}),
+		Handler: httpapi.NewHandler(eng, httpapi.Options{Token: token, Logger: &log,
+			Collectors: []prometheus.Collector{metrics.NewCollector(eng, metrics.Options{Queues: eng.TaskQueues})}}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      90 * time.Second, // long polls answer within a minute

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/cairnflow/cairn/history"
@@ -642,3 +644,52 @@ type FailActivityRequest struct {
 
 // FailActivityResponse is empty.
 type FailActivityResponse struct{}
+
+// MarshalJSON writes the status by name ("running"), for people and scripts.
+func (s Status) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
+
+// UnmarshalJSON accepts a status name or its number.
+func (s *Status) UnmarshalJSON(b []byte) error {
+	var name string
+	if err := json.Unmarshal(b, &name); err != nil {
+		var n uint8
+		if err := json.Unmarshal(b, &n); err != nil || n >= uint8(statusCount) {
+			return fmt.Errorf("%w: status %s", ErrInvalidArgument, b)
+		}
+		*s = Status(n)
+		return nil
+	}
+	if name == statusNames[0] {
+		*s = StatusUnspecified
+		return nil
+	}
+	v, ok := ParseStatus(name)
+	if !ok {
+		return fmt.Errorf("%w: unknown status %q", ErrInvalidArgument, name)
+	}
+	*s = v
+	return nil
+}
+
+// MarshalJSON writes the state by name ("started").
+func (s ActivityState) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
+
+// UnmarshalJSON accepts a state name or its number.
+func (s *ActivityState) UnmarshalJSON(b []byte) error {
+	var name string
+	if err := json.Unmarshal(b, &name); err != nil {
+		var n uint8
+		if err := json.Unmarshal(b, &n); err != nil {
+			return fmt.Errorf("%w: activity state %s", ErrInvalidArgument, b)
+		}
+		*s = ActivityState(n)
+		return nil
+	}
+	for v := ActivityStateScheduled; v <= ActivityStateReconciling; v++ {
+		if v.String() == name {
+			*s = v
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: unknown activity state %q", ErrInvalidArgument, name)
+}

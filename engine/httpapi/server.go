@@ -232,7 +232,24 @@ func (h *Handler) fail(w http.ResponseWriter, method string, err error) {
 	writeError(w, status, code, err.Error())
 }
 
-// StatusOf maps an error code to its HTTP status.
+// StatusOf maps an error code to its HTTP status:
+//
+//	not_found                                                         404
+//	already_started, stale_task, stale_attempt, workflow_closed,
+//	not_paused                                                        409
+//	invalid_argument                                                  400
+//	limit_exceeded, query_failed                                      422
+//	unavailable                                                       503
+//	unauthenticated                                                   401
+//	deadline_exceeded                                                 504
+//	canceled                                                          499
+//	internal, and any other                                           500
+//
+// Errors raised before a method runs have their own status: an unknown
+// method 404 (not_found), a method other than POST 405, an unsupported
+// Content-Type 415 (both invalid_argument), a body over
+// Options.MaxBodyBytes 413 (limit_exceeded), a malformed body 400
+// (invalid_argument).
 func StatusOf(code api.Code) int {
 	switch code {
 	case api.CodeNotFound:

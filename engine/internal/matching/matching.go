@@ -10,6 +10,7 @@ package matching
 
 import (
 	"context"
+	"slices"
 	"sync"
 )
 
@@ -278,4 +279,16 @@ func (q *Queues[T]) numQueues() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.queues)
+}
+
+// Names returns the queues that have items or waiting pollers, sorted.
+func (q *Queues[T]) Names() []string {
+	q.mu.Lock()
+	names := make([]string, 0, len(q.queues))
+	for n := range q.queues {
+		names = append(names, n)
+	}
+	q.mu.Unlock()
+	slices.Sort(names)
+	return names
 }

@@ -356,6 +356,30 @@ func (m *Machine) StaleCompletion(st *RunState, schedID, epoch int64, attempt in
 	return t.out
 }
 
+// LateCompletion accepts a success reported by the attempt whose outcome
+// the run is reconciling or paused on, after the Reconcile lookup took over
+// its lease (so its lease epoch is no longer the activity's). The lookup is
+// not a new attempt: this is the late completion of the current attempt,
+// which answers the question the lookup was asking — not a duplicate. ok is
+// false when the completion is not that (the caller then treats it as
+// stale).
+func (m *Machine) LateCompletion(st *RunState, schedID int64, attempt int32, result history.Payload, identity string, now time.Time) (out Output, ok bool, err error) {
+	a, found := st.Activities[schedID]
+	if !found || !st.Status.Open() || a.Effect != history.SideEffect || a.Attempt != attempt ||
+		(!a.Reconciling && a.State != api.ActivityStateUnknown) {
+		return Output{}, false, nil
+	}
+	if err := firstErr(m.checkPayload("activity result", result), m.checkGrowth(st, 1)); err != nil {
+		return Output{}, false, err
+	}
+	t := m.begin(st, now)
+	// The attempt's ActivityStarted is not at hand any more (the lookup's
+	// dispatch replaced it): StartedEventID stays 0.
+	t.add(&history.ActivityCompleted{ScheduledEventID: schedID, Result: result, Identity: identity})
+	t.finishActivity(a, LedgerCompleted, result)
+	return t.out, true, nil
+}
+
 // Resolve applies a person's decision about an unknown outcome.
 func (m *Machine) Resolve(st *RunState, req *api.ResolveActivityRequest, now time.Time) (Output, error) {
 	if err := m.checkOpen(st); err != nil {

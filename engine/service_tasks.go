@@ -431,6 +431,9 @@ func (e *Engine) CompleteActivity(ctx context.Context, req *api.CompleteActivity
 	err := e.onActivity(ctx, tok, func(x *txn, tr *txnRun) (Output, error) {
 		out, err := e.m.ActivityCompleted(tr.st, tok.S, tok.E, req.Result, req.Identity, x.now)
 		if errors.Is(err, api.ErrStaleAttempt) {
+			if late, ok, lerr := e.m.LateCompletion(tr.st, tok.S, tok.A, req.Result, req.Identity, x.now); ok || lerr != nil {
+				return late, lerr
+			}
 			if dup := e.m.StaleCompletion(tr.st, tok.S, tok.E, tok.A, req.Result, req.Identity, x.now); len(dup.Events) > 0 {
 				return dup, errStaleRecorded
 			}

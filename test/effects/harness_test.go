@@ -1,0 +1,591 @@
+//go:build unix
+
+package effects_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cairnflow/cairn/activities"
+	"github.com/cairnflow/cairn/engine"
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/httpapi"
+	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/history/badgerstore"
+	"github.com/cairnflow/cairn/sdk"
+	"github.com/cairnflow/cairn/sdk/client"
+	"github.com/cairnflow/cairn/worker"
+)
+
+// waitTimeout bounds every wait for another process.
+const waitTimeout = 60 * time.Second
+
+// The environment of a child process (the test binary re-executed).
+const (
+	envMode       = "EFFECTS_CHILD" // "worker" or "engine"
+	envAddr       = "EFFECTS_ADDR"
+	envData       = "EFFECTS_DATA"
+	envLedger     = "EFFECTS_LEDGER"
+	envName       = "EFFECTS_NAME"
+	envQueue      = "EFFECTS_QUEUE"
+	envClass      = "EFFECTS_CLASS"
+	envReconcile  = "EFFECTS_RECONCILE"
+	envBusiness   = "EFFECTS_BUSINESS_KEY"
+	envGateBefore = "EFFECTS_GATE_BEFORE"
+	envGateAfter  = "EFFECTS_GATE_AFTER"
+	envMaxAct     = "EFFECTS_MAX_ACTIVITIES"
+	envLookupDown = "EFFECTS_LOOKUP_DOWN"
+)
+
+const agentsQueue = "agents"
+
+// engineOptions are the engine's options in the test process and in an
+// engine child process: the real clock, short sticky and retry delays.
+func engineOptions(st *badgerstore.Store) engine.Options {
+	return engine.Options{Store: st, PollTimeout: 10 * time.Second, Defaults: engine.Defaults{
+		StickyTimeout:        300 * time.Millisecond,
+		RetryInitialInterval: 100 * time.Millisecond,
+	}}
+}
+
+// TestWorkerProcess is not a test: the tests run the test binary again with
+// EFFECTS_CHILD set, and this function then becomes a worker process (or an
+// engine process) until it is killed or its stdin closes.
+func TestWorkerProcess(t *testing.T) {
+	mode := os.Getenv(envMode)
+	if mode == "" {
+		t.Skip("a child process of the effects tests")
+	}
+	var err error
+	switch mode {
+	case "worker":
+		err = runWorker()
+	case "engine":
+		err = runEngine()
+	default:
+		err = fmt.Errorf("unknown mode %q", mode)
+	}
+	fmt.Fprintln(os.Stderr, "child:", err)
+	os.Exit(3)
+}
+
+// out serialises the child's protocol lines on stdout.
+var out = struct {
+	sync.Mutex
+	w *bufio.Writer
+}{w: bufio.NewWriter(os.Stdout)}
+
+func say(format string, args ...any) {
+	out.Lock()
+	defer out.Unlock()
+	fmt.Fprintf(out.w, format+"\n", args...)
+	_ = out.w.Flush()
+}
+
+// readStdin turns "go" lines into gate openings and exits the process when
+// stdin closes (the test process is gone).
+func readStdin() <-chan struct{} {
+	gate := make(chan struct{}, 16)
+	go func() {
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			if sc.Text() == "go" {
+				gate <- struct{}{}
+			}
+		}
+		os.Exit(0)
+	}()
+	return gate
+}
+
+func runWorker() error {
+	gate := readStdin()
+	c, err := client.Dial(os.Getenv(envAddr), client.Options{Identity: os.Getenv(envName)}, client.DialOptions{})
+	if err != nil {
+		return err
+	}
+	class := activities.Read
+	switch os.Getenv(envClass) {
+	case "idempotent":
+		class = activities.Idempotent
+	case "side-effect":
+		class = activities.SideEffect
+	}
+	a := &agent{prov: provider{os.Getenv(envLedger)}, dedupe: class == activities.Idempotent, gate: gate, say: say,
+		lookupDown: os.Getenv(envLookupDown) != ""}
+	a.gateBefore, _ = strconv.Atoi(os.Getenv(envGateBefore))
+	a.gateAfter, _ = strconv.Atoi(os.Getenv(envGateAfter))
+	maxAct, _ := strconv.Atoi(os.Getenv(envMaxAct))
+	log := zerolog.New(os.Stderr).Level(zerolog.WarnLevel).With().Timestamp().Logger()
+	w, err := worker.New(reportingClient{c}, worker.Options{TaskQueue: os.Getenv(envQueue), Identity: os.Getenv(envName),
+		MaxConcurrentActivities: maxAct, Logger: &log})
+	if err != nil {
+		return err
+	}
+	pay := activities.Options{Effect: class}
+	if os.Getenv(envReconcile) != "" {
+		pay.Reconcile = a.LookupPayment
+	}
+	if os.Getenv(envBusiness) != "" {
+		pay.BusinessKey = func(p Payment) string { return p.Invoice }
+	}
+	if err := errors.Join(w.RegisterWorkflow(PayInvoice), w.RegisterActivity(a.SendPayment, pay), w.RegisterActivity(a.CheckBudget)); err != nil {
+		return err
+	}
+	return w.Run(context.Background())
+}
+
+// reportingClient prints what the engine answered to each activity
+// completion, so that the test sees a fenced attempt being refused.
+type reportingClient struct{ client.Client }
+
+func (c reportingClient) Service() api.Service { return reportingService{c.Client.Service()} }
+
+type reportingService struct{ api.Service }
+
+func (s reportingService) CompleteActivity(ctx context.Context, req *api.CompleteActivityRequest) (*api.CompleteActivityResponse, error) {
+	resp, err := s.Service.CompleteActivity(ctx, req)
+	switch {
+	case errors.Is(err, api.ErrStaleAttempt):
+		say("refused stale-attempt %s", strings.ReplaceAll(err.Error(), "\n", " "))
+	case err != nil:
+		say("refused other %s", strings.ReplaceAll(err.Error(), "\n", " "))
+	}
+	return resp, err
+}
+
+func runEngine() error {
+	readStdin()
+	st, err := badgerstore.Open(badgerstore.Options{Dir: os.Getenv(envData)})
+	if err != nil {
+		return err
+	}
+	eng, err := engine.Open(engineOptions(st))
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	say("listening http://%s", ln.Addr())
+	return http.Serve(ln, httpapi.NewHandler(eng, httpapi.Options{}))
+}
+
+// --- the test process's side ---
+
+// proc is a child process and the lines it printed.
+type proc struct {
+	t     testing.TB
+	name  string
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+
+	mu      sync.Mutex
+	lines   []string
+	partial []byte
+	next    int           // lines before next were consumed by waitLine
+	changed chan struct{} // closed when a line arrives or the process exits
+	exited  bool
+	stderr  bytes.Buffer
+}
+
+// spawn starts the test binary as a child with the given environment and
+// kills it when the test ends.
+func spawn(t testing.TB, name string, env ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, name: name, changed: make(chan struct{})}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestWorkerProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout = (*lineWriter)(p)
+	cmd.Stderr = (*stderrWriter)(p)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd, p.stdin = cmd, stdin
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		_ = cmd.Wait()
+		p.mu.Lock()
+		p.exited = true
+		close(p.changed)
+		p.changed = make(chan struct{})
+		p.mu.Unlock()
+	}()
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			p.mu.Lock()
+			t.Logf("%s stdout:\n%s\n%s stderr:\n%s", name, strings.Join(p.lines, "\n"), name, p.stderr.String())
+			p.mu.Unlock()
+		}
+	})
+	return p
+}
+
+type lineWriter proc
+
+func (w *lineWriter) Write(b []byte) (int, error) {
+	p := (*proc)(w)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.partial = append(p.partial, b...)
+	for {
+		i := bytes.IndexByte(p.partial, '\n')
+		if i < 0 {
+			break
+		}
+		p.lines = append(p.lines, string(p.partial[:i]))
+		p.partial = p.partial[i+1:]
+	}
+	close(p.changed)
+	p.changed = make(chan struct{})
+	return len(b), nil
+}
+
+type stderrWriter proc
+
+func (w *stderrWriter) Write(b []byte) (int, error) {
+	p := (*proc)(w)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.Write(b)
+}
+
+// waitLine waits for the next line (after those already consumed) that
+// starts with prefix and returns its fields.
+func (p *proc) waitLine(prefix string) []string {
+	p.t.Helper()
+	deadline := time.NewTimer(waitTimeout)
+	defer deadline.Stop()
+	for {
+		p.mu.Lock()
+		for i := p.next; i < len(p.lines); i++ {
+			if strings.HasPrefix(p.lines[i], prefix) {
+				p.next = i + 1
+				p.mu.Unlock()
+				return strings.Fields(p.lines[i])
+			}
+		}
+		exited, changed := p.exited, p.changed
+		p.mu.Unlock()
+		if exited {
+			p.t.Fatalf("%s exited before printing %q", p.name, prefix)
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			p.t.Fatalf("%s did not print %q within %v", p.name, prefix, waitTimeout)
+		}
+	}
+}
+
+// printed returns the lines starting with prefix printed so far.
+func (p *proc) printed(prefix string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ls []string
+	for _, l := range p.lines {
+		if strings.HasPrefix(l, prefix) {
+			ls = append(ls, l)
+		}
+	}
+	return ls
+}
+
+// open lets a gated SendPayment call go on.
+func (p *proc) open() {
+	p.t.Helper()
+	if _, err := io.WriteString(p.stdin, "go\n"); err != nil {
+		p.t.Fatalf("write to %s: %v", p.name, err)
+	}
+}
+
+func (p *proc) signal(sig syscall.Signal) {
+	p.t.Helper()
+	if err := syscall.Kill(p.cmd.Process.Pid, sig); err != nil {
+		p.t.Fatalf("%v %s: %v", sig, p.name, err)
+	}
+}
+
+// kill kills the process with SIGKILL and waits until it is gone.
+func (p *proc) kill() {
+	_ = syscall.Kill(p.cmd.Process.Pid, syscall.SIGKILL)
+	for {
+		p.mu.Lock()
+		exited, changed := p.exited, p.changed
+		p.mu.Unlock()
+		if exited {
+			return
+		}
+		<-changed
+	}
+}
+
+// env is one scenario's world: an engine in the test process served over
+// HTTP, a provider ledger, and worker processes.
+type env struct {
+	t    *testing.T
+	dir  string
+	eng  *engine.Engine
+	addr string
+	c    client.Client
+	prov provider
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := badgerstore.Open(badgerstore.Options{Dir: filepath.Join(dir, "data")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.Open(engineOptions(st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.NewHandler(eng, httpapi.Options{}))
+	t.Cleanup(func() { // after the worker processes' cleanups (LIFO)
+		_ = eng.Close()
+		srv.Close()
+		_ = st.Close()
+	})
+	return &env{t: t, dir: dir, eng: eng, addr: srv.URL, c: client.NewLocal(eng, client.Options{Identity: "test"}),
+		prov: provider{filepath.Join(dir, "provider.jsonl")}}
+}
+
+// workerCfg says how a worker process behaves.
+type workerCfg struct {
+	Class       history.EffectClass // of SendPayment
+	Reconcile   bool                // declare LookupPayment as its Reconcile
+	BusinessKey bool                // key on the invoice
+	GateBefore  int                 // the n-th SendPayment waits for open() before paying
+	GateAfter   int                 // … after paying, before returning
+	Queue       string              // default "agents"
+	MaxAct      int                 // MaxConcurrentActivities (default: the worker's)
+	LookupDown  bool                // LookupPayment answers ErrOutcomeUnknown
+}
+
+// worker starts a worker process against e's engine.
+func (e *env) worker(name string, cfg workerCfg) *proc {
+	e.t.Helper()
+	return startWorker(e.t, e.addr, e.prov, name, cfg)
+}
+
+func startWorker(t *testing.T, addr string, prov provider, name string, cfg workerCfg) *proc {
+	t.Helper()
+	class := map[history.EffectClass]string{history.Read: "read", history.Idempotent: "idempotent", history.SideEffect: "side-effect"}[cfg.Class]
+	queue := cfg.Queue
+	if queue == "" {
+		queue = agentsQueue
+	}
+	flag := func(b bool) string {
+		if b {
+			return "1"
+		}
+		return ""
+	}
+	return spawn(t, name, envMode+"=worker", envAddr+"="+addr, envLedger+"="+prov.path, envName+"="+name,
+		envQueue+"="+queue, envClass+"="+class, envReconcile+"="+flag(cfg.Reconcile), envBusiness+"="+flag(cfg.BusinessKey),
+		envGateBefore+"="+strconv.Itoa(cfg.GateBefore), envGateAfter+"="+strconv.Itoa(cfg.GateAfter),
+		envMaxAct+"="+strconv.Itoa(cfg.MaxAct), envLookupDown+"="+flag(cfg.LookupDown))
+}
+
+// start starts the agent.
+func (e *env) start(id string, o Order) client.Run {
+	e.t.Helper()
+	return startRun(e.t, e.c, id, o)
+}
+
+func startRun(t *testing.T, c client.Client, id string, o Order) client.Run {
+	t.Helper()
+	run, err := c.StartWorkflow(context.Background(), client.StartOptions{ID: id, TaskQueue: agentsQueue}, PayInvoice, o)
+	if err != nil {
+		t.Fatalf("start %s: %v", id, err)
+	}
+	return run
+}
+
+// result waits for the run's outcome.
+func result(t *testing.T, run client.Run) Outcome {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	var o Outcome
+	if err := run.Get(ctx, &o); err != nil {
+		t.Fatalf("run %s/%s: %v", run.WorkflowID(), run.RunID(), err)
+	}
+	return o
+}
+
+// waitEvent long-polls a run's history until an event satisfies pred.
+func waitEvent(t *testing.T, svc api.Service, run client.Run, what string, pred func(history.Event) bool) history.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	from := int64(1)
+	for {
+		resp, err := svc.GetHistory(ctx, &api.GetHistoryRequest{WorkflowID: run.WorkflowID(), RunID: run.RunID(), FromEventID: from, WaitNewEvents: true})
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		for _, ev := range resp.Events {
+			if pred(ev) {
+				return ev
+			}
+		}
+		from = resp.NextEventID
+		if resp.Closed {
+			t.Fatalf("run closed before %s", what)
+		}
+	}
+}
+
+func (e *env) waitEvent(run client.Run, what string, pred func(history.Event) bool) history.Event {
+	e.t.Helper()
+	return waitEvent(e.t, e.eng, run, what, pred)
+}
+
+// is matches events of a type.
+func is(typ history.EventType) func(history.Event) bool {
+	return func(ev history.Event) bool { return ev.Type() == typ }
+}
+
+// after matches events of a type with an id above id.
+func after(id int64, typ history.EventType) func(history.Event) bool {
+	return func(ev history.Event) bool { return ev.ID > id && ev.Type() == typ }
+}
+
+// events is a run's history with helpers for the assertions.
+type events []history.Event
+
+func historyOf(t *testing.T, c client.Client, run client.Run) events {
+	t.Helper()
+	evs, err := c.GetHistory(context.Background(), run.WorkflowID(), run.RunID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+func (e *env) history(run client.Run) events {
+	e.t.Helper()
+	return historyOf(e.t, e.c, run)
+}
+
+// count counts the events of a type.
+func (evs events) count(typ history.EventType) int {
+	n := 0
+	for _, ev := range evs {
+		if ev.Type() == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// scheduled returns the ActivityScheduled events of an activity type, with
+// their event ids.
+func (evs events) scheduled(activityType string) ([]*history.ActivityScheduled, []int64) {
+	var out []*history.ActivityScheduled
+	var ids []int64
+	for _, ev := range evs {
+		if s, ok := ev.Attrs.(*history.ActivityScheduled); ok && s.ActivityType == activityType {
+			out = append(out, s)
+			ids = append(ids, ev.ID)
+		}
+	}
+	return out, ids
+}
+
+// started returns the ActivityStarted events of the activity scheduled at
+// schedID that dispatched the activity itself (not its Reconcile lookup).
+func (evs events) started(schedID int64) []*history.ActivityStarted {
+	var out []*history.ActivityStarted
+	for _, ev := range evs {
+		if s, ok := ev.Attrs.(*history.ActivityStarted); ok && s.ScheduledEventID == schedID && !s.Reconcile {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// only returns the single event of type T, failing otherwise.
+func only[T history.Attributes](t *testing.T, evs events) T {
+	t.Helper()
+	var found []T
+	for _, ev := range evs {
+		if a, ok := ev.Attrs.(T); ok {
+			found = append(found, a)
+		}
+	}
+	if len(found) != 1 {
+		var zero T
+		t.Fatalf("want exactly one %T in history, found %d:\n%s", zero, len(found), evs)
+	}
+	return found[0]
+}
+
+func (evs events) String() string {
+	var b strings.Builder
+	for _, ev := range evs {
+		fmt.Fprintf(&b, "  %3d %s %+v\n", ev.ID, ev.Type(), ev.Attrs)
+	}
+	return b.String()
+}
+
+// ledger returns the provider's payments.
+func (e *env) ledger() []Receipt {
+	e.t.Helper()
+	ps, err := e.prov.payments()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ps
+}
+
+func (e *env) wantPayments(n int) []Receipt {
+	e.t.Helper()
+	ps := e.ledger()
+	if len(ps) != n {
+		e.t.Fatalf("the provider's ledger holds %d payments, want %d: %+v", len(ps), n, ps)
+	}
+	return ps
+}
+
+func (e *env) resolve(req client.ResolveRequest) {
+	e.t.Helper()
+	if err := e.c.ResolveActivity(context.Background(), req); err != nil {
+		e.t.Fatalf("resolve: %v", err)
+	}
+}
+
+func decode[T any](t *testing.T, p history.Payload) T {
+	t.Helper()
+	var v T
+	if err := sdk.DefaultConverter().FromPayload(p, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}

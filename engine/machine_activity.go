@@ -334,23 +334,16 @@ func (t *transition) pause(a *ActivityInfo, reason string) {
 
 // StaleCompletion handles a completion from an attempt that no longer holds
 // the lease. It is refused; when it reports success for an action with an
-// idempotency key, it proves the effect happened more than once, and that is
-// recorded loudly.
-func (m *Machine) StaleCompletion(st *RunState, schedID, epoch int64, attempt int32, result history.Payload, identity string, now time.Time) Output {
+// idempotency key (sched is the action's ActivityScheduled, whether the
+// activity is still pending or already closed), it proves the effect
+// happened more than once, and that is recorded loudly.
+func (m *Machine) StaleCompletion(st *RunState, sched *history.ActivityScheduled, schedID, epoch int64, attempt int32, result history.Payload, identity string, now time.Time) Output {
 	t := m.begin(st, now)
-	if !st.Status.Open() || m.checkGrowth(st, 1) != nil {
-		return t.out
-	}
-	a, ok := st.Activities[schedID]
-	key := ""
-	if ok {
-		key = a.IdempotencyKey
-	}
-	if !ok || a.Effect == history.Read {
+	if !st.Status.Open() || m.checkGrowth(st, 1) != nil || sched == nil || sched.Effect == history.Read {
 		return t.out
 	}
 	d := &history.ActivityDuplicateDetected{ScheduledEventID: schedID, Attempt: attempt, LeaseEpoch: epoch,
-		IdempotencyKey: key, Result: result, Identity: identity}
+		IdempotencyKey: sched.IdempotencyKey, Result: result, Identity: identity}
 	t.add(d)
 	t.out.Duplicate = d
 	return t.out

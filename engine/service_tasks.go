@@ -434,17 +434,67 @@ func (e *Engine) CompleteActivity(ctx context.Context, req *api.CompleteActivity
 			if late, ok, lerr := e.m.LateCompletion(tr.st, tok.S, tok.A, req.Result, req.Identity, x.now); ok || lerr != nil {
 				return late, lerr
 			}
-			if dup := e.m.StaleCompletion(tr.st, tok.S, tok.E, tok.A, req.Result, req.Identity, x.now); len(dup.Events) > 0 {
+			sched, serr := e.scheduledEvent(ctx, tr.st.Ref(), tok.S)
+			if serr != nil {
+				return Output{}, serr
+			}
+			if dup := e.m.StaleCompletion(tr.st, sched, tok.S, tok.E, tok.A, req.Result, req.Identity, x.now); len(dup.Events) > 0 {
 				return dup, errStaleRecorded
 			}
 		}
 		return out, err
 	})
 	if err != nil {
+		if errors.Is(err, errRunNotOpen) {
+			e.closedRunDuplicate(ctx, tok, req)
+		}
 		return nil, err
 	}
 	e.stats.actCompleted.Add(1)
 	return &api.CompleteActivityResponse{}, nil
+}
+
+// errRunNotOpen marks an activity report for a run that has closed.
+var errRunNotOpen = errors.New("engine: run not open")
+
+// scheduledEvent reads an activity's ActivityScheduled event.
+func (e *Engine) scheduledEvent(ctx context.Context, ref history.RunRef, schedID int64) (*history.ActivityScheduled, error) {
+	evs, err := e.store.ReadEvents(ctx, ref, schedID, 1)
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	s, ok := evs[0].Attrs.(*history.ActivityScheduled)
+	if !ok {
+		return nil, fmt.Errorf("%w: event %d of %q is %s, not ActivityScheduled", api.ErrInternal, schedID, ref.WorkflowID, evs[0].Type())
+	}
+	return s, nil
+}
+
+// closedRunDuplicate handles a success reported for an action of a run that
+// has closed: its history can take no more events, so a proven duplicate
+// of a side-effecting action is counted on its effects-ledger entry (which
+// outlives runs) and logged as an error.
+func (e *Engine) closedRunDuplicate(ctx context.Context, tok actToken, req *api.CompleteActivityRequest) {
+	unlock := e.lock(tok.W)
+	defer unlock()
+	ref := history.RunRef{WorkflowID: tok.W, RunID: tok.R}
+	sched, err := e.scheduledEvent(ctx, ref, tok.S)
+	if err != nil || sched.Effect == history.Read || sched.IdempotencyKey == "" {
+		return
+	}
+	entry, err := e.ledgerEntry(ctx, tok.W, sched.IdempotencyKey)
+	if err != nil || entry == nil {
+		return
+	}
+	entry.Duplicates++
+	b, err := encodeLedger(entry)
+	if err == nil {
+		err = e.store.Commit(context.WithoutCancel(ctx), &history.Batch{Puts: []history.Record{{Space: history.SpaceLedger,
+			Key: ledgerKey(tok.W, sched.IdempotencyKey), Value: b}}})
+	}
+	e.log.Error().Err(err).Str("workflow", tok.W).Str("run", tok.R).Int64("scheduled_event", tok.S).
+		Str("idempotency_key", sched.IdempotencyKey).Int32("attempt", tok.A).Str("identity", req.Identity).
+		Msg("DUPLICATE EFFECT: a stale attempt reported success for an action of a closed run; counted on its ledger entry")
 }
 
 // errStaleRecorded: the stale completion was recorded (as a duplicate) and
@@ -457,7 +507,7 @@ func (e *Engine) onActivity(ctx context.Context, tok actToken, fn func(x *txn, t
 	err := e.transact(ctx, []string{tok.W}, func(x *txn) error {
 		entry := e.openRun(tok.W)
 		if entry == nil || entry.ref.RunID != tok.R {
-			return api.Errorf(api.ErrStaleAttempt, "workflow %q run %q is not open", tok.W, tok.R)
+			return fmt.Errorf("%w: %w", errRunNotOpen, api.Errorf(api.ErrStaleAttempt, "workflow %q run %q is not open", tok.W, tok.R))
 		}
 		tr := x.edit(entry)
 		out, err := fn(x, tr)

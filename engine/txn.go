@@ -59,6 +59,17 @@ type LedgerEntry struct {
 	ActivityType     string
 	Result           history.Payload `msgpack:",omitempty"`
 	Updated          time.Time
+	// Duplicates counts stale attempts that reported success after the
+	// action's run closed: proof the effect happened more than once.
+	Duplicates int32 `msgpack:",omitempty"`
+}
+
+func encodeLedger(le *LedgerEntry) ([]byte, error) {
+	b, err := msgpack.Marshal(le)
+	if err != nil {
+		return nil, fmt.Errorf("%w: encode ledger entry: %w", api.ErrInternal, err)
+	}
+	return b, nil
 }
 
 // txn gathers one store transaction that may span several runs.

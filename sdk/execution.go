@@ -98,7 +98,7 @@ type Execution struct {
 	def    *WorkflowDefinition
 	conv   Converter
 	opts   ExecutionOptions
-	logger zerolog.Logger
+	logger *zerolog.Logger // built by getLogger
 
 	info WorkflowInfo // static part; GetInfo fills in the rest
 
@@ -273,10 +273,6 @@ func NewExecution(reg *Registry, task *api.WorkflowTask, opts ExecutionOptions) 
 	if opts.DeadlockTimeout == 0 {
 		opts.DeadlockTimeout = DefaultDeadlockTimeout
 	}
-	base := zerolog.Nop()
-	if opts.Logger != nil {
-		base = *opts.Logger
-	}
 	e := &Execution{
 		reg:        reg,
 		def:        def,
@@ -299,9 +295,22 @@ func NewExecution(reg *Registry, task *api.WorkflowTask, opts ExecutionOptions) 
 		},
 	}
 	e.rootScope = newCancelScope(e, nil)
-	e.logger = base.With().Str("workflow_id", task.WorkflowID).Str("run_id", task.RunID).
-		Str("workflow_type", task.WorkflowType).Logger().Hook(replayHook{e})
 	return e, nil
+}
+
+// getLogger returns the run's logger, built on first use: most workflows
+// never log, and a contextual zerolog logger costs an allocation.
+func (e *Execution) getLogger() *zerolog.Logger {
+	if e.logger == nil {
+		base := zerolog.Nop()
+		if e.opts.Logger != nil {
+			base = *e.opts.Logger
+		}
+		l := base.With().Str("workflow_id", e.info.WorkflowID).Str("run_id", e.info.RunID).
+			Str("workflow_type", e.info.WorkflowType).Logger().Hook(replayHook{e})
+		e.logger = &l
+	}
+	return e.logger
 }
 
 // replayHook silences workflow logging while the code replays decisions

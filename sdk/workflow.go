@@ -62,7 +62,7 @@ func GetInfo(ctx Context) WorkflowInfo {
 // GetLogger returns the run's logger (fields workflow_id, run_id,
 // workflow_type). It is silent while the code replays recorded decisions,
 // so each line is logged once.
-func GetLogger(ctx Context) *zerolog.Logger { return &mustCtx(ctx).e.logger }
+func GetLogger(ctx Context) *zerolog.Logger { return mustCtx(ctx).e.getLogger() }
 
 // IsReplaying reports whether the code is re-running a decision already
 // recorded in history.

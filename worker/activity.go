@@ -55,11 +55,9 @@ func (w *Worker) pollActivityTasks(pollCtx, runCtx context.Context, inflight *sy
 // outcome.
 func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask) {
 	w.stats.ActivityTasks.Add(1)
-	log := w.log.With().Str("workflow_id", task.WorkflowID).Str("run_id", task.RunID).Str("activity_id", task.ActivityID).
-		Str("activity_type", task.ActivityType).Int32("attempt", task.Attempt).Logger()
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-	hb := newHeartbeater(w, task, parent, cancel, log)
+	hb := newHeartbeater(w, task, parent, cancel)
 	defer hb.stop()
 	ctx = activities.WithInfo(ctx, &activities.Info{
 		IdempotencyKey: task.IdempotencyKey, WorkflowID: task.WorkflowID, RunID: task.RunID, WorkflowType: task.WorkflowType,
@@ -83,12 +81,19 @@ func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask) {
 		result, err = def.Invoke(ctx, w.opts.Converter, task.Input)
 	}
 	hb.stop()
-	w.report(task, result, err, hb.canceled(), log)
+	w.report(task, result, err, hb.canceled())
+}
+
+// activityLog returns the logger for an attempt's messages. It is built
+// only when there is something to say.
+func (w *Worker) activityLog(task *api.ActivityTask) zerolog.Logger {
+	return w.log.With().Str("workflow_id", task.WorkflowID).Str("run_id", task.RunID).Str("activity_id", task.ActivityID).
+		Str("activity_type", task.ActivityType).Int32("attempt", task.Attempt).Logger()
 }
 
 // report sends the attempt's outcome. It uses a fresh context so that an
 // outcome reached during shutdown is still recorded.
-func (w *Worker) report(task *api.ActivityTask, result history.Payload, err error, cancelRequested bool, log zerolog.Logger) {
+func (w *Worker) report(task *api.ActivityTask, result history.Payload, err error, cancelRequested bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var rerr error
@@ -112,8 +117,10 @@ func (w *Worker) report(task *api.ActivityTask, result history.Payload, err erro
 	switch {
 	case rerr == nil:
 	case errors.Is(rerr, api.ErrStaleAttempt), errors.Is(rerr, api.ErrWorkflowClosed):
+		log := w.activityLog(task)
 		log.Warn().Err(rerr).Msg("activity outcome refused: this attempt no longer holds the lease")
 	default:
+		log := w.activityLog(task)
 		log.Error().Err(rerr).Msg("could not report activity outcome; the lease will expire")
 	}
 }
@@ -122,44 +129,66 @@ func (w *Worker) report(task *api.ActivityTask, result history.Payload, err erro
 // (at most one per HeartbeatInterval, the latest details winning) and
 // automatic ones at a third of the lease, so a long activity keeps its lease
 // while it makes progress. A heartbeat refused as stale, or one answering
-// that cancellation was requested, cancels the activity's context. It stops
-// when the attempt ends, and when the worker abandons the attempt (parent
-// canceled after the grace period): the lease then expires and the engine
-// hands the activity to another worker.
+// that cancellation was requested, cancels the activity's context.
+//
+// Its goroutine starts only when needed — at the first RecordHeartbeat, or
+// when the activity is still running after a third of the lease — so that
+// short activities cost no goroutine. It stops when the attempt ends, and
+// when the worker abandons the attempt (parent canceled after the grace
+// period): the lease then expires and the engine hands the activity to
+// another worker.
 type heartbeater struct {
 	w      *Worker
 	task   *api.ActivityTask
 	parent context.Context
 	cancel context.CancelFunc
-	log    zerolog.Logger
+	first  *time.Timer // starts the loop after a third of the lease
 
 	mu        sync.Mutex
 	details   any
 	dirty     bool
 	cancelReq bool
-	wake      chan struct{}
+	started   bool
+	stopped   bool
+	wake      chan struct{} // made by start
 	quit      chan struct{}
 	done      chan struct{}
-	stopOnce  sync.Once
 }
 
-func newHeartbeater(w *Worker, task *api.ActivityTask, parent context.Context, cancel context.CancelFunc, log zerolog.Logger) *heartbeater {
-	h := &heartbeater{w: w, task: task, parent: parent, cancel: cancel, log: log, wake: make(chan struct{}, 1),
-		quit: make(chan struct{}), done: make(chan struct{})}
-	w.heartbeats.Add(1)
+func newHeartbeater(w *Worker, task *api.ActivityTask, parent context.Context, cancel context.CancelFunc) *heartbeater {
+	h := &heartbeater{w: w, task: task, parent: parent, cancel: cancel}
+	h.first = time.AfterFunc(h.interval(), h.start)
+	return h
+}
+
+// start runs the loop unless it runs already, the attempt is over, or the
+// worker has abandoned it.
+func (h *heartbeater) start() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.started || h.stopped || h.parent.Err() != nil || !h.w.trackHeartbeater() {
+		return
+	}
+	h.started = true
+	h.wake, h.quit, h.done = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
 	go func() {
-		defer w.heartbeats.Done()
+		defer h.w.heartbeaters.Done()
 		h.loop()
 	}()
-	return h
 }
 
 func (h *heartbeater) record(details any) {
 	h.mu.Lock()
 	h.details, h.dirty = details, true
+	started := h.started
+	wake := h.wake
 	h.mu.Unlock()
+	if !started {
+		h.start() // its first heartbeat carries the details
+		return
+	}
 	select {
-	case h.wake <- struct{}{}:
+	case wake <- struct{}{}:
 	default:
 	}
 }
@@ -170,8 +199,21 @@ func (h *heartbeater) canceled() bool {
 	return h.cancelReq
 }
 
+// stop ends the heartbeats and waits for the loop to exit; it is
+// idempotent.
 func (h *heartbeater) stop() {
-	h.stopOnce.Do(func() { close(h.quit) })
+	h.mu.Lock()
+	already := h.stopped
+	h.stopped = true
+	started := h.started
+	h.mu.Unlock()
+	h.first.Stop()
+	if !started {
+		return
+	}
+	if !already {
+		close(h.quit)
+	}
 	<-h.done
 }
 
@@ -187,16 +229,16 @@ func (h *heartbeater) interval() time.Duration {
 	return max(lease/3, 10*time.Millisecond)
 }
 
-// loop sends a heartbeat every interval, and sooner when the activity
-// recorded details — but never more often than HeartbeatInterval (nor
-// less often than interval, whatever HeartbeatInterval says).
+// loop sends a heartbeat at once, then every interval, and sooner when the
+// activity recorded details — but never more often than HeartbeatInterval
+// (nor less often than interval, whatever HeartbeatInterval says).
 func (h *heartbeater) loop() {
 	defer close(h.done)
 	auto := h.interval()
 	gap := min(h.w.opts.HeartbeatInterval, auto)
-	var last time.Time // of the last heartbeat sent; zero: the first recorded one goes at once
-	next := time.Now().Add(auto)
-	t := time.NewTimer(auto)
+	var last time.Time // of the last heartbeat sent
+	next := time.Now()
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
@@ -230,7 +272,8 @@ func (h *heartbeater) send() {
 	if dirty {
 		p, err := h.w.opts.Converter.ToPayload(details)
 		if err != nil {
-			h.log.Warn().Err(err).Msg("heartbeat details not encodable; sending none")
+			log := h.w.activityLog(h.task)
+			log.Warn().Err(err).Msg("heartbeat details not encodable; sending none")
 		}
 		req.Details = p
 	}
@@ -239,10 +282,12 @@ func (h *heartbeater) send() {
 	resp, err := h.w.svc.RecordActivityHeartbeat(ctx, req)
 	switch {
 	case errors.Is(err, api.ErrStaleAttempt), errors.Is(err, api.ErrWorkflowClosed):
-		h.log.Warn().Err(err).Msg("lease lost: canceling the activity")
+		log := h.w.activityLog(h.task)
+		log.Warn().Err(err).Msg("lease lost: canceling the activity")
 		h.cancel()
 	case err != nil:
-		h.log.Warn().Err(err).Msg("heartbeat failed")
+		log := h.w.activityLog(h.task)
+		log.Warn().Err(err).Msg("heartbeat failed")
 		if dirty {
 			h.mu.Lock()
 			if !h.dirty { // keep the details for the next heartbeat unless newer ones came

@@ -163,10 +163,28 @@ func describeEvent(ev history.Event) string {
 		return fmt.Sprintf("%s %s (id %s)", ev.Type(), a.ActivityType, a.ActivityID)
 	case *history.ActivityCompleted:
 		return fmt.Sprintf("%s of %d", ev.Type(), a.ScheduledEventID)
+	case *history.ActivityFailed:
+		return fmt.Sprintf("%s of %d: %s", ev.Type(), a.ScheduledEventID, a.Failure.Error())
+	case *history.ActivityTimedOut:
+		return fmt.Sprintf("%s of %d (%s)", ev.Type(), a.ScheduledEventID, a.Timeout)
+	case *history.ActivityCanceled:
+		return fmt.Sprintf("%s of %d", ev.Type(), a.ScheduledEventID)
+	case *history.ActivityResolved:
+		return fmt.Sprintf("%s of %d (%s by %s)", ev.Type(), a.ScheduledEventID, a.Resolution, a.By)
+	case *history.ActivityDeduplicated:
+		return fmt.Sprintf("%s of %d", ev.Type(), a.ScheduledEventID)
 	case *history.TimerStarted:
 		return fmt.Sprintf("%s %s (%s)", ev.Type(), a.TimerID, a.Duration)
+	case *history.TimerFired:
+		return fmt.Sprintf("%s %s", ev.Type(), a.TimerID)
 	case *history.SignalReceived:
 		return fmt.Sprintf("%s %s", ev.Type(), a.Name)
+	case *history.ChildWorkflowCompleted:
+		return fmt.Sprintf("%s of %d", ev.Type(), a.InitiatedEventID)
+	case *history.ChildWorkflowFailed:
+		return fmt.Sprintf("%s of %d: %s", ev.Type(), a.InitiatedEventID, a.Failure.Error())
+	case *history.WorkflowCancelRequested:
+		return fmt.Sprintf("%s (%s)", ev.Type(), a.Reason)
 	case *history.WorkflowTaskCompleted:
 		return fmt.Sprintf("%s (decided having seen event %d)", ev.Type(), a.SeenEventID)
 	}
@@ -177,10 +195,20 @@ func describeCommand(c api.Command) string {
 	switch {
 	case c.ScheduleActivity != nil:
 		return fmt.Sprintf("%s %s (id %s)", c.Type, c.ScheduleActivity.ActivityType, c.ScheduleActivity.ActivityID)
+	case c.RequestCancelActivity != nil:
+		return fmt.Sprintf("%s of %d", c.Type, c.RequestCancelActivity.ScheduledEventID)
 	case c.StartTimer != nil:
 		return fmt.Sprintf("%s %s (%s)", c.Type, c.StartTimer.TimerID, c.StartTimer.Duration)
+	case c.CancelTimer != nil:
+		return fmt.Sprintf("%s %s", c.Type, c.CancelTimer.TimerID)
+	case c.RecordMarker != nil:
+		return fmt.Sprintf("%s %s/%s", c.Type, c.RecordMarker.Name, c.RecordMarker.ID)
 	case c.StartChildWorkflow != nil:
 		return fmt.Sprintf("%s %s (%s)", c.Type, c.StartChildWorkflow.WorkflowType, c.StartChildWorkflow.WorkflowID)
+	case c.SignalExternalWorkflow != nil:
+		return fmt.Sprintf("%s %s to %s", c.Type, c.SignalExternalWorkflow.SignalName, c.SignalExternalWorkflow.WorkflowID)
+	case c.ContinueAsNew != nil:
+		return fmt.Sprintf("%s %s", c.Type, c.ContinueAsNew.WorkflowType)
 	}
 	return c.Type.String()
 }

@@ -39,19 +39,23 @@ var ErrInvalidOptions = errors.New("worker: invalid options")
 type Options struct {
 	// TaskQueue is the queue the worker polls for workflow and activity tasks.
 	TaskQueue string
-	// MaxConcurrentActivities bounds activities running at once (default 64).
+	// MaxConcurrentActivities bounds activities running at once (default
+	// 256: agents' activities mostly wait on models and tools).
 	MaxConcurrentActivities int
 	// MaxConcurrentWorkflowTasks bounds workflow tasks running at once
-	// (default 8; at least 2 with the sticky cache on).
+	// (default 64; at least 2 with the sticky cache on). A workflow task
+	// is short but waits for the engine's durable commit, so concurrency,
+	// not CPU, sets the throughput: the engine groups the commits of
+	// concurrent tasks under one fsync.
 	MaxConcurrentWorkflowTasks int
 	// WorkflowPollers is the number of long polls kept open on each
 	// workflow task queue — the task queue and, with the sticky cache, the
-	// worker's sticky queue (default 2). A poller holds an execution slot
+	// worker's sticky queue (default 4). A poller holds an execution slot
 	// while it polls, so it is capped at MaxConcurrentWorkflowTasks divided
 	// by the number of queues.
 	WorkflowPollers int
 	// ActivityPollers is the number of long polls kept open for activity
-	// tasks (default 2, at most MaxConcurrentActivities).
+	// tasks (default 4, at most MaxConcurrentActivities).
 	ActivityPollers int
 	// StickyCacheSize bounds how many runs stay cached between tasks (LRU;
 	// default 1,000). A cached run gets its next task with only the new
@@ -107,10 +111,10 @@ func (o *Options) fillDefaults(c client.Client) {
 			*p = v
 		}
 	}
-	def(&o.MaxConcurrentActivities, 64)
-	def(&o.MaxConcurrentWorkflowTasks, 8)
-	def(&o.WorkflowPollers, 2)
-	def(&o.ActivityPollers, 2)
+	def(&o.MaxConcurrentActivities, 256)
+	def(&o.MaxConcurrentWorkflowTasks, 64)
+	def(&o.WorkflowPollers, 4)
+	def(&o.ActivityPollers, 4)
 	def(&o.StickyCacheSize, 1000)
 	// A poller holds an execution slot while it long-polls, so that a task
 	// it receives can run at once. More pollers than slots would let the
@@ -152,19 +156,32 @@ type Worker struct {
 	sticky      string
 	cache       *lru.Cache[string, *cached]
 
-	wfSlots    chan struct{}
-	actSlots   chan struct{}
-	heartbeats sync.WaitGroup // heartbeater goroutines
-	running    atomic.Bool
-	stats      Stats
+	wfSlots  chan struct{}
+	actSlots chan struct{}
+	// Heartbeat loops: counted so that Run returns only once they are
+	// over; none starts after Run is done.
+	heartbeatMu  sync.Mutex
+	heartbeatEnd bool
+	heartbeaters sync.WaitGroup
+	running      atomic.Bool
+	stats        Stats
 }
 
 // Stats counts what a worker did.
 type Stats struct {
-	WorkflowTasks     atomic.Int64
-	ActivityTasks     atomic.Int64
-	FullReplays       atomic.Int64 // workflow tasks that rebuilt a run from its full history
-	CacheHits         atomic.Int64
+	// WorkflowTasks and ActivityTasks count the tasks taken (queries
+	// excluded).
+	WorkflowTasks atomic.Int64
+	ActivityTasks atomic.Int64
+	// FullReplays counts workflow tasks that built a run's state from its
+	// whole history: a run's first task, and any task the sticky cache
+	// could not continue (evicted, another worker's, a restart).
+	FullReplays atomic.Int64
+	// CacheHits counts workflow tasks served by a cached run with only the
+	// new events.
+	CacheHits atomic.Int64
+	// WorkflowTaskFails counts workflow tasks that failed (panic,
+	// nondeterminism, deadlock, unknown type).
 	WorkflowTaskFails atomic.Int64
 }
 
@@ -304,6 +321,7 @@ const cancelGrace = time.Second
 // Activities that ignore cancellation are abandoned: their heartbeats stop,
 // and their leases hand them to another worker.
 func (w *Worker) drain(inflight *sync.WaitGroup, cancelActivities context.CancelFunc) {
+	defer w.endHeartbeats()
 	done := make(chan struct{})
 	go func() {
 		inflight.Wait()
@@ -324,9 +342,28 @@ func (w *Worker) drain(inflight *sync.WaitGroup, cancelActivities context.Cancel
 	case <-t.C:
 		w.log.Warn().Msg("activities ignore cancellation: abandoned to their leases")
 	}
-	// Heartbeaters stop with the canceled context: once Run returns, no
-	// abandoned attempt's lease is extended any more.
-	w.heartbeats.Wait()
+}
+
+// trackHeartbeater counts a heartbeat loop about to start; false once Run
+// is done.
+func (w *Worker) trackHeartbeater() bool {
+	w.heartbeatMu.Lock()
+	defer w.heartbeatMu.Unlock()
+	if w.heartbeatEnd {
+		return false
+	}
+	w.heartbeaters.Add(1)
+	return true
+}
+
+// endHeartbeats lets no heartbeat loop start any more and waits for those
+// running (they stop with their attempt, or with the canceled activities'
+// context): once Run returns, no abandoned attempt's lease is extended.
+func (w *Worker) endHeartbeats() {
+	w.heartbeatMu.Lock()
+	w.heartbeatEnd = true
+	w.heartbeatMu.Unlock()
+	w.heartbeaters.Wait()
 }
 
 // backoff waits before the next poll after a failure, growing to 5 s, or

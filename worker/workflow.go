@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/rs/zerolog"
+
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/sdk"
@@ -71,11 +73,11 @@ func (w *Worker) handleWorkflowTask(task *api.WorkflowTask) {
 // Execution may serve the run's next task.
 func (w *Worker) runWorkflowTask(c *cached, task *api.WorkflowTask) (keep bool) {
 	ctx := context.Background()
-	log := w.log.With().Str("workflow_id", task.WorkflowID).Str("run_id", task.RunID).Logger()
 	cmds, err := w.process(ctx, c, task)
 	if err != nil {
 		w.stats.WorkflowTaskFails.Add(1)
 		cause, f := sdk.TaskFailure(err)
+		log := w.taskLog(task)
 		log.Error().Err(err).Str("cause", cause).Msg("workflow task failed")
 		if _, ferr := w.svc.FailWorkflowTask(ctx, &api.FailWorkflowTaskRequest{TaskToken: task.TaskToken, Cause: cause,
 			Failure: f, Identity: w.opts.Identity}); ferr != nil {
@@ -90,11 +92,18 @@ func (w *Worker) runWorkflowTask(c *cached, task *api.WorkflowTask) (keep bool) 
 	}
 	if _, err := w.svc.CompleteWorkflowTask(ctx, req); err != nil {
 		if !errors.Is(err, api.ErrStaleTask) && !errors.Is(err, api.ErrWorkflowClosed) {
+			log := w.taskLog(task)
 			log.Warn().Err(err).Msg("workflow task completion refused")
 		}
 		return false
 	}
 	return keep
+}
+
+// taskLog returns the logger for a workflow task's messages, built only
+// when there is something to say.
+func (w *Worker) taskLog(task *api.WorkflowTask) zerolog.Logger {
+	return w.log.With().Str("workflow_id", task.WorkflowID).Str("run_id", task.RunID).Logger()
 }
 
 // lookup returns the cached Execution for the task's run, or an empty

@@ -9,6 +9,20 @@
 //	var r Receipt
 //	err := env.ExecuteWorkflow(ctx, client.StartOptions{ID: "inv-1"}, PayInvoice, inv, &r)
 //
+// The clock skips only while the engine is quiescent: every open run
+// waits on time (a timer, a retry backoff) and no task is queued or
+// running. With NoTimeSkipping the clock stands still and the test moves it
+// (env.Clock.Advance, then env.Engine.Settle to wait for what fell due).
+//
+// Several workers can share an env: NewWorker and RunWorker add one (new
+// code, a second process), StopWorker stops the env's own worker as a
+// process exit would, so that another takes over its runs:
+//
+//	env.StopWorker()
+//	w2 := env.NewWorker(worker.Options{Identity: "second"})
+//	w2.RegisterWorkflow(PayInvoice)
+//	env.RunWorker(w2)
+//
 // It is the one package under sdk that embeds the engine; import it from
 // tests only (a worker binary never links Badger).
 package testenv
@@ -187,6 +201,12 @@ func (e *Env) Start() {
 // period) and waits for Run to return. The engine, the client and the
 // time skipper keep running, so another worker (NewWorker, RunWorker) can
 // take over the runs. It is a no-op before Start or after a first call.
+//
+// A run the stopped worker had cached gets its next workflow task on that
+// worker's sticky queue, where it waits for the engine's sticky timeout
+// (engine.Defaults.StickyTimeout, 2 s by default) before it falls back to
+// the task queue. The time skipper does not skip that wait (a queued task
+// is work): advance env.Clock past it.
 func (e *Env) StopWorker() {
 	e.mu.Lock()
 	stop := e.stopWorker

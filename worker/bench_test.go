@@ -1,0 +1,123 @@
+//go:build unix
+
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cairnflow/cairn/engine"
+	"github.com/cairnflow/cairn/history/badgerstore"
+	"github.com/cairnflow/cairn/sdk/client"
+	"github.com/cairnflow/cairn/worker"
+)
+
+// BenchmarkOneActivityWorkflowsSDK measures durable one-activity workflows
+// per second through the whole stack in one process: client.NewLocal over
+// an engine on an on-disk Badger store with fsync on (every acknowledged
+// transition is durable), the real clock, and a worker.Worker running the
+// Hello workflow (one Greet activity) on the SDK runtime. Many workflows
+// are started concurrently and each is awaited with Run.Get. Run it with
+//
+//	go test -run '^$' -bench OneActivityWorkflowsSDK -benchtime 20000x ./worker
+//
+// It is not run by plain `go test`.
+func BenchmarkOneActivityWorkflowsSDK(b *testing.B) {
+	// The worker runs with its default options: what an embedding
+	// application gets without tuning.
+	b.Run("inflight=256", func(b *testing.B) { benchOneActivitySDK(b, 256, worker.Options{}) })
+}
+
+func benchOneActivitySDK(b *testing.B, inflight int, wo worker.Options) {
+	st, err := badgerstore.Open(badgerstore.Options{Dir: b.TempDir()}) // fsync on
+	if err != nil {
+		b.Fatal(err)
+	}
+	eng, err := engine.Open(engine.Options{Store: st})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		_ = eng.Close()
+		_ = st.Close()
+	}()
+	c := client.NewLocal(eng, client.Options{})
+	wo.TaskQueue = "bench"
+	w, err := worker.New(c, wo)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := w.RegisterWorkflow(Hello); err != nil {
+		b.Fatal(err)
+	}
+	if err := w.RegisterActivity(Greet); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	runDone := make(chan error, 1)
+	go func() { runDone <- w.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-runDone; err != nil {
+			b.Error(err)
+		}
+	}()
+
+	var (
+		next  atomic.Int64
+		total = int64(b.N)
+		wg    sync.WaitGroup
+		errc  = make(chan error, inflight)
+	)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start, cpu0 := time.Now(), cpuTime()
+	for range inflight {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > total {
+					return
+				}
+				run, err := c.StartWorkflow(ctx, client.StartOptions{ID: fmt.Sprint("bench-", i), TaskQueue: "bench"}, Hello, "world")
+				if err == nil {
+					var out string
+					err = run.Get(ctx, &out)
+				}
+				if err != nil {
+					errc <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	select {
+	case err := <-errc:
+		b.Fatal(err)
+	default:
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "workflows/s")
+	b.ReportMetric(float64(eng.Stats().Commits)/elapsed.Seconds(), "commits/s")
+	// CPU time per workflow (user+system, the whole process: client,
+	// engine, store and worker): steadier than the rate on a shared machine.
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/workflow")
+}
+
+// cpuTime is the process's user+system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -97,7 +97,7 @@ func randomID() string {
 // ErrClosed is returned (wrapping api.ErrUnavailable) after Close.
 var ErrClosed = fmt.Errorf("%w: engine closed", api.ErrUnavailable)
 
-const lockStripes = 512
+const lockStripes = 4096
 
 // retryDelay is how long a deadline whose transition failed waits before
 // it is tried again.

@@ -211,18 +211,25 @@ func (e *Engine) ledgerEntry(ctx context.Context, workflowID, key string) (*Ledg
 func (e *Engine) installRun(tr *txnRun) {
 	st := tr.st
 	entry := tr.entry
-	e.mu.Lock()
-	if entry == nil {
-		entry = &runEntry{ref: st.Ref(), parent: st.Parent, changed: make(chan struct{})}
-		tr.entry = entry
+	if entry != nil && st.Status.Open() {
+		// The common case: an open run moves on. Its state is read and
+		// replaced only under its stripe lock, which the caller holds; the
+		// map of open runs does not change.
+		entry.state = st
+	} else {
+		e.mu.Lock()
+		if entry == nil {
+			entry = &runEntry{ref: st.Ref(), parent: st.Parent, changed: make(chan struct{})}
+			tr.entry = entry
+		}
+		entry.state = st
+		if st.Status.Open() {
+			e.open[st.WorkflowID] = entry
+		} else if e.open[st.WorkflowID] == entry {
+			delete(e.open, st.WorkflowID)
+		}
+		e.mu.Unlock()
 	}
-	entry.state = st
-	if st.Status.Open() {
-		e.open[st.WorkflowID] = entry
-	} else if e.open[st.WorkflowID] == entry {
-		delete(e.open, st.WorkflowID)
-	}
-	e.mu.Unlock()
 	close(entry.changed)
 	entry.changed = make(chan struct{})
 	e.watch.notify()

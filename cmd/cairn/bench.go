@@ -76,8 +76,8 @@ func benchWorkerCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w, err := worker.New(c, worker.Options{TaskQueue: bench.TaskQueue, StopOnSignals: true, WorkflowPollers: 8, ActivityPollers: 8,
-				MaxConcurrentWorkflowTasks: 64, MaxConcurrentActivities: 256})
+			w, err := worker.New(c, worker.Options{TaskQueue: bench.TaskQueue, StopOnSignals: true, WorkflowPollers: 32, ActivityPollers: 32,
+				MaxConcurrentWorkflowTasks: 256, MaxConcurrentActivities: 512})
 			if err != nil {
 				return err
 			}

@@ -149,8 +149,7 @@ func (h *harness) advance(d time.Duration) {
 
 // settle waits for background timer work to finish.
 func (h *harness) settle() {
-	h.eng.timers.Sync()
-	h.eng.bg.Wait()
+	h.eng.Settle()
 }
 
 func (h *harness) history(id string) []history.Event {

@@ -151,6 +151,7 @@ type runEntry struct {
 	parent  *ParentRef
 	state   *RunState
 	changed chan struct{} // closed and replaced after every transition
+	tail    eventTail     // the end of the history, for dispatch
 }
 
 type wftItem struct {

@@ -157,6 +157,7 @@ func (e *Engine) recoverRun(ctx context.Context, key []byte) error {
 	}
 	st.WFT.StickyQueue, st.WFT.SeenEventID = "", 0 // caches are not trusted across a restart
 	entry := &runEntry{ref: ref, parent: st.Parent, state: st, changed: make(chan struct{})}
+	entry.tail.reset(st.NextEventID) // only events from now on are cached
 	e.open[ref.WorkflowID] = entry
 	for _, d := range e.m.Deadlines(st) {
 		e.timers.Add(d.At, timerKey{ref: ref, d: d})

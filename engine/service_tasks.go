@@ -100,12 +100,16 @@ func (e *Engine) dispatchWFT(ctx context.Context, item wftItem, identity string)
 		Attempt: w.Attempt, FirstEventID: first, NextEventID: st.NextEventID,
 		ContinueAsNewSuggested: e.m.SuggestContinueAsNew(st),
 	}
+	evs, cached := entry.tail.get(first, task.NextEventID)
+	entry.tail.dispatched(task.NextEventID)
 	unlock()
-	// Events before NextEventID are committed and never change: read them
-	// without holding the run.
-	evs, err := e.store.ReadEvents(ctx, item.ref, first, int(task.NextEventID-first))
-	if err != nil {
-		return nil, storeErr(err)
+	if !cached {
+		// Events before NextEventID are committed and never change: read
+		// them without holding the run.
+		var err error
+		if evs, err = e.store.ReadEvents(ctx, item.ref, first, int(task.NextEventID-first)); err != nil {
+			return nil, storeErr(err)
+		}
 	}
 	task.Events = evs
 	return task, nil

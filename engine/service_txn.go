@@ -230,6 +230,7 @@ func (e *Engine) installRun(tr *txnRun) {
 		}
 		e.mu.Unlock()
 	}
+	entry.tail.extend(tr.first, tr.events)
 	close(entry.changed)
 	entry.changed = make(chan struct{})
 	e.watch.notify()

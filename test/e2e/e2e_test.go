@@ -319,3 +319,34 @@ func TestServerAuth(t *testing.T) {
 	}
 	mustCLI(t, addr, "workflow", "list", "--token", "s3cret")
 }
+
+// TestDemo runs `cairn demo` as a new user would and checks its story: two
+// payments without the guard, a deduplicated retry with it, and a pause
+// resolved by a person.
+func TestDemo(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin.cairn, "demo").CombinedOutput()
+	if err != nil {
+		t.Fatalf("cairn demo: %v\n%s", err, out)
+	}
+	s := string(out)
+	for _, want := range []string{
+		"ACME was paid twice, and nothing in the system knows",
+		"DENIED: SendPayment was already performed (idempotency key",
+		"previous result: paid $4,200 to ACME for INV-9",
+		"one payment: the retry was recognised as the same action",
+		"decision: PAUSE (status paused)",
+		"resolved by ap-clerk@acme; the run completed",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("demo output lacks %q", want)
+		}
+	}
+	if strings.Contains(s, "\x1b[") {
+		t.Error("colour codes in output that is not a terminal")
+	}
+	if t.Failed() {
+		t.Logf("output:\n%s", s)
+	}
+}

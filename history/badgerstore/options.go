@@ -105,7 +105,8 @@ type Options struct {
 	// DefaultCommitLinger; negative: never wait.
 	CommitLinger time.Duration
 
-	// Logger receives Badger's log lines (component=badger). Nil silences
+	// Logger receives Badger's log lines (component=badger), from several
+	// goroutines: its writer must be safe for concurrent use. Nil silences
 	// them.
 	Logger *zerolog.Logger
 }

@@ -52,7 +52,8 @@ func (s *Store) ReadEvents(ctx context.Context, run history.RunRef, from int64, 
 
 // Events iterates run's events with IDs ≥ from in one snapshot; see
 // history.Store. The iteration holds a Badger read transaction until the
-// loop ends.
+// loop ends; once Close has begun it ends early, yielding
+// history.ErrClosed, and Close waits for that.
 func (s *Store) Events(ctx context.Context, run history.RunRef, from int64) iter.Seq2[history.Event, error] {
 	return func(yield func(history.Event, error) bool) {
 		err := checkRun(run)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -280,48 +281,41 @@ func wfQuery(g *globals) *cobra.Command {
 }
 
 func wfCancel(g *globals) *cobra.Command {
-	var runID, reason string
-	cmd := &cobra.Command{
-		Use:   "cancel WORKFLOW_ID",
-		Short: "Ask a run to cancel (its code decides how)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.dial()
-			if err != nil {
-				return err
-			}
-			if err := c.CancelWorkflow(cmd.Context(), args[0], runID, reason); err != nil {
-				return err
-			}
-			fmt.Fprintf(g.stdout, "cancel requested for %s\n", args[0])
-			return nil
-		},
-	}
-	runFlag(cmd, &runID)
-	cmd.Flags().StringVar(&reason, "reason", "", "why")
-	return cmd
+	return reasonCommand(g, "cancel", "Ask a run to cancel (its code decides how)", "cancel requested for",
+		func(c client.Client, ctx context.Context, id, run, reason string) error {
+			return c.CancelWorkflow(ctx, id, run, reason)
+		})
 }
 
 func wfTerminate(g *globals) *cobra.Command {
+	return reasonCommand(g, "terminate", "Close a run at once, without running its code", "terminated",
+		func(c client.Client, ctx context.Context, id, run, reason string) error {
+			return c.TerminateWorkflow(ctx, id, run, reason)
+		})
+}
+
+// reasonCommand builds a `workflow VERB WORKFLOW_ID [--run] [--reason]`
+// command that calls act and reports done.
+func reasonCommand(g *globals, verb, short, done string, act func(c client.Client, ctx context.Context, id, run, reason string) error) *cobra.Command {
 	var runID, reason string
 	cmd := &cobra.Command{
-		Use:   "terminate WORKFLOW_ID",
-		Short: "Close a run at once, without running its code",
+		Use:   verb + " WORKFLOW_ID",
+		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.dial()
 			if err != nil {
 				return err
 			}
-			if err := c.TerminateWorkflow(cmd.Context(), args[0], runID, reason); err != nil {
+			if err := act(c, cmd.Context(), args[0], runID, reason); err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stdout, "terminated %s\n", args[0])
+			fmt.Fprintf(g.stdout, "%s %s\n", done, args[0])
 			return nil
 		},
 	}
 	runFlag(cmd, &runID)
-	cmd.Flags().StringVar(&reason, "reason", "", "why")
+	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded)")
 	return cmd
 }
 

@@ -33,7 +33,7 @@ func DefaultLimits() Limits {
 	return Limits{
 		MaxPayloadBytes:        2 << 20,
 		MaxHistoryEvents:       51200,
-		SuggestContinueAsNewAt: 10240,
+		SuggestContinueAsNewAt: api.DefaultSuggestContinueAsNewAt,
 		MaxPendingActivities:   2000,
 		MaxPendingChildren:     2000,
 		MaxPendingTimers:       2000,

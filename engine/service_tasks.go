@@ -99,6 +99,7 @@ func (e *Engine) dispatchWFT(ctx context.Context, item wftItem, identity string)
 		WorkflowID: st.WorkflowID, RunID: st.RunID, WorkflowType: st.WorkflowType, TaskQueue: st.TaskQueue,
 		Attempt: w.Attempt, FirstEventID: first, NextEventID: st.NextEventID,
 		ContinueAsNewSuggested: e.m.SuggestContinueAsNew(st),
+		SuggestContinueAsNewAt: e.m.Limits.SuggestContinueAsNewAt,
 	}
 	evs, cached := entry.tail.get(first, task.NextEventID)
 	entry.tail.dispatched(task.NextEventID)

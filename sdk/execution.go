@@ -129,6 +129,7 @@ type Execution struct {
 	decisionAttempt int32
 	taskAttempt     int32
 	taskSuggestCAN  bool
+	suggestCANAt    int64
 	pending         []*commandEntry
 
 	// Workflow state.
@@ -351,6 +352,9 @@ func (e *Execution) ProcessTask(task *api.WorkflowTask) ([]api.Command, error) {
 	}
 	e.taskAttempt = task.Attempt
 	e.taskSuggestCAN = task.ContinueAsNewSuggested
+	if task.SuggestContinueAsNewAt > 0 {
+		e.suggestCANAt = task.SuggestContinueAsNewAt
+	}
 	cmds, err := e.process(task.Events)
 	if err != nil {
 		e.broken = err

@@ -35,9 +35,9 @@ type WorkflowInfo struct {
 	Attempt int32
 	// HistoryLength is the id of the last event the decision has seen.
 	HistoryLength int64
-	// ContinueAsNewSuggested is set when the engine suggests continuing as
-	// new because the history grew long. It comes from the task and is not
-	// recorded, so it is always false while replaying.
+	// ContinueAsNewSuggested is set when the history this decision has seen
+	// is at least as long as the engine's suggestion threshold (see
+	// api.WorkflowTask.SuggestContinueAsNewAt), so it replays exactly.
 	ContinueAsNewSuggested bool
 	StartTime              time.Time
 	ExecutionTimeout       time.Duration
@@ -55,7 +55,11 @@ func GetInfo(ctx Context) WorkflowInfo {
 	i := e.info
 	i.Attempt = e.decisionAttempt
 	i.HistoryLength = e.historyLen
-	i.ContinueAsNewSuggested = !e.replaying && e.taskSuggestCAN
+	if e.suggestCANAt > 0 {
+		i.ContinueAsNewSuggested = e.historyLen >= e.suggestCANAt
+	} else {
+		i.ContinueAsNewSuggested = !e.replaying && e.taskSuggestCAN // an engine that does not send the threshold
+	}
 	return i
 }
 

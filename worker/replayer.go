@@ -38,6 +38,10 @@ type ReplayerOptions struct {
 	Converter sdk.Converter
 	// Registry, when set, is used instead of a new one (share a worker's).
 	Registry *sdk.Registry
+	// SuggestContinueAsNewAt is the engine's continue-as-new suggestion
+	// threshold the history was recorded under (default
+	// api.DefaultSuggestContinueAsNewAt).
+	SuggestContinueAsNewAt int64
 }
 
 // ReplayOptions configure one replay.
@@ -52,6 +56,9 @@ type ReplayOptions struct {
 func NewReplayer(opts ReplayerOptions) *Replayer {
 	if opts.Converter == nil {
 		opts.Converter = sdk.DefaultConverter()
+	}
+	if opts.SuggestContinueAsNewAt == 0 {
+		opts.SuggestContinueAsNewAt = api.DefaultSuggestContinueAsNewAt
 	}
 	reg := opts.Registry
 	if reg == nil {
@@ -119,7 +126,8 @@ func (r *Replayer) ReplayHistory(run history.RunRef, events []history.Event, opt
 		return fmt.Errorf("%w: the first event is %s, not WorkflowStarted", ErrBadHistory, events[0])
 	}
 	task := &api.WorkflowTask{WorkflowID: run.WorkflowID, RunID: run.RunID, WorkflowType: started.WorkflowType,
-		TaskQueue: started.TaskQueue, Attempt: 1, FirstEventID: 1, Events: events, NextEventID: events[len(events)-1].ID + 1}
+		TaskQueue: started.TaskQueue, Attempt: 1, FirstEventID: 1, Events: events, NextEventID: events[len(events)-1].ID + 1,
+		SuggestContinueAsNewAt: r.opts.SuggestContinueAsNewAt}
 	eo := sdk.ExecutionOptions{Converter: r.opts.Converter}
 	if opts.Trace != nil {
 		n := 0

@@ -20,6 +20,10 @@ type (
 	RetryPolicy = history.RetryPolicy
 )
 
+// DefaultSuggestContinueAsNewAt is the history length from which the engine
+// suggests continuing as new, unless configured otherwise.
+const DefaultSuggestContinueAsNewAt = 10240
+
 // ReusePolicy decides whether a workflow id whose previous run is closed may
 // start a new run.
 type ReusePolicy uint8
@@ -389,6 +393,10 @@ type WorkflowTask struct {
 	// ContinueAsNewSuggested is set when the history has grown past the
 	// suggestion threshold.
 	ContinueAsNewSuggested bool
+	// SuggestContinueAsNewAt is that threshold (a history length). Workflow
+	// code sees the suggestion as "the history this decision has seen is at
+	// least this long", which replays exactly; 0 means unknown.
+	SuggestContinueAsNewAt int64
 	Query                  *WorkflowQuery
 }
 

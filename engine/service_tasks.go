@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -62,10 +63,29 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *api.PollWorkflowTask
 		if err != nil {
 			return nil, err
 		}
+		if task != nil && ctx.Err() != nil && task.Query == nil {
+			// The poller left while the task was being handed to it: give
+			// the task back now rather than after its timeout.
+			e.handBackWFT(task)
+			return &api.PollWorkflowTaskResponse{}, nil
+		}
 		if task != nil {
 			e.stats.wftDispatched.Add(1)
 			return &api.PollWorkflowTaskResponse{Task: task}, nil
 		}
+	}
+}
+
+// handBackWFT undoes the dispatch of a workflow task nobody received.
+func (e *Engine) handBackWFT(task *api.WorkflowTask) {
+	var tok wftToken
+	if decodeToken(task.TaskToken, &tok) != nil {
+		return
+	}
+	unlock := e.lock(tok.W)
+	defer unlock()
+	if entry, err := e.currentWFT(tok); err == nil {
+		e.rescheduleWFT(entry)
 	}
 }
 
@@ -313,10 +333,32 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *api.PollActivityTask
 			}
 			return nil, err
 		}
+		if task != nil && ctx.Err() != nil && task.Effect == history.Read && !task.Reconcile {
+			// The poller left while a Read attempt was being handed to it:
+			// nothing was recorded, so the attempt goes straight back on its
+			// queue. (An attempt whose intent was recorded is left to its
+			// lease, which decides by its effect class.)
+			e.handBackActivity(item, task.LeaseEpoch)
+			return &api.PollActivityTaskResponse{}, nil
+		}
 		if task != nil {
 			e.stats.actDispatched.Add(1)
 			return &api.PollActivityTaskResponse{Task: task}, nil
 		}
+	}
+}
+
+// handBackActivity returns a Read attempt nobody received to its queue.
+func (e *Engine) handBackActivity(item actItem, epoch int64) {
+	unlock := e.lock(item.ref.WorkflowID)
+	defer unlock()
+	entry := e.openRun(item.ref.WorkflowID)
+	if entry == nil || entry.ref != item.ref {
+		return
+	}
+	if a, ok := entry.state.Activities[item.schedID]; ok && a.State == api.ActivityStateStarted && a.LeaseEpoch == epoch {
+		a.State, a.LeaseEpoch, a.LeaseDeadline = api.ActivityStateScheduled, 0, time.Time{}
+		e.actQ.Push(a.Options.TaskQueue, actItem{ref: item.ref, schedID: item.schedID, attempt: a.Attempt})
 	}
 }
 

@@ -75,9 +75,12 @@ func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask) {
 		result history.Payload
 		err    error
 	)
-	if !ok {
+	switch {
+	case !ok:
 		err = sdk.NewApplicationError(fmt.Sprintf("activity %q is not registered on worker %s", task.ActivityType, w.opts.Identity), "ActivityNotRegistered")
-	} else {
+	case !task.Reconcile && def.Effect() > task.Effect:
+		err = effectMismatch(task, def.Effect(), w.opts.Identity)
+	default:
 		result, err = def.Invoke(ctx, w.opts.Converter, task.Input)
 	}
 	hb.stop()
@@ -89,6 +92,18 @@ func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask) {
 func (w *Worker) activityLog(task *api.ActivityTask) zerolog.Logger {
 	return w.log.With().Str("workflow_id", task.WorkflowID).Str("run_id", task.RunID).Str("activity_id", task.ActivityID).
 		Str("activity_type", task.ActivityType).Int32("attempt", task.Attempt).Logger()
+}
+
+// effectMismatch refuses to run an activity this worker declares as
+// side-effecting when it was scheduled under a weaker class: the workflow's
+// worker did not have the declaration, so no idempotency key or intent
+// guards the call. Running it anyway could perform the effect twice on a
+// retry; failing loudly (and for good) is the safe answer.
+func effectMismatch(task *api.ActivityTask, declared history.EffectClass, identity string) error {
+	return sdk.NewNonRetryableError(fmt.Sprintf(
+		"activity %q is declared %s on worker %s but was scheduled as %s: the workflow's worker does not know the declaration, "+
+			"so nothing guards this side effect; register the activity (with its activities.Options) on the workers that run the workflow too",
+		task.ActivityType, declared, identity, task.Effect), "EffectClassMismatch")
 }
 
 // report sends the attempt's outcome. It uses a fresh context so that an

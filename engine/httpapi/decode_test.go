@@ -82,7 +82,7 @@ func TestCheckMsgpackAcceptsWhatMsgpackWrites(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := checkMsgpack(b, maxMsgpackDepth); err != nil {
+		if err := api.CheckMsgpack(b, api.MaxMsgpackDepth); err != nil {
 			t.Fatalf("%T (%d bytes, first 0x%x): %v", v, len(b), b[0], err)
 		}
 		// Any truncation, and any trailing byte, is refused.
@@ -90,11 +90,11 @@ func TestCheckMsgpackAcceptsWhatMsgpackWrites(t *testing.T) {
 			if len(b) > 1000 && n > 100 && n < len(b)-100 {
 				continue
 			}
-			if checkMsgpack(b[:n], maxMsgpackDepth) == nil {
+			if api.CheckMsgpack(b[:n], api.MaxMsgpackDepth) == nil {
 				t.Fatalf("%T truncated to %d of %d bytes passed", v, n, len(b))
 			}
 		}
-		if checkMsgpack(append(b, 0xc0), maxMsgpackDepth) == nil {
+		if api.CheckMsgpack(append(b, 0xc0), api.MaxMsgpackDepth) == nil {
 			t.Fatalf("%T with a trailing byte passed", v)
 		}
 	}
@@ -104,14 +104,14 @@ func TestCheckMsgpackDepth(t *testing.T) {
 	nested := func(depth int) []byte {
 		return append(bytes.Repeat([]byte{0x91}, depth), 0xc0) // [[[…nil…]]]
 	}
-	if err := checkMsgpack(nested(maxMsgpackDepth), maxMsgpackDepth); err != nil {
-		t.Fatalf("depth %d: %v", maxMsgpackDepth, err)
+	if err := api.CheckMsgpack(nested(api.MaxMsgpackDepth), api.MaxMsgpackDepth); err != nil {
+		t.Fatalf("depth %d: %v", api.MaxMsgpackDepth, err)
 	}
-	if err := checkMsgpack(nested(maxMsgpackDepth+1), maxMsgpackDepth); err == nil {
-		t.Fatalf("depth %d passed", maxMsgpackDepth+1)
+	if err := api.CheckMsgpack(nested(api.MaxMsgpackDepth+1), api.MaxMsgpackDepth); err == nil {
+		t.Fatalf("depth %d passed", api.MaxMsgpackDepth+1)
 	}
 	// 4 MiB of nesting is refused at once, without recursion.
-	if err := checkMsgpack(nested(4<<20), maxMsgpackDepth); err == nil {
+	if err := api.CheckMsgpack(nested(4<<20), api.MaxMsgpackDepth); err == nil {
 		t.Fatal("deep nesting passed")
 	}
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,8 +24,24 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 12),
 		}, []string{"method"}),
 	}
-	reg.MustRegister(m.requests, m.latency)
+	m.requests = register(reg, m.requests)
+	m.latency = register(reg, m.latency)
 	return m
+}
+
+// register adds c to reg; when reg already holds an equal collector (a
+// second handler on one registry) that one is used instead. It never
+// panics.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+	}
+	return c
 }
 
 func (m *httpMetrics) observe(method string, code api.Code, d time.Duration) {

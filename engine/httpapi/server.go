@@ -54,6 +54,9 @@ type Options struct {
 	Registry *prometheus.Registry
 	// Collectors are registered too (the engine's gauges).
 	Collectors []prometheus.Collector
+	// RequestTimeout bounds every call but the long polls (default 30 s;
+	// long polls are bounded by the engine's poll timeout).
+	RequestTimeout time.Duration
 }
 
 // Handler serves the API, /healthz, /metrics and /debug/pprof.
@@ -74,13 +77,18 @@ func NewHandler(svc api.Service, opts Options) *Handler {
 		l := zerolog.Nop()
 		opts.Logger = &l
 	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = 30 * time.Second
+	}
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()
-		opts.Registry.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		opts.Registry.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{})) // a fresh registry: cannot clash
 	}
 	h := &Handler{svc: svc, opts: opts, log: *opts.Logger, mux: http.NewServeMux(), metrics: newHTTPMetrics(opts.Registry)}
 	for _, c := range opts.Collectors {
-		opts.Registry.MustRegister(c)
+		if err := opts.Registry.Register(c); err != nil {
+			h.log.Warn().Err(err).Msg("metrics collector not registered")
+		}
 	}
 	h.mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
@@ -144,7 +152,13 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	resp, err := ep.call(r.Context(), h.svc, func(v any) error { return decodeBody(reqType, body, v) })
+	ctx := r.Context()
+	if !ep.long {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.opts.RequestTimeout)
+		defer cancel()
+	}
+	resp, err := ep.call(ctx, h.svc, func(v any) error { return decodeBody(reqType, body, v) })
 	h.metrics.observe(method, api.ErrorCode(err), time.Since(start))
 	if err != nil {
 		h.fail(w, method, err)
@@ -177,7 +191,7 @@ func decodeBody(contentType string, body []byte, v any) error {
 	}
 	var err error
 	if contentType == ContentMsgpack {
-		if err = checkMsgpack(body, maxMsgpackDepth); err == nil {
+		if err = api.CheckMsgpack(body, api.MaxMsgpackDepth); err == nil {
 			err = msgpack.Unmarshal(body, v)
 		}
 	} else {

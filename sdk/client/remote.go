@@ -110,6 +110,9 @@ func call[Req, Resp any](ctx context.Context, r *RemoteService, method string, r
 		return nil, remoteError(method, hresp.StatusCode, data)
 	}
 	resp := new(Resp)
+	if err := api.CheckMsgpack(data, api.MaxMsgpackDepth); err != nil {
+		return nil, fmt.Errorf("%w: %s: malformed response: %w", api.ErrInternal, method, err)
+	}
 	if err := msgpack.Unmarshal(data, resp); err != nil {
 		return nil, fmt.Errorf("%w: %s: decode response: %w", api.ErrInternal, method, err)
 	}

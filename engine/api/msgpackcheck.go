@@ -1,4 +1,4 @@
-package httpapi
+package api
 
 import (
 	"encoding/binary"
@@ -6,14 +6,14 @@ import (
 	"fmt"
 )
 
-// maxMsgpackDepth bounds the nesting of a request body. The deepest request
+// MaxMsgpackDepth bounds the nesting of a request body. The deepest request
 // (CompleteWorkflowTask → Commands → Command → ScheduleActivity → Options →
 // RetryPolicy → NonRetryableErrorTypes) nests 7 levels.
-const maxMsgpackDepth = 32
+const MaxMsgpackDepth = 32
 
 var errMsgpackTruncated = errors.New("unexpected end of msgpack data")
 
-// checkMsgpack verifies, without allocating per element and without
+// CheckMsgpack verifies, without allocating per element and without
 // recursion, that b holds exactly one well-formed msgpack value nested at
 // most maxDepth containers deep, in which no array or map declares more
 // elements than bytes follow its header.
@@ -25,7 +25,7 @@ var errMsgpackTruncated = errors.New("unexpected end of msgpack data")
 // body declaring 2³²-1 Commands makes the server allocate hundreds of
 // gigabytes and die; and it skips unknown fields recursively, so deep
 // nesting grows the stack without bound.
-func checkMsgpack(b []byte, maxDepth int) error {
+func CheckMsgpack(b []byte, maxDepth int) error {
 	var stack []int64 // values still to read in each enclosing container
 	need := int64(1)  // values still to read at the current level
 	i := 0

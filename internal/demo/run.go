@@ -316,7 +316,7 @@ func undecidable(ctx context.Context, s *stage) error {
 	}
 	s.p.warn("  ⏸  decision: PAUSE (status %s)", d.Info.Status)
 	s.p.line("     reason: %s", u.Reason)
-	s.p.line("     a person must confirm whether it took effect: cairn workflow resolve %s --happened|--not-happened|--fail", WorkflowID)
+	s.p.line("     a person must confirm whether it took effect: cairn workflow resolve %s --happened|--not-happened|--fail --reason WHY", WorkflowID)
 	r, found, err := FindPayment(s.ledger, u.IdempotencyKey)
 	if err != nil || !found {
 		return fmt.Errorf("the provider should hold the payment (found=%v): %v", found, err)

@@ -160,8 +160,9 @@ func printDescribe(g *globals, d *api.DescribeWorkflowResponse) {
 		fmt.Fprintf(w, "Next run  %s\n", i.ContinuedAsNewRunID)
 	}
 	if p := i.Pause; p != nil {
-		fmt.Fprintf(w, "\nPAUSED on %s (activity %s, event %d, attempt %d) since %s\n  reason: %s\n  key:    %s\n  resolve: cairn workflow resolve %s --happened [--result JSON] | --not-happened | --fail --reason WHY\n",
-			p.ActivityType, p.ActivityID, p.ScheduledEventID, p.Attempt, relative(p.Since, now), p.Reason, p.IdempotencyKey, i.WorkflowID)
+		fmt.Fprintf(w, "\nPAUSED on %s (activity %s, event %d, attempt %d) since %s\n  reason: %s\n  args:   %s\n  key:    %s\n  resolve: cairn workflow resolve %s --happened [--result JSON] | --not-happened | --fail --reason WHY\n",
+			p.ActivityType, p.ActivityID, p.ScheduledEventID, p.Attempt, relative(p.Since, now), p.Reason, payloadText(p.Input),
+			p.IdempotencyKey, i.WorkflowID)
 	}
 	if len(d.PendingActivities) > 0 {
 		fmt.Fprintln(w, "\nPending activities:")
@@ -171,8 +172,12 @@ func printDescribe(g *globals, d *api.DescribeWorkflowResponse) {
 			if a.LastFailure != nil {
 				last = abbreviate(a.LastFailure.Error(), 50)
 			}
+			lease := "-"
+			if a.State == api.ActivityStateStarted {
+				lease = relative(a.LeaseExpires, now)
+			}
 			rows = append(rows, []string{fmt.Sprint(a.ScheduledEventID), a.ActivityType, a.Effect.String(), a.State.String(),
-				fmt.Sprint(a.Attempt), relative(a.LeaseExpires, now), last})
+				fmt.Sprint(a.Attempt), lease, last})
 		}
 		table(w, []string{"  EVENT", "ACTIVITY", "EFFECT", "STATE", "ATTEMPT", "LEASE ENDS", "LAST FAILURE"}, rows)
 	}

@@ -20,7 +20,10 @@ import (
 	"time"
 
 	"github.com/cairnflow/cairn/activities"
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/sdk"
+	"github.com/cairnflow/cairn/sdk/client"
 	"github.com/cairnflow/cairn/worker"
 )
 
@@ -74,8 +77,25 @@ func Work(ctx context.Context, n int) (string, error) {
 	return fmt.Sprintf("done %d by pid %d", n, os.Getpid()), nil
 }
 
+// Pay calls a side-effecting tool whose outcome is unknown: the run pauses.
+func Pay(ctx sdk.Context, invoice string) (string, error) {
+	ctx = sdk.WithActivityOptions(ctx, sdk.ActivityOptions{StartToCloseTimeout: time.Minute})
+	return sdk.ExecuteActivity(ctx, Transfer, invoice).Get(ctx)
+}
+
+// Transfer cannot tell whether the transfer went through.
+func Transfer(_ context.Context, invoice string) (string, error) {
+	return "", activities.ErrOutcomeUnknown
+}
+
 func registerTestWorker(r worker.Registrar) error {
 	if err := r.RegisterWorkflow(Slow); err != nil {
+		return err
+	}
+	if err := r.RegisterWorkflow(Pay); err != nil {
+		return err
+	}
+	if err := r.RegisterActivity(Transfer, activities.Options{Effect: activities.SideEffect}); err != nil {
 		return err
 	}
 	return r.RegisterActivity(Work)
@@ -293,6 +313,70 @@ func TestServerRestartWhileWorkersPoll(t *testing.T) {
 	mustCLI(t, addr, "workflow", "start", "--type", "Slow", "--id", "after", "--task-queue", "e2e", "--input", "2")
 	if out := mustCLI(t, addr, "workflow", "result", "after"); !strings.Contains(out, "done 2") {
 		t.Fatalf("result after restart: %s", out)
+	}
+}
+
+// A run paused on an unknown outcome is found, explained and resolved from
+// the CLI, as a person would.
+func TestResolveFromTheCLI(t *testing.T) {
+	dir := t.TempDir()
+	addr := freePort(t)
+	server(t, filepath.Join(dir, "data"), addr)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, []string{"CAIRN_E2E_WORKER=1"}, self, "run", "--address", addr).waitLine(t, "worker started")
+	mustCLI(t, addr, "workflow", "start", "--type", "Pay", "--id", "pay-INV-9", "--task-queue", "e2e", "--input", `"INV-9"`)
+	if _, code := cli(t, addr, "workflow", "result", "pay-INV-9", "--no-wait"); code != 1 {
+		t.Fatalf("result --no-wait of an open run: exit %d, want 1", code)
+	}
+	waitForEvent(t, addr, "pay-INV-9", history.TypeActivityOutcomeUnknown)
+	listed := mustCLI(t, addr, "workflow", "list", "--status", "paused")
+	if !strings.Contains(listed, "cairn workflow resolve pay-INV-9") {
+		t.Fatalf("paused list:\n%s", listed)
+	}
+	desc := mustCLI(t, addr, "workflow", "describe", "pay-INV-9")
+	for _, want := range []string{"PAUSED on Transfer", "cannot tell whether the action took effect", `"INV-9"`} {
+		if !strings.Contains(desc, want) {
+			t.Fatalf("describe lacks %q:\n%s", want, desc)
+		}
+	}
+	if _, code := cli(t, addr, "workflow", "resolve", "pay-INV-9", "--happened"); code != 2 {
+		t.Fatalf("resolve without --reason: exit %d, want 2", code)
+	}
+	mustCLI(t, addr, "workflow", "resolve", "pay-INV-9", "--happened", "--result", `"tx-42"`, "--reason", "the bank shows tx-42", "--by", "clerk")
+	if out := mustCLI(t, addr, "workflow", "result", "pay-INV-9"); !strings.Contains(out, "tx-42") {
+		t.Fatalf("result after resolve: %s", out)
+	}
+	if show := mustCLI(t, addr, "workflow", "show", "pay-INV-9"); !strings.Contains(show, "happened by clerk: the bank shows tx-42") {
+		t.Fatalf("show lacks the resolution:\n%s", show)
+	}
+}
+
+// waitForEvent long-polls a run's history over HTTP until an event of type
+// typ is recorded.
+func waitForEvent(t *testing.T, addr, workflowID string, typ history.EventType) {
+	t.Helper()
+	c, err := client.Dial(addr, client.Options{}, client.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	from := int64(1)
+	for {
+		resp, err := c.Service().GetHistory(ctx, &api.GetHistoryRequest{WorkflowID: workflowID, FromEventID: from, WaitNewEvents: true})
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", typ, err)
+		}
+		for _, ev := range resp.Events {
+			if ev.Type() == typ {
+				return
+			}
+		}
+		from = resp.NextEventID
 	}
 }
 

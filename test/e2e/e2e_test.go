@@ -190,6 +190,20 @@ func freePort(t *testing.T) string {
 	return addr
 }
 
+// testWorker starts this test binary as a worker process (TestMain's
+// worker mode) connected to addr, with extra environment, and waits until
+// it polls.
+func testWorker(t *testing.T, addr string, env ...string) *proc {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, append([]string{"CAIRN_E2E_WORKER=1"}, env...), self, "run", "--address", addr)
+	p.waitLine(t, "worker started")
+	return p
+}
+
 // server starts `cairn server` and waits until it is ready.
 func server(t *testing.T, data, listen string, extra ...string) *proc {
 	t.Helper()
@@ -275,16 +289,11 @@ func TestWorkerKilledMidActivityAnotherFinishes(t *testing.T) {
 	dir := t.TempDir()
 	addr := freePort(t)
 	server(t, filepath.Join(dir, "data"), addr)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hanging := start(t, []string{"CAIRN_E2E_WORKER=1", "CAIRN_E2E_HANG=1"}, self, "run", "--address", addr)
-	hanging.waitLine(t, "worker started")
+	hanging := testWorker(t, addr, "CAIRN_E2E_HANG=1")
 	mustCLI(t, addr, "workflow", "start", "--type", "Slow", "--id", "slow-1", "--task-queue", "e2e", "--input", "7")
 	hanging.waitLine(t, "working 1")
 	hanging.kill9(t)
-	healthy := start(t, []string{"CAIRN_E2E_WORKER=1"}, self, "run", "--address", addr)
+	healthy := testWorker(t, addr)
 	healthy.waitLine(t, "working 2") // the lease expired; the retry went to the other worker
 	out := mustCLI(t, addr, "workflow", "result", "slow-1")
 	if !strings.Contains(out, fmt.Sprintf("done 7 by pid %d", healthy.cmd.Process.Pid)) {
@@ -297,12 +306,7 @@ func TestServerRestartWhileWorkersPoll(t *testing.T) {
 	data := filepath.Join(dir, "data")
 	addr := freePort(t)
 	srv := server(t, data, addr)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := start(t, []string{"CAIRN_E2E_WORKER=1"}, self, "run", "--address", addr, "--log-level", "debug")
-	w.waitLine(t, "worker started")
+	testWorker(t, addr)
 	mustCLI(t, addr, "workflow", "start", "--type", "Slow", "--id", "before", "--task-queue", "e2e", "--input", "1")
 	mustCLI(t, addr, "workflow", "result", "before")
 	srv.kill9(t) // acknowledged transitions survive; the workers' polls fail and back off
@@ -322,11 +326,7 @@ func TestResolveFromTheCLI(t *testing.T) {
 	dir := t.TempDir()
 	addr := freePort(t)
 	server(t, filepath.Join(dir, "data"), addr)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	start(t, []string{"CAIRN_E2E_WORKER=1"}, self, "run", "--address", addr).waitLine(t, "worker started")
+	testWorker(t, addr)
 	mustCLI(t, addr, "workflow", "start", "--type", "Pay", "--id", "pay-INV-9", "--task-queue", "e2e", "--input", `"INV-9"`)
 	if _, code := cli(t, addr, "workflow", "result", "pay-INV-9", "--no-wait"); code != 1 {
 		t.Fatalf("result --no-wait of an open run: exit %d, want 1", code)

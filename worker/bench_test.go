@@ -121,3 +121,11 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkOneActivityWorkflowsSDKSequential is the same stack with one
+// workflow at a time: its ns/op is the embedded start→result latency.
+//
+//	go test -run '^$' -bench OneActivityWorkflowsSDKSequential -benchtime 1000x ./worker
+func BenchmarkOneActivityWorkflowsSDKSequential(b *testing.B) {
+	benchOneActivitySDK(b, 1, worker.Options{})
+}

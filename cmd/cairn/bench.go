@@ -49,6 +49,7 @@ func benchCommand(g *globals) *cobra.Command {
 	f.IntVar(&o.Concurrency, "concurrency", 128, "start→result loops at once")
 	f.IntVar(&o.LatencySamples, "latency-samples", 300, "sequential workflows in the latency phase")
 	f.IntVar(&o.Workers, "workers", 1, "worker processes")
+	f.BoolVar(&o.Breakdown, "breakdown", false, "print the median time before each event of the sequential workflows")
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the server side to this file")
 	cmd.AddCommand(benchWorkerCommand())
 	return cmd

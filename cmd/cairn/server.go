@@ -111,9 +111,10 @@ func serve(ctx context.Context, g *globals, f serverFlags) error {
 	if err != nil {
 		return err
 	}
+	handler := httpapi.NewHandler(eng, httpapi.Options{Token: token, Logger: &log,
+		Collectors: []prometheus.Collector{metrics.NewCollector(eng, metrics.Options{Queues: eng.TaskQueues})}})
 	srv := &http.Server{
-		Handler: httpapi.NewHandler(eng, httpapi.Options{Token: token, Logger: &log,
-			Collectors: []prometheus.Collector{metrics.NewCollector(eng, metrics.Options{Queues: eng.TaskQueues})}}),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      90 * time.Second, // long polls answer within a minute
@@ -138,6 +139,7 @@ func serve(ctx context.Context, g *globals, f serverFlags) error {
 		defer cancel()
 		_ = eng.Close() // long polls return at once
 		_ = srv.Shutdown(sctx)
+		_ = handler.Shutdown(sctx) // sessions: answer the calls in flight, then close
 	})
 	g2.Add(func() error {
 		<-ctx.Done()

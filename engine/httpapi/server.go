@@ -31,6 +31,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/internal/wire"
 )
 
 // Content types (see engine/api/wire.go).
@@ -66,6 +67,7 @@ type Handler struct {
 	log     zerolog.Logger
 	mux     *http.ServeMux
 	metrics *httpMetrics
+	sess    sessions
 }
 
 // NewHandler returns the HTTP handler for svc.
@@ -101,6 +103,7 @@ func NewHandler(svc api.Service, opts Options) *Handler {
 	h.mux.Handle("/debug/pprof/symbol", h.auth(http.HandlerFunc(pprof.Symbol)))
 	h.mux.Handle("/debug/pprof/cmdline", h.auth(http.HandlerFunc(pprof.Cmdline)))
 	h.mux.Handle(Prefix, h.auth(http.HandlerFunc(h.serveAPI)))
+	h.mux.Handle(wire.SessionPath, h.auth(http.HandlerFunc(h.serveSession)))
 	return h
 }
 
@@ -232,6 +235,13 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, reqType string
 }
 
 func (h *Handler) fail(w http.ResponseWriter, method string, err error) {
+	status, body := h.errorBody(method, err)
+	writeError(w, status, body.Code, body.Message)
+}
+
+// errorBody maps err to its HTTP status and error body, logging server
+// errors.
+func (h *Handler) errorBody(method string, err error) (int, api.ErrorBody) {
 	code := api.ErrorCode(err)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
@@ -243,7 +253,7 @@ func (h *Handler) fail(w http.ResponseWriter, method string, err error) {
 	if status >= 500 {
 		h.log.Error().Err(err).Str("method", method).Msg("request failed")
 	}
-	writeError(w, status, code, err.Error())
+	return status, api.ErrorBody{Code: code, Message: err.Error()}
 }
 
 // StatusOf maps an error code to its HTTP status:

@@ -50,6 +50,9 @@ type Options struct {
 	Workers int
 	// WorkerCommand builds the command of one worker process.
 	WorkerCommand func(args ...string) *exec.Cmd
+	// Breakdown prints, after the latency phase, the median time between
+	// consecutive events of the sequential workflows' histories.
+	Breakdown bool
 	// Dir holds the data (default: a temporary directory).
 	Dir string
 }
@@ -113,13 +116,19 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if _, err := loops(ctx, c, "warm", 1, min(50, opts.Workflows)); err != nil {
 		return nil, err
 	}
-	lat, err := loops(ctx, c, "lat", 1, opts.LatencySamples)
+	latStamp := time.Now().UnixNano()
+	lat, err := loopsStamped(ctx, c, "lat", latStamp, 1, opts.LatencySamples)
 	if err != nil {
 		return nil, err
 	}
 	res.LatencyP50, res.LatencyP99 = pct(lat, 50), pct(lat, 99)
 	fmt.Fprintf(opts.Out, "latency     %d sequential workflows: start→result p50 %s, p99 %s\n", opts.LatencySamples,
 		res.LatencyP50.Round(10*time.Microsecond), res.LatencyP99.Round(10*time.Microsecond))
+	if opts.Breakdown {
+		if err := breakdown(ctx, opts.Out, c, "lat", latStamp, opts.LatencySamples); err != nil {
+			return nil, err
+		}
+	}
 	before := eng.Stats().Commits
 	start := time.Now()
 	thr, err := loops(ctx, c, "thr", opts.Concurrency, opts.Workflows)
@@ -155,6 +164,12 @@ func stopWorker(cmd *exec.Cmd) {
 // loops runs n workflows from k concurrent loops and returns each one's
 // start→result latency.
 func loops(ctx context.Context, c client.Client, prefix string, k, n int) ([]time.Duration, error) {
+	return loopsStamped(ctx, c, prefix, time.Now().UnixNano(), k, n)
+}
+
+// loopsStamped is loops with the stamp that makes workflow ids unique:
+// workflow j is "<prefix>-<stamp>-<j>".
+func loopsStamped(ctx context.Context, c client.Client, prefix string, stamp int64, k, n int) ([]time.Duration, error) {
 	var (
 		next    atomic.Int64
 		mu      sync.Mutex
@@ -162,7 +177,6 @@ func loops(ctx context.Context, c client.Client, prefix string, k, n int) ([]tim
 		firstEr error
 		wg      sync.WaitGroup
 	)
-	stamp := time.Now().UnixNano()
 	for i := 0; i < k; i++ {
 		wg.Add(1)
 		go func() {
@@ -199,4 +213,32 @@ func pct(ds []time.Duration, p int) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[min(len(s)-1, len(s)*p/100)]
+}
+
+// breakdown reads the histories of the n sequential workflows and prints
+// the median gap before each event (the engine's clock stamps events; the
+// load generator runs in the server's process, so the same clock).
+func breakdown(ctx context.Context, out io.Writer, c client.Client, prefix string, stamp int64, n int) error {
+	var (
+		names []string
+		gaps  [][]time.Duration
+	)
+	for j := 1; j <= n; j++ {
+		evs, err := c.GetHistory(ctx, fmt.Sprintf("%s-%d-%d", prefix, stamp, j), "")
+		if err != nil {
+			return err
+		}
+		for i := 1; i < len(evs); i++ {
+			if i-1 >= len(names) {
+				names = append(names, evs[i].Type().String())
+				gaps = append(gaps, nil)
+			}
+			gaps[i-1] = append(gaps[i-1], evs[i].Time.Sub(evs[i-1].Time))
+		}
+	}
+	fmt.Fprintf(out, "breakdown   median time before each event of the sequential workflows:\n")
+	for i, name := range names {
+		fmt.Fprintf(out, "            %-28s %8s\n", name, pct(gaps[i], 50).Round(time.Microsecond))
+	}
+	return nil
 }

@@ -52,13 +52,20 @@ func TestConformanceLocal(t *testing.T) {
 	})
 }
 
-// TestConformanceHTTP runs the same suite over HTTP: client.Dial against
-// the engine served by engine/httpapi, with bearer-token auth.
+// TestConformanceHTTP runs the same suite over the network: client.Dial
+// against the engine served by engine/httpapi, with bearer-token auth, on
+// the multiplexed session (the default) and with a plain HTTP request per
+// call.
 func TestConformanceHTTP(t *testing.T) {
+	t.Run("session", func(t *testing.T) { conformanceRemote(t, false) })
+	t.Run("plain", func(t *testing.T) { conformanceRemote(t, true) })
+}
+
+func conformanceRemote(t *testing.T, plain bool) {
 	clienttest.Run(t, func(t *testing.T) clienttest.Env {
 		eng := openEngine(t)
 		srv := httptest.NewServer(httpapi.NewHandler(eng, httpapi.Options{Token: testToken}))
-		c, err := client.Dial(srv.URL, client.Options{}, client.DialOptions{Token: testToken})
+		c, err := client.Dial(srv.URL, client.Options{}, client.DialOptions{Token: testToken, PlainHTTP: plain})
 		if err != nil {
 			t.Fatal(err)
 		}

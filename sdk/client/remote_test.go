@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cairnflow/cairn/engine/api"
@@ -26,7 +27,7 @@ func TestDialAddressForms(t *testing.T) {
 	defer srv.Close()
 	hostPort := strings.TrimPrefix(srv.URL, "http://")
 	for _, addr := range []string{srv.URL, srv.URL + "/", hostPort} {
-		c, err := client.Dial(addr, client.Options{}, client.DialOptions{Token: "tok"})
+		c, err := client.Dial(addr, client.Options{}, client.DialOptions{Token: "tok", PlainHTTP: true})
 		if err != nil {
 			t.Fatalf("Dial(%q): %v", addr, err)
 		}
@@ -89,5 +90,35 @@ func TestRemoteTransportErrors(t *testing.T) {
 		}
 		_ = c.Close()
 		srv.Close()
+	}
+}
+
+// TestDialFallsBackToPlainHTTP: a server that does not serve sessions (it
+// answers the upgrade with 404) gets one HTTP request per call.
+func TestDialFallsBackToPlainHTTP(t *testing.T) {
+	var upgrades, calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == api.HTTPPrefix+"DescribeWorkflow" {
+			calls.Add(1)
+			w.Header().Set("Content-Type", api.ContentMsgpack)
+			_, _ = w.Write([]byte{0x80})
+			return
+		}
+		upgrades.Add(1)
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+	c, err := client.Dial(srv.URL, client.Options{}, client.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := 0; i < 3; i++ {
+		if _, err := c.DescribeWorkflow(context.Background(), "w", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if upgrades.Load() != 1 || calls.Load() != 3 {
+		t.Fatalf("%d upgrade attempts and %d plain calls, want 1 and 3", upgrades.Load(), calls.Load())
 	}
 }

@@ -1,0 +1,267 @@
+package httpapi
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/internal/wire"
+)
+
+// sessions tracks the open sessions so that Shutdown can end them:
+// http.Server.Shutdown does not know hijacked connections.
+type sessions struct {
+	mu      sync.Mutex
+	closing bool
+	open    map[*session]struct{}
+	wg      sync.WaitGroup
+}
+
+// session serves the calls of one upgraded connection.
+type session struct {
+	h      *Handler
+	conn   net.Conn
+	w      *wire.Writer
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu    sync.Mutex
+	calls map[uint32]context.CancelFunc
+	wg    sync.WaitGroup
+}
+
+// serveSession upgrades the request to the session protocol (see package
+// internal/wire) and serves its calls until the connection ends.
+func (h *Handler) serveSession(w http.ResponseWriter, r *http.Request) {
+	if !headerHas(r.Header, "Connection", "upgrade") || !strings.EqualFold(r.Header.Get("Upgrade"), wire.Protocol) {
+		w.Header().Set("Upgrade", wire.Protocol)
+		writeError(w, http.StatusUpgradeRequired, api.CodeInvalidArgument,
+			fmt.Sprintf("this route upgrades to the %s protocol (Connection: Upgrade, Upgrade: %s)", wire.Protocol, wire.Protocol))
+		return
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, api.CodeInternal, "connection cannot be upgraded")
+		return
+	}
+	if !h.sess.add(nil) {
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "server is shutting down")
+		return
+	}
+	defer h.sess.wg.Done()
+	conn, rw, err := hj.Hijack()
+	if err != nil {
+		h.log.Warn().Err(err).Msg("session upgrade failed")
+		return
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Time{}) // the server's read/write timeouts are for plain requests
+	if _, err := io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+wire.Protocol+"\r\n\r\n"); err != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	s := &session{h: h, conn: conn, w: wire.NewWriter(conn), ctx: ctx, cancel: cancel, calls: make(map[uint32]context.CancelFunc)}
+	if !h.sess.add(s) {
+		cancel()
+		return
+	}
+	defer h.sess.remove(s)
+	s.serve(rw.Reader)
+}
+
+// headerHas reports whether a comma-separated header lists token.
+func headerHas(hd http.Header, name, token string) bool {
+	for _, v := range hd.Values(name) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// serve reads frames until the connection ends, then waits for the calls
+// it started. A connection that ends abruptly cancels its calls (their
+// client is gone); one ended by Shutdown lets them finish and answer.
+func (s *session) serve(br *bufio.Reader) {
+	defer s.cancel()
+	rd := wire.NewReader(br, s.h.opts.MaxBodyBytes)
+	for {
+		f, err := rd.Read()
+		var tooBig *wire.TooLargeError
+		switch {
+		case errors.As(err, &tooBig):
+			if tooBig.Kind == wire.KindCall {
+				s.reply(tooBig.ID, "", nil, api.Errorf(api.ErrLimitExceeded, "request body exceeds %d bytes", tooBig.Limit))
+			}
+			continue
+		case err != nil:
+			s.end(err)
+			return
+		}
+		switch f.Kind {
+		case wire.KindCall:
+			if err := s.start(f); err != nil {
+				s.end(err)
+				return
+			}
+		case wire.KindCancel:
+			s.mu.Lock()
+			if c, ok := s.calls[f.ID]; ok {
+				c()
+			}
+			s.mu.Unlock()
+		default:
+			s.end(fmt.Errorf("%w: a client sent a frame of kind %d", wire.ErrProtocol, f.Kind))
+			return
+		}
+	}
+}
+
+// end handles the end of the read side: on shutdown the calls in flight
+// finish and answer; otherwise they are canceled.
+func (s *session) end(err error) {
+	if s.h.sess.isClosing() {
+		s.wg.Wait()
+		return
+	}
+	if errors.Is(err, wire.ErrProtocol) {
+		s.h.log.Warn().Err(err).Str("remote", s.conn.RemoteAddr().String()).Msg("session closed")
+	}
+	s.cancel()
+	s.wg.Wait()
+}
+
+// start runs one call in its own goroutine (long polls block).
+func (s *session) start(f wire.Frame) error {
+	ep, ok := routes[f.Method]
+	if !ok {
+		return s.reply(f.ID, f.Method, nil, api.Errorf(api.ErrNotFound, "no API method %q", f.Method))
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	if !ep.long {
+		ctx, cancel = context.WithTimeout(s.ctx, s.h.opts.RequestTimeout)
+	}
+	s.mu.Lock()
+	if _, dup := s.calls[f.ID]; dup {
+		s.mu.Unlock()
+		cancel()
+		return fmt.Errorf("%w: call id %d is already in flight", wire.ErrProtocol, f.ID)
+	}
+	s.calls[f.ID] = cancel
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer func() {
+			s.mu.Lock()
+			delete(s.calls, f.ID)
+			s.mu.Unlock()
+			cancel()
+		}()
+		start := time.Now()
+		resp, err := ep.call(ctx, s.h.svc, func(v any) error { return decodeBody(ContentMsgpack, f.Body, v) })
+		s.h.metrics.observe(f.Method, api.ErrorCode(err), time.Since(start))
+		_ = s.reply(f.ID, f.Method, resp, err)
+	}()
+	return nil
+}
+
+// reply answers call id with resp or err. A failed write ends the
+// connection (the reader then sees it closed).
+func (s *session) reply(id uint32, method string, resp any, err error) error {
+	var werr error
+	if err == nil {
+		b, merr := msgpack.Marshal(resp)
+		if merr != nil {
+			err = fmt.Errorf("%w: encode response: %w", api.ErrInternal, merr)
+		} else {
+			werr = s.w.Send(wire.KindReply, id, "", b)
+		}
+	}
+	if err != nil {
+		_, body := s.h.errorBody(method, err)
+		b, _ := json.Marshal(body)
+		werr = s.w.Send(wire.KindFail, id, "", b)
+	}
+	if werr != nil {
+		_ = s.conn.Close()
+	}
+	return nil
+}
+
+// add registers a session (nil: only counts a connection being upgraded);
+// false once Shutdown began.
+func (ss *sessions) add(s *session) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.closing {
+		return false
+	}
+	if s == nil {
+		ss.wg.Add(1)
+		return true
+	}
+	if ss.open == nil {
+		ss.open = make(map[*session]struct{})
+	}
+	ss.open[s] = struct{}{}
+	return true
+}
+
+func (ss *sessions) remove(s *session) {
+	ss.mu.Lock()
+	delete(ss.open, s)
+	ss.mu.Unlock()
+}
+
+func (ss *sessions) isClosing() bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.closing
+}
+
+// Shutdown ends the sessions: it stops reading new calls, lets the calls
+// in flight finish and answer (close the engine first so that long polls
+// return at once), then closes the connections. When ctx ends first, the
+// connections are closed at once. Call it alongside http.Server.Shutdown,
+// which does not know upgraded connections.
+func (h *Handler) Shutdown(ctx context.Context) error {
+	ss := &h.sess
+	ss.mu.Lock()
+	ss.closing = true
+	for s := range ss.open {
+		_ = s.conn.SetReadDeadline(time.Now()) // the reader stops; calls go on
+	}
+	ss.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		ss.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		ss.mu.Lock()
+		for s := range ss.open {
+			s.cancel()
+			_ = s.conn.Close()
+		}
+		ss.mu.Unlock()
+		<-done
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,323 @@
+package httpapi
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/internal/wire"
+	"github.com/cairnflow/cairn/sdk/client"
+)
+
+// gatedService blocks DescribeWorkflow until release is closed or the
+// call's context ends, reporting which on ended.
+type gatedService struct {
+	*stubService
+	entered chan struct{}
+	release chan struct{}
+	ended   chan error
+}
+
+func newGatedService() *gatedService {
+	return &gatedService{stubService: &stubService{}, entered: make(chan struct{}, 16),
+		release: make(chan struct{}), ended: make(chan error, 16)}
+}
+
+func (g *gatedService) DescribeWorkflow(ctx context.Context, req *api.DescribeWorkflowRequest) (*api.DescribeWorkflowResponse, error) {
+	g.entered <- struct{}{}
+	select {
+	case <-g.release:
+		g.ended <- nil
+		return &api.DescribeWorkflowResponse{}, nil
+	case <-ctx.Done():
+		g.ended <- ctx.Err()
+		return nil, ctx.Err()
+	}
+}
+
+// sessionServer serves h and counts the connections upgraded to sessions.
+func sessionServer(t *testing.T, h http.Handler) (addr string, hijacked func() []net.Conn) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	srv.Config.ConnState = func(c net.Conn, st http.ConnState) {
+		if st == http.StateHijacked {
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}
+	srv.Start()
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return srv.URL, func() []net.Conn {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]net.Conn(nil), conns...)
+	}
+}
+
+func remote(t *testing.T, addr string) *client.RemoteService {
+	t.Helper()
+	rs, err := client.NewRemoteService(addr, client.DialOptions{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rs.Close() })
+	return rs
+}
+
+// describeAsync calls DescribeWorkflow in the background.
+func describeAsync(ctx context.Context, rs *client.RemoteService) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := rs.DescribeWorkflow(ctx, &api.DescribeWorkflowRequest{WorkflowID: "w"})
+		done <- err
+	}()
+	return done
+}
+
+// blockedCall serves a gatedService and returns with one DescribeWorkflow
+// call blocked in it.
+func blockedCall(t *testing.T) (*gatedService, *Handler, *client.RemoteService, func() []net.Conn, <-chan error) {
+	t.Helper()
+	svc := newGatedService()
+	h := NewHandler(svc, Options{Token: token})
+	addr, hijacked := sessionServer(t, h)
+	rs := remote(t, addr)
+	done := describeAsync(context.Background(), rs)
+	<-svc.entered
+	return svc, h, rs, hijacked, done
+}
+
+// TestSessionCarriesConcurrentCalls: many goroutines share one session;
+// every call gets its own answer and typed errors keep their type.
+func TestSessionCarriesConcurrentCalls(t *testing.T) {
+	stub := &stubService{}
+	addr, hijacked := sessionServer(t, NewHandler(stub, Options{Token: token}))
+	rs := remote(t, addr)
+	var (
+		wg   sync.WaitGroup
+		fail atomic.Value
+	)
+	for g := 0; g < 32; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 25; i++ {
+				if _, err := rs.DescribeWorkflow(context.Background(), &api.DescribeWorkflowRequest{WorkflowID: fmt.Sprint(g, "-", i)}); err != nil {
+					fail.Store(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := fail.Load().(error); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(stub.calls); n != 32*25 {
+		t.Fatalf("%d calls served, want %d", n, 32*25)
+	}
+	if n := len(hijacked()); n != 1 {
+		t.Fatalf("%d sessions opened, want 1", n)
+	}
+	stub.setErr(api.Errorf(api.ErrNotFound, "no such workflow"))
+	_, err := rs.DescribeWorkflow(context.Background(), &api.DescribeWorkflowRequest{WorkflowID: "x"})
+	if !errors.Is(err, api.ErrNotFound) || !strings.Contains(err.Error(), "no such workflow") {
+		t.Fatalf("error over the session: %v, want ErrNotFound with its message", err)
+	}
+}
+
+// TestSessionCancelReachesServer: a call the client stops waiting for is
+// canceled on the server (a long poll must not keep a task for a poller
+// that left).
+func TestSessionCancelReachesServer(t *testing.T) {
+	svc := newGatedService()
+	addr, _ := sessionServer(t, NewHandler(svc, Options{Token: token}))
+	rs := remote(t, addr)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := describeAsync(ctx, rs)
+	<-svc.entered
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("client: %v, want context.Canceled", err)
+	}
+	if err := <-svc.ended; !errors.Is(err, context.Canceled) {
+		t.Fatalf("server side of the call ended with %v, want context.Canceled", err)
+	}
+}
+
+// TestSessionOversizedCall: a call over the body limit gets a typed limit
+// error and the session goes on serving.
+func TestSessionOversizedCall(t *testing.T) {
+	stub := &stubService{}
+	addr, hijacked := sessionServer(t, NewHandler(stub, Options{Token: token, MaxBodyBytes: 1024}))
+	rs := remote(t, addr)
+	big := &api.StartWorkflowRequest{WorkflowID: "w", Input: history.Payload{Encoding: "binary/plain", Data: make([]byte, 4096)}}
+	_, err := rs.StartWorkflow(context.Background(), big)
+	if !errors.Is(err, api.ErrLimitExceeded) || !strings.Contains(err.Error(), "1024 bytes") {
+		t.Fatalf("oversized call: %v, want ErrLimitExceeded naming the limit", err)
+	}
+	if _, err := rs.DescribeWorkflow(context.Background(), &api.DescribeWorkflowRequest{WorkflowID: "w"}); err != nil {
+		t.Fatalf("call after the oversized one: %v", err)
+	}
+	if n := len(hijacked()); n != 1 {
+		t.Fatalf("%d sessions opened, want the first one to keep serving", n)
+	}
+	if m, _ := stub.lastCall(); m != "DescribeWorkflow" || len(stub.calls) != 1 {
+		t.Fatalf("calls served %v: the oversized one must not run", stub.calls)
+	}
+}
+
+// rawSession upgrades a plain TCP connection, as a client that speaks the
+// protocol by hand would.
+func rawSession(t *testing.T, addr string, hdr string) (net.Conn, *bufio.Reader, *http.Response) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(addr, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	_ = conn.SetDeadline(time.Now().Add(time.Minute))
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\n%s\r\n", wire.SessionPath, hdr)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn, br, resp
+}
+
+// TestSessionProtocolViolation: a frame of an unknown kind closes that
+// connection; the server goes on serving others.
+func TestSessionProtocolViolation(t *testing.T) {
+	stub := &stubService{}
+	addr, _ := sessionServer(t, NewHandler(stub, Options{Token: token}))
+	conn, br, resp := rawSession(t, addr, "Connection: Upgrade\r\nUpgrade: "+wire.Protocol+"\r\nAuthorization: Bearer "+token+"\r\n")
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %s", resp.Status)
+	}
+	frame := binary.BigEndian.AppendUint32(nil, 5)
+	frame = append(frame, 9, 0, 0, 0, 1) // kind 9, id 1
+	if _, err := conn.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := br.Read(make([]byte, 1)); err == nil {
+		t.Fatalf("server answered %d bytes to a bad frame instead of closing", n)
+	}
+	if _, err := remote(t, addr).DescribeWorkflow(context.Background(), &api.DescribeWorkflowRequest{WorkflowID: "w"}); err != nil {
+		t.Fatalf("server stopped serving after a bad session: %v", err)
+	}
+}
+
+// TestSessionUpgradeRefusals: the session route needs the token and an
+// Upgrade.
+func TestSessionUpgradeRefusals(t *testing.T) {
+	addr, _ := sessionServer(t, NewHandler(&stubService{}, Options{Token: token}))
+	for _, tc := range []struct {
+		name, hdr string
+		want      int
+		code      api.Code
+	}{
+		{"no token", "Connection: Upgrade\r\nUpgrade: " + wire.Protocol + "\r\n", 401, api.CodeUnauthenticated},
+		{"wrong token", "Connection: Upgrade\r\nUpgrade: " + wire.Protocol + "\r\nAuthorization: Bearer nope\r\n", 401, api.CodeUnauthenticated},
+		{"no upgrade", "Authorization: Bearer " + token + "\r\n", 426, api.CodeInvalidArgument},
+		{"other protocol", "Connection: Upgrade\r\nUpgrade: websocket\r\nAuthorization: Bearer " + token + "\r\n", 426, api.CodeInvalidArgument},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, resp := rawSession(t, addr, tc.hdr)
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.want || !strings.Contains(string(body), string(tc.code)) {
+				t.Fatalf("%s: %s %s, want %d %s", tc.name, resp.Status, body, tc.want, tc.code)
+			}
+		})
+	}
+}
+
+// TestSessionShutdownAnswersCallsInFlight: Shutdown lets a call in flight
+// finish and answer, then closes the session; later calls are refused.
+func TestSessionShutdownAnswersCallsInFlight(t *testing.T) {
+	svc, h, rs, _, done := blockedCall(t)
+	shut := make(chan error, 1)
+	go func() { shut <- h.Shutdown(context.Background()) }()
+	for !h.sess.isClosing() {
+		runtime.Gosched()
+	}
+	close(svc.release)
+	if err := <-done; err != nil {
+		t.Fatalf("call in flight during shutdown: %v, want its answer", err)
+	}
+	if err := <-shut; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	_, err := rs.DescribeWorkflow(context.Background(), &api.DescribeWorkflowRequest{WorkflowID: "w"})
+	if !errors.Is(err, api.ErrUnavailable) {
+		t.Fatalf("call after shutdown: %v, want ErrUnavailable", err)
+	}
+}
+
+// TestSessionShutdownDeadline: when Shutdown's context ends first, the
+// calls are canceled and their clients learn the server is unavailable.
+func TestSessionShutdownDeadline(t *testing.T) {
+	svc, h, _, _, done := blockedCall(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := h.Shutdown(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Shutdown: %v, want context.Canceled", err)
+	}
+	if err := <-svc.ended; !errors.Is(err, context.Canceled) {
+		t.Fatalf("server side of the call: %v, want canceled", err)
+	}
+	if err := <-done; !errors.Is(err, api.ErrUnavailable) {
+		t.Fatalf("client: %v, want ErrUnavailable", err)
+	}
+}
+
+// TestSessionBrokenConnection: calls in flight on a connection that breaks
+// fail with ErrUnavailable (workers retry them); the next call opens a new
+// session.
+func TestSessionBrokenConnection(t *testing.T) {
+	svc, _, rs, hijacked, done := blockedCall(t)
+	for _, c := range hijacked() {
+		_ = c.Close()
+	}
+	if err := <-done; !errors.Is(err, api.ErrUnavailable) {
+		t.Fatalf("call on a broken session: %v, want ErrUnavailable", err)
+	}
+	if err := <-svc.ended; !errors.Is(err, context.Canceled) {
+		t.Fatalf("server side of the call: %v, want canceled with its connection", err)
+	}
+	close(svc.release)
+	if _, err := rs.DescribeWorkflow(context.Background(), &api.DescribeWorkflowRequest{WorkflowID: "w"}); err != nil {
+		t.Fatalf("call after reconnecting: %v", err)
+	}
+	if n := len(hijacked()); n != 2 {
+		t.Fatalf("%d sessions, want a second one", n)
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"hash/fnv"
 	"sort"
 	"sync"
@@ -103,6 +104,9 @@ const lockStripes = 4096
 // it is tried again.
 const retryDelay = time.Second
 
+// recentClosedRuns is how many closed runs' states Engine.recent keeps.
+const recentClosedRuns = 4096
+
 // Engine implements api.Service over a history.Store.
 type Engine struct {
 	opts  Options
@@ -115,6 +119,11 @@ type Engine struct {
 
 	mu   sync.RWMutex
 	open map[string]*runEntry // open run per workflow id
+	// recent holds the state of the last closed run of recently closed
+	// workflow ids (a closed run's state never changes again), so that
+	// GetResult and Describe right after a run closes do not read it back
+	// from the store.
+	recent *lru.Cache[string, *RunState]
 
 	wftQ   *matching.Queues[wftItem]
 	actQ   *matching.Queues[actItem]
@@ -191,6 +200,7 @@ func Open(opts Options) (*Engine, error) {
 		stop:    make(chan struct{}),
 	}
 	e.firingCond = sync.NewCond(&e.firingMu)
+	e.recent, _ = lru.New[string, *RunState](recentClosedRuns) // cannot fail: the size is positive
 	e.m = &Machine{Limits: opts.Limits, Defaults: opts.Defaults, NewRunID: opts.NewRunID}
 	e.timers = timerq.New(e.clk, e.onTimer)
 	if err := e.recover(context.Background()); err != nil {
@@ -301,6 +311,10 @@ func (e *Engine) parentOf(workflowID string) *ParentRef {
 func (e *Engine) loadState(ctx context.Context, workflowID, runID string) (*RunState, *runEntry, error) {
 	if r := e.openRun(workflowID); r != nil && (runID == "" || runID == r.ref.RunID) {
 		return r.state, r, nil
+	} else if r == nil {
+		if st, ok := e.recent.Get(workflowID); ok && (runID == "" || runID == st.RunID) {
+			return st, nil, nil
+		}
 	}
 	if runID == "" {
 		cur, err := e.store.Get(ctx, history.SpaceCurrentRun, curKey(workflowID))

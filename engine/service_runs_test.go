@@ -507,3 +507,43 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// TestRecentClosedRunsStayExact: results of closed runs are answered from
+// memory (Engine.recent); a later run of the same id, or a reopened
+// engine, must still get exact answers for each run.
+func TestRecentClosedRunsStayExact(t *testing.T) {
+	h := newHarness(t)
+	result := func(runID string) *api.GetResultResponse {
+		t.Helper()
+		r, err := h.eng.GetResult(h.ctx(), &api.GetResultRequest{WorkflowID: "wf", RunID: runID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	first := h.start("wf", "W")
+	h.complete(h.pollWFT("q"), completeWF(`1`))
+	if r := result(""); r.RunID != first || !r.Closed || string(r.Result.Data) != `1` {
+		t.Fatalf("first run: %+v", r)
+	}
+	second, err := h.eng.StartWorkflow(h.ctx(), &api.StartWorkflowRequest{WorkflowID: "wf", WorkflowType: "W", TaskQueue: "q", ReusePolicy: api.AllowDuplicate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := result(""); r.RunID != second.RunID || r.Closed {
+		t.Fatalf("current run after a second start: %+v, want the open run %s", r, second.RunID)
+	}
+	if r := result(first); r.RunID != first || string(r.Result.Data) != `1` {
+		t.Fatalf("first run by id: %+v", r)
+	}
+	h.complete(h.pollWFT("q"), completeWF(`2`))
+	for _, tc := range []struct{ run, want string }{{"", `2`}, {second.RunID, `2`}, {first, `1`}} {
+		if r := result(tc.run); !r.Closed || string(r.Result.Data) != tc.want {
+			t.Fatalf("run %q: %+v, want result %s", tc.run, r, tc.want)
+		}
+	}
+	h.reopen()
+	if r := result(""); r.RunID != second.RunID || string(r.Result.Data) != `2` {
+		t.Fatalf("after reopen: %+v", r)
+	}
+}

@@ -229,6 +229,9 @@ func (e *Engine) installRun(tr *txnRun) {
 			delete(e.open, st.WorkflowID)
 		}
 		e.mu.Unlock()
+		if !st.Status.Open() {
+			e.recent.Add(st.WorkflowID, st)
+		}
 	}
 	entry.tail.extend(tr.first, tr.events)
 	close(entry.changed)

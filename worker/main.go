@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cairnflow/cairn/activities"
+	"github.com/cairnflow/cairn/internal/gctune"
 	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/sdk/client"
 )
@@ -111,6 +112,7 @@ func runCommand(register func(Registrar) error, opts MainOptions) *cobra.Command
 				return usageError{fmt.Errorf("invalid argument --log-level %q", level)}
 			}
 			log := zerolog.New(cmd.ErrOrStderr()).Level(lvl).With().Timestamp().Logger()
+			gctune.ForServer()
 			c, err := client.Dial(address, client.Options{}, client.DialOptions{Token: token})
 			if err != nil {
 				return err

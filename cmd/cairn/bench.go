@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cairnflow/cairn/internal/bench"
+	"github.com/cairnflow/cairn/internal/gctune"
 	"github.com/cairnflow/cairn/sdk/client"
 	"github.com/cairnflow/cairn/worker"
 )
@@ -21,6 +22,7 @@ func benchCommand(g *globals) *cobra.Command {
 		Short: "Measure one-activity workflows through the HTTP server with worker processes, on fsynced storage",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			gctune.ForServer() // this process is the server
 			exe, err := os.Executable()
 			if err != nil {
 				return err
@@ -62,6 +64,7 @@ func benchWorkerCommand() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			gctune.ForServer()
 			if p := os.Getenv("CAIRN_BENCH_WORKER_CPUPROFILE"); p != "" {
 				f, err := os.Create(p)
 				if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/cairnflow/cairn/engine/httpapi"
 	"github.com/cairnflow/cairn/engine/metrics"
 	"github.com/cairnflow/cairn/history/badgerstore"
+	"github.com/cairnflow/cairn/internal/gctune"
 )
 
 type serverFlags struct {
@@ -36,7 +37,10 @@ workers in other processes (and on other machines) talk to this server.
 A bearer token (--token-file or CAIRN_TOKEN) is required whenever --listen is
 not a loopback address: the server refuses to start open to the network.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return serve(cmd.Context(), g, f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			gctune.ForServer()
+			return serve(cmd.Context(), g, f)
+		},
 	}
 	cmd.Flags().StringVar(&f.data, "data", "./cairn-data", "data directory")
 	cmd.Flags().StringVar(&f.listen, "listen", "127.0.0.1:7233", "listen address")

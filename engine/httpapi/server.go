@@ -68,6 +68,7 @@ type Handler struct {
 	mux     *http.ServeMux
 	metrics *httpMetrics
 	sess    sessions
+	runners *runners
 }
 
 // NewHandler returns the HTTP handler for svc.
@@ -86,7 +87,7 @@ func NewHandler(svc api.Service, opts Options) *Handler {
 		opts.Registry = prometheus.NewRegistry()
 		opts.Registry.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{})) // a fresh registry: cannot clash
 	}
-	h := &Handler{svc: svc, opts: opts, log: *opts.Logger, mux: http.NewServeMux(), metrics: newHTTPMetrics(opts.Registry)}
+	h := &Handler{svc: svc, opts: opts, log: *opts.Logger, mux: http.NewServeMux(), metrics: newHTTPMetrics(opts.Registry), runners: newRunners()}
 	for _, c := range opts.Collectors {
 		if err := opts.Registry.Register(c); err != nil {
 			h.log.Warn().Err(err).Msg("metrics collector not registered")

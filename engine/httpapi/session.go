@@ -163,7 +163,7 @@ func (s *session) start(f wire.Frame) error {
 	s.calls[f.ID] = cancel
 	s.mu.Unlock()
 	s.wg.Add(1)
-	go func() {
+	s.h.runners.run(func() {
 		defer s.wg.Done()
 		defer func() {
 			s.mu.Lock()
@@ -175,7 +175,7 @@ func (s *session) start(f wire.Frame) error {
 		resp, err := ep.call(ctx, s.h.svc, func(v any) error { return decodeBody(ContentMsgpack, f.Body, v) })
 		s.h.metrics.observe(f.Method, api.ErrorCode(err), time.Since(start))
 		_ = s.reply(f.ID, f.Method, resp, err)
-	}()
+	})
 	return nil
 }
 

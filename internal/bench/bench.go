@@ -13,6 +13,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -59,12 +61,17 @@ type Options struct {
 
 // Result is what Run measured.
 type Result struct {
-	Throughput      float64 // workflows per second
-	ThroughputP50   time.Duration
-	ThroughputP99   time.Duration
-	LatencyP50      time.Duration
-	LatencyP99      time.Duration
-	Commits         int64
+	Throughput    float64 // workflows per second
+	ThroughputP50 time.Duration
+	ThroughputP99 time.Duration
+	LatencyP50    time.Duration
+	LatencyP99    time.Duration
+	Commits       int64
+	// CPUServer and CPUWorkers are CPU time (user+system) per workflow in
+	// the throughput phase: the server process (with the load generator)
+	// and the worker processes (zero where /proc is missing).
+	CPUServer       time.Duration
+	CPUWorkers      time.Duration
 	WorkflowsPerRun int
 }
 
@@ -99,6 +106,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 	addr := "http://" + ln.Addr().String()
+	var pids []int
 	for i := 0; i < opts.Workers; i++ {
 		cmd := opts.WorkerCommand("--address", addr)
 		cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
@@ -106,6 +114,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			return nil, err
 		}
 		defer stopWorker(cmd)
+		pids = append(pids, cmd.Process.Pid)
 	}
 	c, err := client.Dial(addr, client.Options{}, client.DialOptions{})
 	if err != nil {
@@ -130,6 +139,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		}
 	}
 	before := eng.Stats().Commits
+	cpuServer, cpuWorkers := processCPU(os.Getpid()), workersCPU(pids)
 	start := time.Now()
 	thr, err := loops(ctx, c, "thr", opts.Concurrency, opts.Workflows)
 	if err != nil {
@@ -139,9 +149,15 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	res.Throughput = float64(opts.Workflows) / elapsed.Seconds()
 	res.ThroughputP50, res.ThroughputP99 = pct(thr, 50), pct(thr, 99)
 	res.Commits = eng.Stats().Commits - before
+	res.CPUServer = (processCPU(os.Getpid()) - cpuServer) / time.Duration(opts.Workflows)
+	res.CPUWorkers = (workersCPU(pids) - cpuWorkers) / time.Duration(opts.Workflows)
 	fmt.Fprintf(opts.Out, "throughput  %d workflows, %d at a time, %d worker process(es): %.0f workflows/s (start→result p50 %s, p99 %s; %.1f engine transactions per workflow)\n",
 		opts.Workflows, opts.Concurrency, opts.Workers, res.Throughput, res.ThroughputP50.Round(10*time.Microsecond),
 		res.ThroughputP99.Round(10*time.Microsecond), float64(res.Commits)/float64(opts.Workflows))
+	if res.CPUServer > 0 {
+		fmt.Fprintf(opts.Out, "cpu         per workflow: %s in the server and load generator, %s in the worker process(es)\n",
+			res.CPUServer.Round(time.Microsecond), res.CPUWorkers.Round(time.Microsecond))
+	}
 	return res, nil
 }
 
@@ -242,3 +258,39 @@ func breakdown(ctx context.Context, out io.Writer, c client.Client, prefix strin
 	}
 	return nil
 }
+
+func workersCPU(pids []int) time.Duration {
+	var sum time.Duration
+	for _, p := range pids {
+		sum += processCPU(p)
+	}
+	return sum
+}
+
+// processCPU reads a process's user+system CPU time from /proc (zero when
+// it cannot).
+func processCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command (which may hold spaces) start after ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat times (100 on
+// Linux everywhere Go runs).
+const clockTicks = 100

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 )
 
@@ -187,6 +188,12 @@ func (w *Writer) Send(kind Kind, id uint32, method string, body []byte) error {
 		w.mu.Unlock()
 		return nil
 	}
+	w.flushing = true
+	w.mu.Unlock()
+	// Let the goroutines already runnable queue their frames first: under
+	// load they share this write; when idle this returns at once.
+	runtime.Gosched()
+	w.mu.Lock()
 	return w.flushLocked()
 }
 

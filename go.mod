@@ -37,3 +37,5 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+replace github.com/dgraph-io/badger/v4 => ./third_party/badger

@@ -30,7 +30,7 @@ type actToken struct {
 }
 
 func encodeToken(v any) []byte {
-	b, _ := msgpack.Marshal(v) // plain structs of strings and ints cannot fail
+	b, _ := api.MarshalMsgpack(v) // plain structs of strings and ints cannot fail
 	return b
 }
 

@@ -35,7 +35,7 @@ func indexOpenKey(r history.RunRef) []byte {
 var bootKey = history.Key().Str("boot").Bytes()
 
 func encodeState(st *RunState) ([]byte, error) {
-	b, err := msgpack.Marshal(st)
+	b, err := api.MarshalMsgpack(st)
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode run state: %w", api.ErrInternal, err)
 	}
@@ -65,7 +65,7 @@ type LedgerEntry struct {
 }
 
 func encodeLedger(le *LedgerEntry) ([]byte, error) {
-	b, err := msgpack.Marshal(le)
+	b, err := api.MarshalMsgpack(le)
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode ledger entry: %w", api.ErrInternal, err)
 	}
@@ -126,7 +126,7 @@ func (x *txn) ledger(tr *txnRun, changes []LedgerChange, now time.Time) error {
 		if c.Key == "" {
 			continue
 		}
-		b, err := msgpack.Marshal(&LedgerEntry{State: c.State, RunID: tr.st.RunID, ScheduledEventID: c.ScheduledEventID,
+		b, err := api.MarshalMsgpack(&LedgerEntry{State: c.State, RunID: tr.st.RunID, ScheduledEventID: c.ScheduledEventID,
 			ActivityType: c.ActivityType, Result: c.Result, Updated: now})
 		if err != nil {
 			return fmt.Errorf("%w: encode ledger entry: %w", api.ErrInternal, err)
@@ -178,7 +178,7 @@ func (x *txn) index(tr *txnRun) error {
 	if oldStatus == newStatus && !tr.created {
 		return nil
 	}
-	info, err := msgpack.Marshal(summary(st))
+	info, err := api.MarshalMsgpack(summary(st))
 	if err != nil {
 		return fmt.Errorf("%w: encode index entry: %w", api.ErrInternal, err)
 	}

@@ -223,7 +223,7 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, reqType string
 		err error
 	)
 	if out == ContentMsgpack {
-		b, err = msgpack.Marshal(resp)
+		b, err = api.MarshalMsgpack(resp)
 	} else {
 		b, err = json.Marshal(resp)
 	}

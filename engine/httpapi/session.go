@@ -13,8 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vmihailenco/msgpack/v5"
-
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/internal/wire"
 )
@@ -184,7 +182,7 @@ func (s *session) start(f wire.Frame) error {
 func (s *session) reply(id uint32, method string, resp any, err error) error {
 	var werr error
 	if err == nil {
-		b, merr := msgpack.Marshal(resp)
+		b, merr := api.MarshalMsgpack(resp)
 		if merr != nil {
 			err = fmt.Errorf("%w: encode response: %w", api.ErrInternal, merr)
 		} else {

@@ -121,7 +121,7 @@ func (r *RemoteService) roundTrip(ctx context.Context, method string, body []byt
 
 // call posts req to method and decodes the response into a new Resp.
 func call[Req, Resp any](ctx context.Context, r *RemoteService, method string, req *Req) (*Resp, error) {
-	body, err := msgpack.Marshal(req)
+	body, err := api.MarshalMsgpack(req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode %s request: %w", api.ErrInvalidArgument, method, err)
 	}

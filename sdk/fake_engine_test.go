@@ -314,12 +314,13 @@ func wantTypes(t testing.TB, cmds []api.Command, want ...api.CommandType) {
 	}
 }
 
-// settleGoroutines waits, without sleeping, until the goroutine count is
-// back to at most n and no workflow coroutine's goroutine is left.
+// settleGoroutines waits, without sleeping, until the goroutine count
+// (not counting the coroutine pool's idle goroutines) is back to at most n
+// and no workflow coroutine's goroutine is left.
 func settleGoroutines(t testing.TB, n int) {
 	t.Helper()
 	for i := 0; i < 100_000; i++ {
-		if runtime.NumGoroutine() <= n && coroutineGoroutines() == 0 {
+		if runtime.NumGoroutine()-coroutines.Idle() <= n && coroutineGoroutines() == 0 {
 			return
 		}
 		runtime.Gosched()

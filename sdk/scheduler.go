@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/cairnflow/cairn/internal/runpool"
 )
 
 // The deterministic cooperative scheduler.
@@ -53,6 +55,11 @@ type coroutine struct {
 	abandoned atomic.Bool
 }
 
+// coroutines runs coroutines on goroutines that outlive one (a workflow's
+// code goes deep into the SDK and converters on its first steps; a fresh
+// goroutine would grow its stack every time).
+var coroutines = runpool.New(256)
+
 // spawn creates a coroutine; it first runs at the scheduler's next pass.
 func (e *Execution) spawn(name string, fn func()) *coroutine {
 	c := &coroutine{e: e, name: name, resume: make(chan struct{}), out: make(chan coMsg, 1)}
@@ -63,7 +70,7 @@ func (e *Execution) spawn(name string, fn func()) *coroutine {
 	e.corosMu.Lock()
 	e.coros = append(e.coros, c)
 	e.corosMu.Unlock()
-	go c.main(fn)
+	coroutines.Go(func() { c.main(fn) })
 	return c
 }
 

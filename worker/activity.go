@@ -43,11 +43,12 @@ func (w *Worker) pollActivityTasks(pollCtx, runCtx context.Context, inflight *sy
 		}
 		failures = 0
 		inflight.Add(1)
-		go func(task *api.ActivityTask) {
+		task := resp.Task
+		w.tasks.Go(func() {
 			defer inflight.Done()
 			defer func() { <-w.actSlots }()
 			w.runActivity(runCtx, task)
-		}(resp.Task)
+		})
 	}
 }
 

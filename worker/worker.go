@@ -27,6 +27,7 @@ import (
 
 	"github.com/cairnflow/cairn/activities"
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/internal/runpool"
 	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/sdk/client"
 )
@@ -158,6 +159,7 @@ type Worker struct {
 
 	wfSlots  chan struct{}
 	actSlots chan struct{}
+	tasks    *runpool.Pool // runs workflow tasks and activities
 	// Heartbeat loops: counted so that Run returns only once they are
 	// over; none starts after Run is done.
 	heartbeatMu  sync.Mutex
@@ -205,6 +207,7 @@ func New(c client.Client, opts Options) (*Worker, error) {
 		opts: opts, svc: c.Service(), reg: sdk.NewRegistry(), reconcilers: sdk.NewRegistry(),
 		log:      opts.Logger.With().Str("task_queue", opts.TaskQueue).Str("worker", opts.Identity).Logger(),
 		wfSlots:  make(chan struct{}, opts.MaxConcurrentWorkflowTasks),
+		tasks:    runpool.New(opts.MaxConcurrentWorkflowTasks + opts.ActivityPollers),
 		actSlots: make(chan struct{}, opts.MaxConcurrentActivities),
 	}
 	if !opts.DisableSticky {

@@ -39,11 +39,12 @@ func (w *Worker) pollWorkflowTasks(ctx context.Context, queue string, inflight *
 		}
 		failures = 0
 		inflight.Add(1)
-		go func(task *api.WorkflowTask) {
+		task := resp.Task
+		w.tasks.Go(func() {
 			defer inflight.Done()
 			defer func() { <-w.wfSlots }()
 			w.handleWorkflowTask(task)
-		}(resp.Task)
+		})
 	}
 }
 

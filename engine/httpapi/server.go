@@ -31,6 +31,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/internal/runpool"
 	"github.com/cairnflow/cairn/internal/wire"
 )
 
@@ -60,6 +61,9 @@ type Options struct {
 	RequestTimeout time.Duration
 }
 
+// maxIdleRunners bounds the goroutines kept waiting for session calls.
+const maxIdleRunners = 128
+
 // Handler serves the API, /healthz, /metrics and /debug/pprof.
 type Handler struct {
 	svc     api.Service
@@ -68,7 +72,7 @@ type Handler struct {
 	mux     *http.ServeMux
 	metrics *httpMetrics
 	sess    sessions
-	runners *runners
+	runners *runpool.Pool // runs session calls
 }
 
 // NewHandler returns the HTTP handler for svc.
@@ -87,7 +91,7 @@ func NewHandler(svc api.Service, opts Options) *Handler {
 		opts.Registry = prometheus.NewRegistry()
 		opts.Registry.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{})) // a fresh registry: cannot clash
 	}
-	h := &Handler{svc: svc, opts: opts, log: *opts.Logger, mux: http.NewServeMux(), metrics: newHTTPMetrics(opts.Registry), runners: newRunners()}
+	h := &Handler{svc: svc, opts: opts, log: *opts.Logger, mux: http.NewServeMux(), metrics: newHTTPMetrics(opts.Registry), runners: runpool.New(maxIdleRunners)}
 	for _, c := range opts.Collectors {
 		if err := opts.Registry.Register(c); err != nil {
 			h.log.Warn().Err(err).Msg("metrics collector not registered")

@@ -161,7 +161,7 @@ func (s *session) start(f wire.Frame) error {
 	s.calls[f.ID] = cancel
 	s.mu.Unlock()
 	s.wg.Add(1)
-	s.h.runners.run(func() {
+	s.h.runners.Go(func() {
 		defer s.wg.Done()
 		defer func() {
 			s.mu.Lock()

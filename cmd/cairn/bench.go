@@ -48,7 +48,7 @@ func benchCommand(g *globals) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.IntVar(&o.Workflows, "workflows", 5000, "workflows in the throughput phase")
-	f.IntVar(&o.Concurrency, "concurrency", 128, "start→result loops at once")
+	f.IntVar(&o.Concurrency, "concurrency", 256, "start→result loops at once")
 	f.IntVar(&o.LatencySamples, "latency-samples", 300, "sequential workflows in the latency phase")
 	f.IntVar(&o.Workers, "workers", 1, "worker processes")
 	f.BoolVar(&o.Breakdown, "breakdown", false, "print the median time before each event of the sequential workflows")

@@ -167,6 +167,10 @@ type wftItem struct {
 	ref   history.RunRef
 	seq   int64
 	query *pendingQuery
+	// task, when set, was made by the transaction that scheduled it, while
+	// that transaction was being made durable (see txn.handOff): the poller
+	// returns it as is.
+	task *api.WorkflowTask
 }
 
 type actItem struct {

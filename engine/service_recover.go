@@ -18,6 +18,7 @@ type Stats struct {
 	actDispatched atomic.Int64
 	actCompleted  atomic.Int64
 	timersFired   atomic.Int64
+	wftHandedOff  atomic.Int64
 }
 
 // StatsSnapshot is a copy of the counters.
@@ -29,6 +30,10 @@ type StatsSnapshot struct {
 	TimersFired        int64
 	OpenRuns           int
 	PendingTimers      int
+	// WorkflowTasksHandedOff counts the workflow tasks given to a waiting
+	// poller while the transaction that scheduled them was being made
+	// durable (included in WorkflowTasks).
+	WorkflowTasksHandedOff int64
 }
 
 // Stats returns the engine's counters.
@@ -39,7 +44,7 @@ func (e *Engine) Stats() StatsSnapshot {
 	return StatsSnapshot{
 		Commits: e.stats.commits.Load(), WorkflowTasks: e.stats.wftDispatched.Load(), ActivityTasks: e.stats.actDispatched.Load(),
 		ActivityCompletion: e.stats.actCompleted.Load(), TimersFired: e.stats.timersFired.Load(), OpenRuns: open,
-		PendingTimers: e.timers.Len(),
+		PendingTimers: e.timers.Len(), WorkflowTasksHandedOff: e.stats.wftHandedOff.Load(),
 	}
 }
 

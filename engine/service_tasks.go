@@ -92,6 +92,9 @@ func (e *Engine) handBackWFT(task *api.WorkflowTask) {
 // dispatchWFT turns a queue item into a task, or returns nil for an item
 // that went stale while queued.
 func (e *Engine) dispatchWFT(ctx context.Context, item wftItem, identity string) (*api.WorkflowTask, error) {
+	if item.task != nil {
+		return item.task, nil
+	}
 	if item.query != nil {
 		return e.queryTask(ctx, item)
 	}

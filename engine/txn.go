@@ -218,14 +218,128 @@ func (x *txn) commit(ctx context.Context) error {
 	if err := x.build(); err != nil {
 		return err
 	}
+	h := x.handOff()
 	// Once decided, a transition is not abandoned halfway because the
 	// caller went away: the store either commits all of it or none.
 	if err := x.e.store.Commit(context.WithoutCancel(ctx), &x.batch); err != nil {
+		// A task handed off is now stale: its completion finds the run as
+		// it was and is refused.
 		return storeErr(err)
 	}
 	x.e.stats.commits.Add(1)
 	x.install()
+	if h != nil {
+		h.installed()
+	}
 	return nil
+}
+
+// handedOff is a workflow task given to a poller before its transaction
+// was durable.
+type handedOff struct {
+	e    *Engine
+	tr   *txnRun
+	d    Deadline
+	next int64
+}
+
+// handOff gives the workflow task this transaction schedules to a poller
+// already waiting for it, before the transaction is durable, so that the
+// worker runs the task while the store syncs instead of after.
+//
+// Why this is safe: a workflow task has no effect outside the engine. The
+// worker's answer is a new transaction on the same run, which waits for
+// this one (the run's lock is held until it is installed) and is ordered
+// after it in the log, so it can never be durable without it. If this
+// commit fails the task is stale and its completion is refused; if the
+// process dies first, the worker's completion fails and it drops the run
+// from its cache. Activity tasks are never handed off early: an activity
+// may act on the world, so it waits for its schedule to be durable.
+//
+// It returns nil, changing nothing, unless exactly one run is touched, its
+// task became ready in this transaction, its events are all at hand and a
+// poller waits on its queue.
+func (x *txn) handOff() *handedOff {
+	e := x.e
+	if len(x.runs) != 1 {
+		return nil
+	}
+	tr := x.runs[0]
+	st := tr.st
+	if !st.Status.Open() || !st.WFT.Scheduled || st.WFT.Started || !wftReady(tr.outs) {
+		return nil
+	}
+	sticky := st.WFT.StickyQueue != ""
+	queue := st.TaskQueue
+	if sticky {
+		queue = st.WFT.StickyQueue
+	}
+	if e.wftQ.Waiting(queue) == 0 {
+		return nil
+	}
+	first := int64(1)
+	if sticky && st.WFT.SeenEventID > 0 {
+		first = st.WFT.SeenEventID + 1
+	}
+	evs, ok := tr.eventsFrom(first)
+	if !ok || first+int64(len(evs)) != st.NextEventID {
+		return nil
+	}
+	seq, epoch := e.seq.Add(1), e.nextEpoch()
+	task := &api.WorkflowTask{
+		TaskToken:  encodeToken(&wftToken{W: st.WorkflowID, R: st.RunID, E: epoch}),
+		WorkflowID: st.WorkflowID, RunID: st.RunID, WorkflowType: st.WorkflowType, TaskQueue: st.TaskQueue,
+		Attempt: st.WFT.Attempt, FirstEventID: first, NextEventID: st.NextEventID, Events: evs,
+		ContinueAsNewSuggested: e.m.SuggestContinueAsNew(st),
+		SuggestContinueAsNewAt: e.m.Limits.SuggestContinueAsNewAt,
+	}
+	if !e.wftQ.Offer(queue, wftItem{ref: st.Ref(), seq: seq, task: task}) {
+		return nil
+	}
+	// The state installed after the commit records the dispatch, exactly
+	// as dispatchWFT would have right after it.
+	e.m.WFTEnqueued(st, seq, sticky, x.now)
+	d := e.m.WFTDispatched(st, epoch, x.now)
+	return &handedOff{e: e, tr: tr, d: d, next: st.NextEventID}
+}
+
+// installed finishes a hand-off once its transaction is installed: the
+// task's deadline starts and the event tail forgets what it handed out.
+func (h *handedOff) installed() {
+	entry := h.tr.entry // set by installRun for a run this transaction created
+	h.e.timers.Add(h.d.At, timerKey{ref: entry.ref, d: h.d})
+	h.e.stats.wftHandedOff.Add(1)
+	entry.tail.dispatched(h.next)
+}
+
+func wftReady(outs []Output) bool {
+	for _, o := range outs {
+		if o.WFTReady {
+			return true
+		}
+	}
+	return false
+}
+
+// eventsFrom returns the run's events from first to the end of this
+// transaction: the installed run's event tail, then the new events.
+func (tr *txnRun) eventsFrom(first int64) ([]history.Event, bool) {
+	var evs []history.Event
+	if first < tr.first {
+		if tr.entry == nil {
+			return nil, false
+		}
+		old, ok := tr.entry.tail.get(first, tr.first)
+		if !ok {
+			return nil, false
+		}
+		evs = old
+	}
+	skip := max(0, first-tr.first)
+	if skip > int64(len(tr.events)) {
+		return nil, false
+	}
+	return append(evs, tr.events[skip:]...), true
 }
 
 // install makes committed states current and acts on their outputs.

@@ -142,6 +142,21 @@ func (q *Queues[T]) Push(queue string, item T) {
 	q.release(queue, qq)
 }
 
+// Offer hands item to the poller that has waited longest on the named queue
+// and reports true; when no poller waits it queues nothing and reports
+// false.
+func (q *Queues[T]) Offer(queue string, item T) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	qq := q.queues[queue]
+	if q.closed || qq == nil || qq.first == nil {
+		return false
+	}
+	qq.offerLocked(item, false)
+	q.release(queue, qq)
+	return true
+}
+
 // get returns the named queue, creating it. Callers must hold mu and must
 // call q.release afterwards if the queue may have become empty.
 func (q *Queues[T]) get(name string) *queue[T] {

@@ -178,6 +178,10 @@ type actItem struct {
 	schedID int64
 	attempt int32
 	recon   bool
+	// task, when set, was made by the transaction that scheduled the
+	// attempt (a Read activity handed off while it synced; see
+	// txn.handOff): the poller returns it as is.
+	task *api.ActivityTask
 }
 
 type timerKey struct {

@@ -162,3 +162,108 @@ func TestHandedOffTaskStaleWhenCommitFails(t *testing.T) {
 		t.Fatalf("describe after the failed start: %v, want ErrNotFound", err)
 	}
 }
+
+// waitActivityPoller starts an activity poll on queue and returns once it
+// is waiting.
+func waitActivityPoller(t *testing.T, eng *Engine, queue string) <-chan *api.PollActivityTaskResponse {
+	t.Helper()
+	got := make(chan *api.PollActivityTaskResponse, 1)
+	go func() {
+		resp, err := eng.PollActivityTask(context.Background(), &api.PollActivityTaskRequest{TaskQueue: queue, Identity: "act-worker"})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- resp
+	}()
+	for eng.actQ.Waiting(queue) == 0 {
+		runtime.Gosched()
+	}
+	return got
+}
+
+// scheduleHeld starts "wf", then completes its first task with cmd while
+// an activity poller waits and the completion's commit is held. It returns
+// what the completion will answer.
+func scheduleHeld(t *testing.T, eng *Engine, g *gatedStore, cmd api.Command) (<-chan error, <-chan *api.PollActivityTaskResponse) {
+	t.Helper()
+	if _, err := eng.StartWorkflow(context.Background(), &api.StartWorkflowRequest{WorkflowID: "wf", WorkflowType: "W", TaskQueue: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	wft, err := eng.PollWorkflowTask(context.Background(), &api.PollWorkflowTaskRequest{TaskQueue: "q"})
+	if err != nil || wft.Task == nil {
+		t.Fatalf("poll: %+v %v", wft, err)
+	}
+	polled := waitActivityPoller(t, eng, "q")
+	g.armed = make(chan struct{})
+	completed := make(chan error, 1)
+	go func() {
+		_, err := eng.CompleteWorkflowTask(context.Background(), &api.CompleteWorkflowTaskRequest{TaskToken: wft.Task.TaskToken,
+			Commands: []api.Command{cmd}})
+		completed <- err
+	}()
+	<-g.armed // the completion's commit is held
+	return completed, polled
+}
+
+// TestReadActivityHandedOffBeforeDurable: a Read activity reaches a waiting
+// poller while the commit that schedules it is held, with the poller's
+// identity on its attempt; the activity's completion then goes through.
+func TestReadActivityHandedOffBeforeDurable(t *testing.T) {
+	eng, g := openGated(t)
+	completed, polled := scheduleHeld(t, eng, g, schedule("a", "Search", history.Read, history.ActivityOptions{StartToCloseTimeout: time.Minute}))
+	var resp *api.PollActivityTaskResponse
+	select {
+	case resp = <-polled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the Read activity was not handed over while its schedule was being committed")
+	}
+	if resp.Task == nil || resp.Task.ActivityType != "Search" || string(resp.Task.Input.Data) != `{"invoice":"INV-9"}` {
+		t.Fatalf("handed-off task: %+v", resp.Task)
+	}
+	select {
+	case err := <-completed:
+		t.Fatalf("CompleteWorkflowTask answered (%v) before its commit was durable", err)
+	default:
+	}
+	g.release <- nil
+	if err := <-completed; err != nil {
+		t.Fatal(err)
+	}
+	d, err := eng.DescribeWorkflow(context.Background(), &api.DescribeWorkflowRequest{WorkflowID: "wf"})
+	if err != nil || len(d.PendingActivities) != 1 || d.PendingActivities[0].State != api.ActivityStateStarted ||
+		d.PendingActivities[0].LeaseEpoch != resp.Task.LeaseEpoch {
+		t.Fatalf("describe after the hand-off: %+v %v", d, err)
+	}
+	if _, err := eng.CompleteActivity(context.Background(), &api.CompleteActivityRequest{TaskToken: resp.Task.TaskToken,
+		Result: jsonPayload(`"found"`)}); err != nil {
+		t.Fatalf("completing the handed-off activity: %v", err)
+	}
+	if s := eng.Stats(); s.ActivityTasksHandedOff != 1 {
+		t.Fatalf("%d activity tasks handed off, want 1", s.ActivityTasksHandedOff)
+	}
+}
+
+// TestSideEffectActivityWaitsForDurability: a SideEffect activity is never
+// handed over before its schedule and intent are durable.
+func TestSideEffectActivityWaitsForDurability(t *testing.T) {
+	eng, g := openGated(t)
+	completed, polled := scheduleHeld(t, eng, g, schedule("pay", "SendPayment", history.SideEffect,
+		history.ActivityOptions{StartToCloseTimeout: time.Minute}))
+	select {
+	case resp := <-polled:
+		t.Fatalf("a SideEffect activity reached a worker before its schedule was durable: %+v", resp.Task)
+	default:
+	}
+	g.armed = nil // the intent's own commit goes through
+	g.release <- nil
+	if err := <-completed; err != nil {
+		t.Fatal(err)
+	}
+	resp := <-polled
+	if resp.Task == nil || resp.Task.Effect != history.SideEffect || resp.Task.IdempotencyKey == "" {
+		t.Fatalf("task after the commit: %+v", resp.Task)
+	}
+	if s := eng.Stats(); s.ActivityTasksHandedOff != 0 {
+		t.Fatalf("%d activity tasks handed off, want 0", s.ActivityTasksHandedOff)
+	}
+}

@@ -19,6 +19,7 @@ type Stats struct {
 	actCompleted  atomic.Int64
 	timersFired   atomic.Int64
 	wftHandedOff  atomic.Int64
+	actHandedOff  atomic.Int64
 }
 
 // StatsSnapshot is a copy of the counters.
@@ -34,6 +35,9 @@ type StatsSnapshot struct {
 	// poller while the transaction that scheduled them was being made
 	// durable (included in WorkflowTasks).
 	WorkflowTasksHandedOff int64
+	// ActivityTasksHandedOff counts the Read activity attempts handed over
+	// the same way (included in ActivityTasks).
+	ActivityTasksHandedOff int64
 }
 
 // Stats returns the engine's counters.
@@ -45,6 +49,7 @@ func (e *Engine) Stats() StatsSnapshot {
 		Commits: e.stats.commits.Load(), WorkflowTasks: e.stats.wftDispatched.Load(), ActivityTasks: e.stats.actDispatched.Load(),
 		ActivityCompletion: e.stats.actCompleted.Load(), TimersFired: e.stats.timersFired.Load(), OpenRuns: open,
 		PendingTimers: e.timers.Len(), WorkflowTasksHandedOff: e.stats.wftHandedOff.Load(),
+		ActivityTasksHandedOff: e.stats.actHandedOff.Load(),
 	}
 }
 

@@ -324,7 +324,7 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *api.PollActivityTask
 	ctx, cancel := context.WithTimeout(ctx, e.opts.PollTimeout)
 	defer cancel()
 	for {
-		item, ok := e.actQ.Poll(ctx, req.TaskQueue)
+		item, ok := e.actQ.PollTagged(ctx, req.TaskQueue, req.Identity)
 		if !ok {
 			return &api.PollActivityTaskResponse{}, nil
 		}
@@ -379,6 +379,9 @@ func (e *Engine) requeueActivity(item actItem) {
 // and SideEffect activities the intent (ActivityStarted and the ledger entry)
 // is committed durably before the task is returned.
 func (e *Engine) dispatchActivity(ctx context.Context, item actItem, identity string) (*api.ActivityTask, error) {
+	if item.task != nil {
+		return item.task, nil
+	}
 	var task *api.ActivityTask
 	err := e.transact(ctx, []string{item.ref.WorkflowID}, func(x *txn) error {
 		entry := e.openRun(item.ref.WorkflowID)

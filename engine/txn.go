@@ -234,40 +234,57 @@ func (x *txn) commit(ctx context.Context) error {
 	return nil
 }
 
-// handedOff is a workflow task given to a poller before its transaction
-// was durable.
+// handedOff is what a transaction gave to waiting pollers before it was
+// durable: the deadlines of those tasks start once it is installed.
 type handedOff struct {
-	e    *Engine
-	tr   *txnRun
-	d    Deadline
-	next int64
+	e         *Engine
+	tr        *txnRun
+	deadlines []Deadline
+	wftNext   int64 // the workflow task's NextEventID, 0 if none was handed off
 }
 
-// handOff gives the workflow task this transaction schedules to a poller
-// already waiting for it, before the transaction is durable, so that the
-// worker runs the task while the store syncs instead of after.
+// handOff gives the tasks this transaction makes ready to pollers already
+// waiting for them, before the transaction is durable, so that workers run
+// them while the store syncs instead of after. The transaction's caller is
+// still answered only once it is durable.
 //
-// Why this is safe: a workflow task has no effect outside the engine. The
-// worker's answer is a new transaction on the same run, which waits for
-// this one (the run's lock is held until it is installed) and is ordered
-// after it in the log, so it can never be durable without it. If this
-// commit fails the task is stale and its completion is refused; if the
-// process dies first, the worker's completion fails and it drops the run
-// from its cache. Activity tasks are never handed off early: an activity
-// may act on the world, so it waits for its schedule to be durable.
+// Why this is safe: a task's only way back into the engine is a new
+// transaction on the same run, which waits for the run's lock until this
+// one is installed and comes after it in the log, so it can never be
+// durable without it; if this commit fails the tasks are stale and their
+// completions are refused. What a task does outside the engine decides
+// which tasks may go early:
 //
-// It returns nil, changing nothing, unless exactly one run is touched, its
-// task became ready in this transaction, its events are all at hand and a
-// poller waits on its queue.
+//   - a workflow task acts on nothing outside the engine;
+//   - a Read activity, by its declaration, has no side effect: should this
+//     transaction be lost, the workflow schedules it again and it runs
+//     again, which is what a Read attempt already risks (its lease lives in
+//     memory and a restart dispatches it again);
+//   - Idempotent and SideEffect activities, and Reconcile lookups, never go
+//     early: their intent must be durable before they run.
+//
+// It returns nil, changing nothing, unless exactly one open run is touched
+// and a poller waits for a task it makes ready.
 func (x *txn) handOff() *handedOff {
-	e := x.e
-	if len(x.runs) != 1 {
+	if len(x.runs) != 1 || !x.runs[0].st.Status.Open() {
 		return nil
 	}
-	tr := x.runs[0]
-	st := tr.st
-	if !st.Status.Open() || !st.WFT.Scheduled || st.WFT.Started || !wftReady(tr.outs) {
+	h := &handedOff{e: x.e, tr: x.runs[0]}
+	x.handOffWFT(h)
+	x.handOffActivities(h)
+	if len(h.deadlines) == 0 {
 		return nil
+	}
+	return h
+}
+
+// handOffWFT hands the run's workflow task over if it became ready in this
+// transaction, its events are all at hand and a poller waits on its queue.
+func (x *txn) handOffWFT(h *handedOff) {
+	e, tr := x.e, h.tr
+	st := tr.st
+	if !st.WFT.Scheduled || st.WFT.Started || !wftReady(tr.outs) {
+		return
 	}
 	sticky := st.WFT.StickyQueue != ""
 	queue := st.TaskQueue
@@ -275,7 +292,7 @@ func (x *txn) handOff() *handedOff {
 		queue = st.WFT.StickyQueue
 	}
 	if e.wftQ.Waiting(queue) == 0 {
-		return nil
+		return
 	}
 	first := int64(1)
 	if sticky && st.WFT.SeenEventID > 0 {
@@ -283,7 +300,7 @@ func (x *txn) handOff() *handedOff {
 	}
 	evs, ok := tr.eventsFrom(first)
 	if !ok || first+int64(len(evs)) != st.NextEventID {
-		return nil
+		return
 	}
 	seq, epoch := e.seq.Add(1), e.nextEpoch()
 	task := &api.WorkflowTask{
@@ -294,22 +311,60 @@ func (x *txn) handOff() *handedOff {
 		SuggestContinueAsNewAt: e.m.Limits.SuggestContinueAsNewAt,
 	}
 	if !e.wftQ.Offer(queue, wftItem{ref: st.Ref(), seq: seq, task: task}) {
-		return nil
+		return
 	}
 	// The state installed after the commit records the dispatch, exactly
 	// as dispatchWFT would have right after it.
 	e.m.WFTEnqueued(st, seq, sticky, x.now)
-	d := e.m.WFTDispatched(st, epoch, x.now)
-	return &handedOff{e: e, tr: tr, d: d, next: st.NextEventID}
+	h.deadlines = append(h.deadlines, e.m.WFTDispatched(st, epoch, x.now))
+	h.wftNext = st.NextEventID
+}
+
+// handOffActivities hands over the Read activities this transaction
+// scheduled whose queue has a waiting poller.
+func (x *txn) handOffActivities(h *handedOff) {
+	e, st := x.e, h.tr.st
+	for _, out := range h.tr.outs {
+		for _, id := range out.ActivitiesReady {
+			a, ok := st.Activities[id]
+			if !ok || a.State != api.ActivityStateScheduled || a.Effect != history.Read || a.Reconciling || a.input == nil ||
+				e.actQ.Waiting(a.Options.TaskQueue) == 0 {
+				continue
+			}
+			epoch := e.nextEpoch()
+			var lease []Deadline
+			e.actQ.OfferBuilt(a.Options.TaskQueue, func(identity string) (actItem, bool) {
+				out, err := e.m.ActivityDispatched(st, id, epoch, identity, x.now)
+				if err != nil || len(out.Events) > 0 { // a Read attempt records nothing
+					return actItem{}, false
+				}
+				task, err := e.activityTask(context.Background(), st, a) // the input is at hand: no read
+				if err != nil {
+					a.State, a.LeaseEpoch, a.LeaseDeadline = api.ActivityStateScheduled, 0, time.Time{}
+					return actItem{}, false
+				}
+				lease = out.Deadlines
+				return actItem{ref: st.Ref(), schedID: id, attempt: a.Attempt, task: task}, true
+			})
+			if lease != nil {
+				h.deadlines = append(h.deadlines, lease...)
+				e.stats.actHandedOff.Add(1)
+			}
+		}
+	}
 }
 
 // installed finishes a hand-off once its transaction is installed: the
-// task's deadline starts and the event tail forgets what it handed out.
+// tasks' deadlines start and the event tail forgets what it handed out.
 func (h *handedOff) installed() {
 	entry := h.tr.entry // set by installRun for a run this transaction created
-	h.e.timers.Add(h.d.At, timerKey{ref: entry.ref, d: h.d})
-	h.e.stats.wftHandedOff.Add(1)
-	entry.tail.dispatched(h.next)
+	for _, d := range h.deadlines {
+		h.e.timers.Add(d.At, timerKey{ref: entry.ref, d: d})
+	}
+	if h.wftNext > 0 {
+		entry.tail.dispatched(h.wftNext)
+		h.e.stats.wftHandedOff.Add(1)
+	}
 }
 
 func wftReady(outs []Output) bool {

@@ -155,8 +155,8 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		opts.Workflows, opts.Concurrency, opts.Workers, res.Throughput, res.ThroughputP50.Round(10*time.Microsecond),
 		res.ThroughputP99.Round(10*time.Microsecond), float64(res.Commits)/float64(opts.Workflows))
 	es := eng.Stats()
-	fmt.Fprintf(opts.Out, "tasks       %d workflow tasks, %d of them handed to a waiting worker while their transaction was being synced\n",
-		es.WorkflowTasks, es.WorkflowTasksHandedOff)
+	fmt.Fprintf(opts.Out, "tasks       %d workflow and %d activity tasks; %d and %d of them handed to a waiting worker while their transaction synced\n",
+		es.WorkflowTasks, es.ActivityTasks, es.WorkflowTasksHandedOff, es.ActivityTasksHandedOff)
 	if res.CPUServer > 0 {
 		fmt.Fprintf(opts.Out, "cpu         per workflow: %s in the server and load generator, %s in the worker process(es)\n",
 			res.CPUServer.Round(time.Microsecond), res.CPUWorkers.Round(time.Microsecond))

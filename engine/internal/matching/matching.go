@@ -56,6 +56,7 @@ type waiter[T any] struct {
 	ch         chan result[T]
 	prev, next *waiter[T]
 	linked     bool
+	tag        string // the poller's name (PollTagged), for OfferBuilt
 }
 
 func (q *queue[T]) empty() bool { return len(q.items) == q.head && q.nwait == 0 }
@@ -157,6 +158,26 @@ func (q *Queues[T]) Offer(queue string, item T) bool {
 	return true
 }
 
+// OfferBuilt is Offer for an item that depends on who takes it: when a
+// poller waits, build is called with its tag (under the queues' lock, so
+// it must be quick and must not call back into q) and, if it reports true,
+// its item is handed to that poller.
+func (q *Queues[T]) OfferBuilt(queue string, build func(tag string) (T, bool)) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	qq := q.queues[queue]
+	if q.closed || qq == nil || qq.first == nil {
+		return false
+	}
+	item, ok := build(qq.first.tag)
+	if !ok {
+		return false
+	}
+	qq.offerLocked(item, false)
+	q.release(queue, qq)
+	return true
+}
+
 // get returns the named queue, creating it. Callers must hold mu and must
 // call q.release afterwards if the queue may have become empty.
 func (q *Queues[T]) get(name string) *queue[T] {
@@ -186,6 +207,12 @@ func (q *Queues[T]) release(name string, qq *queue[T]) {
 // never consumes an item. (An item returned with true is the caller's
 // responsibility, even if ctx ends immediately afterwards.)
 func (q *Queues[T]) Poll(ctx context.Context, queue string) (T, bool) {
+	return q.PollTagged(ctx, queue, "")
+}
+
+// PollTagged is Poll for a poller named tag: OfferBuilt builds the item it
+// hands this poller knowing the name.
+func (q *Queues[T]) PollTagged(ctx context.Context, queue, tag string) (T, bool) {
 	var zero T
 	if ctx.Err() != nil {
 		return zero, false
@@ -202,7 +229,7 @@ func (q *Queues[T]) Poll(ctx context.Context, queue string) (T, bool) {
 		q.mu.Unlock()
 		return item, true
 	}
-	w := &waiter[T]{ch: make(chan result[T], 1)}
+	w := &waiter[T]{ch: make(chan result[T], 1), tag: tag}
 	qq.link(w)
 	if q.onWait != nil {
 		q.onWait(queue)

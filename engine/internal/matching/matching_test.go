@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sort"
 	"sync"
@@ -363,4 +364,34 @@ func BenchmarkHandoff(b *testing.B) {
 	}
 	b.ReportMetric(pct(0.50), "p50-µs")
 	b.ReportMetric(pct(0.99), "p99-µs")
+}
+
+// TestOfferOnlyToAWaitingPoller: Offer and OfferBuilt hand an item to a
+// poller already waiting (OfferBuilt knowing its tag) and queue nothing
+// when none waits.
+func TestOfferOnlyToAWaitingPoller(t *testing.T) {
+	q := NewQueues[string]()
+	if q.Offer("a", "x") {
+		t.Fatal("Offer with no poller reported true")
+	}
+	if q.Len("a") != 0 {
+		t.Fatal("Offer with no poller queued the item")
+	}
+	got := make(chan string, 1)
+	go func() {
+		item, _ := q.PollTagged(context.Background(), "a", "worker-7")
+		got <- item
+	}()
+	for q.Waiting("a") == 0 {
+		runtime.Gosched()
+	}
+	if q.OfferBuilt("a", func(string) (string, bool) { return "", false }) {
+		t.Fatal("OfferBuilt reported true although build declined")
+	}
+	if !q.OfferBuilt("a", func(tag string) (string, bool) { return "for " + tag, true }) {
+		t.Fatal("OfferBuilt to a waiting poller reported false")
+	}
+	if item := <-got; item != "for worker-7" {
+		t.Fatalf("poller got %q", item)
+	}
 }

@@ -274,9 +274,9 @@ func (e *Engine) GetHistory(ctx context.Context, req *api.GetHistoryRequest) (*a
 			if req.MaxEvents > 0 && req.MaxEvents < limit {
 				limit = req.MaxEvents
 			}
-			evs, err := e.store.ReadEvents(ctx, st.Ref(), from, limit)
+			evs, err := e.readEvents(ctx, st.Ref(), from, limit)
 			if err != nil {
-				return nil, storeErr(err)
+				return nil, err
 			}
 			resp.Events = evs
 			return resp, nil

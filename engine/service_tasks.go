@@ -131,8 +131,8 @@ func (e *Engine) dispatchWFT(ctx context.Context, item wftItem, identity string)
 		// Events before NextEventID are committed and never change: read
 		// them without holding the run.
 		var err error
-		if evs, err = e.store.ReadEvents(ctx, item.ref, first, int(task.NextEventID-first)); err != nil {
-			return nil, storeErr(err)
+		if evs, err = e.readEvents(ctx, item.ref, first, int(task.NextEventID-first)); err != nil {
+			return nil, err
 		}
 	}
 	task.Events = evs
@@ -150,9 +150,9 @@ func (e *Engine) queryTask(ctx context.Context, item wftItem) (*api.WorkflowTask
 	if err != nil {
 		return nil, err
 	}
-	evs, err := e.store.ReadEvents(ctx, item.ref, 1, int(st.NextEventID-1))
+	evs, err := e.readEvents(ctx, item.ref, 1, int(st.NextEventID-1))
 	if err != nil {
-		return nil, storeErr(err)
+		return nil, err
 	}
 	q := item.query.query
 	return &api.WorkflowTask{TaskToken: []byte(item.query.id), WorkflowID: st.WorkflowID, RunID: st.RunID,
@@ -420,13 +420,9 @@ func (e *Engine) dispatchActivity(ctx context.Context, item actItem, identity st
 func (e *Engine) activityTask(ctx context.Context, st *RunState, a *ActivityInfo) (*api.ActivityTask, error) {
 	input := a.input
 	if input == nil {
-		evs, err := e.store.ReadEvents(ctx, st.Ref(), a.ScheduledEventID, 1)
+		sched, err := e.scheduledEvent(ctx, st.Ref(), a.ScheduledEventID)
 		if err != nil {
-			return nil, storeErr(err)
-		}
-		sched, ok := evs[0].Attrs.(*history.ActivityScheduled)
-		if !ok {
-			return nil, fmt.Errorf("%w: event %d of %q is %s, not ActivityScheduled", api.ErrInternal, a.ScheduledEventID, st.WorkflowID, evs[0].Type())
+			return nil, err
 		}
 		input = &sched.Input
 	}
@@ -510,11 +506,37 @@ func (e *Engine) CompleteActivity(ctx context.Context, req *api.CompleteActivity
 // errRunNotOpen marks an activity report for a run that has closed.
 var errRunNotOpen = errors.New("engine: run not open")
 
-// scheduledEvent reads an activity's ActivityScheduled event.
-func (e *Engine) scheduledEvent(ctx context.Context, ref history.RunRef, schedID int64) (*history.ActivityScheduled, error) {
-	evs, err := e.store.ReadEvents(ctx, ref, schedID, 1)
+// readEvents reads the events [first, first+n) of a run that its state
+// says exist. The store knows a history only by its events; the run state,
+// committed with them, says where it must end, so a history that comes back
+// short (a lost event) is reported as corrupt here instead of reaching a
+// worker as a shorter history.
+func (e *Engine) readEvents(ctx context.Context, ref history.RunRef, first int64, n int) ([]history.Event, error) {
+	evs, err := e.store.ReadEvents(ctx, ref, first, n)
 	if err != nil {
 		return nil, storeErr(err)
+	}
+	for i, ev := range evs {
+		if ev.ID != first+int64(i) {
+			return nil, lostEvent(ref, first+int64(i))
+		}
+	}
+	if len(evs) != n {
+		return nil, lostEvent(ref, first+int64(len(evs)))
+	}
+	return evs, nil
+}
+
+func lostEvent(ref history.RunRef, id int64) error {
+	return fmt.Errorf("%w: %w", api.ErrInternal, &history.CorruptError{Run: ref, EventID: id,
+		Reason: "the run's state records this event but the history does not hold it"})
+}
+
+// scheduledEvent reads an activity's ActivityScheduled event.
+func (e *Engine) scheduledEvent(ctx context.Context, ref history.RunRef, schedID int64) (*history.ActivityScheduled, error) {
+	evs, err := e.readEvents(ctx, ref, schedID, 1)
+	if err != nil {
+		return nil, err
 	}
 	s, ok := evs[0].Attrs.(*history.ActivityScheduled)
 	if !ok {

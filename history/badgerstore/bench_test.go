@@ -91,19 +91,15 @@ func rawAppend(db *badger.DB, run history.RunRef, id int64) error {
 	if err != nil {
 		return err
 	}
-	head := headKey(run)
 	return db.Update(func(txn *badger.Txn) error {
-		last, err := readHead(txn, head, run)
+		last, err := lastEvent(txn, run)
 		if err != nil {
 			return err
 		}
 		if last+1 != id {
 			return history.ErrConflict
 		}
-		if err := txn.Set(eventKey(eventPrefix(run), id), v); err != nil {
-			return err
-		}
-		return txn.Set(head, encodeID(id))
+		return txn.Set(eventKey(eventPrefix(run), id), v)
 	})
 }
 

@@ -176,7 +176,7 @@ func (g *group) lastEventID(a appendCheck) (int64, error) {
 	if last, ok := g.s.heads.get(a.head); ok {
 		return last, nil
 	}
-	last, err := readHead(g.txn, a.head, a.run)
+	last, err := lastEvent(g.txn, a.run)
 	if err == nil {
 		g.s.heads.put(string(a.head), last)
 	}
@@ -298,7 +298,7 @@ func applyError(err error) error {
 
 // headCache remembers committed last event ids by head key, so that most
 // appends are checked without reading Badger. Only the committer uses it.
-// Invariant: a cached value equals the committed head record.
+// Invariant: a cached value equals the id of the run's last committed event.
 type headCache struct{ m map[string]int64 }
 
 // maxCachedHeads bounds the cache; when full it starts over.

@@ -37,9 +37,10 @@
 //
 // Events are stored under "h" + tuple(workflow id, run id) + 8-byte
 // big-endian event id, encoded with history.EncodeEvent (checksummed, so
-// damage is reported as history.ErrCorrupt). A head record per run,
-// "l" + tuple(workflow id, run id), holds the last event id, so an append
-// checks its expected next id with one read. Each history.Space has its own
+// damage is reported as history.ErrCorrupt). A run's last event id is the
+// key of its last event, found with one reverse seek and then cached, so an
+// append checks its expected next id without a read (earlier builds also
+// kept a head record, "l" + tuple, now ignored). Each history.Space has its own
 // one-letter prefix (s, c, q, t, e, v, m). Keyed records are opaque bytes;
 // damage to them cannot be detected.
 //

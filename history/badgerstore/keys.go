@@ -72,7 +72,10 @@ func prefixed(prefix byte, t []byte, extra int) []byte {
 	return append(append(k, prefix), t...)
 }
 
-// headKey is the key of a run's last-event-id record.
+// headKey names a run in the heads cache and in a batch's set of runs. It
+// is no longer a stored record: a run's last event id is the key of its
+// last event (lastEvent); stores written by earlier builds may hold such
+// records, which are ignored.
 func headKey(run history.RunRef) []byte { return prefixed(prefixHead, runTuple(run), 0) }
 
 // eventPrefix is the common prefix of a run's event keys.
@@ -97,16 +100,6 @@ func eventIDOf(key []byte, prefixLen int) (int64, bool) {
 		return 0, false
 	}
 	return int64(binary.BigEndian.Uint64(key[prefixLen:])), true
-}
-
-// encodeID and decodeID convert a head record's value.
-func encodeID(id int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(id)) }
-
-func decodeID(v []byte) (int64, bool) {
-	if len(v) != 8 {
-		return 0, false
-	}
-	return int64(binary.BigEndian.Uint64(v)), true
 }
 
 // prefixEnd returns the smallest key greater than every key starting with

@@ -76,7 +76,7 @@ func (s *Store) Events(ctx context.Context, run history.RunRef, from int64) iter
 // *history.CorruptError naming the event.
 func (s *Store) scanEvents(ctx context.Context, txn *badger.Txn, run history.RunRef, from int64, limit int,
 	sized func(n int64), fn func(history.Event) bool) error {
-	last, err := readHead(txn, headKey(run), run)
+	last, err := lastEvent(txn, run)
 	if err != nil {
 		return err
 	}
@@ -155,7 +155,7 @@ func (s *Store) LastEventID(ctx context.Context, run history.RunRef) (int64, err
 	var last int64
 	err := s.view(ctx, func(txn *badger.Txn) error {
 		var err error
-		last, err = readHead(txn, headKey(run), run)
+		last, err = lastEvent(txn, run)
 		return err
 	})
 	return last, err

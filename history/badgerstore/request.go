@@ -21,7 +21,7 @@ type request struct {
 // appendCheck is an Append's optimistic-concurrency check.
 type appendCheck struct {
 	run          history.RunRef
-	head         []byte // key of the run's head record
+	head         []byte // the run's identity in the heads cache (headKey)
 	expectedNext int64
 	last         int64 // the run's last event id after the append
 }
@@ -78,8 +78,7 @@ func (s *Store) prepare(b *history.Batch) (*request, error) {
 	return r, nil
 }
 
-// prepareAppend checks one Append and adds its event records and the new
-// head record to r.
+// prepareAppend checks one Append and adds its event records to r.
 func (s *Store) prepareAppend(r *request, a *history.Append, seen keySet) error {
 	if err := checkRun(a.Run); err != nil {
 		return err
@@ -106,7 +105,6 @@ func (s *Store) prepareAppend(r *request, a *history.Append, seen keySet) error 
 		r.add(write{key: eventKey(prefix, a.Events[i].ID), value: v})
 	}
 	last := a.ExpectedNext + int64(len(a.Events)) - 1
-	r.add(write{key: head, value: encodeID(last)})
 	r.appends = append(r.appends, appendCheck{run: a.Run, head: head, expectedNext: a.ExpectedNext, last: last})
 	return nil
 }

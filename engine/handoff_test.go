@@ -184,7 +184,7 @@ func waitActivityPoller(t *testing.T, eng *Engine, queue string) <-chan *api.Pol
 // scheduleHeld starts "wf", then completes its first task with cmd while
 // an activity poller waits and the completion's commit is held. It returns
 // what the completion will answer.
-func scheduleHeld(t *testing.T, eng *Engine, g *gatedStore, cmd api.Command) (<-chan error, <-chan *api.PollActivityTaskResponse) {
+func scheduleHeld(t *testing.T, eng *Engine, g *gatedStore, cmd api.Command) (<-chan error, <-chan *api.PollActivityTaskResponse, []byte) {
 	t.Helper()
 	if _, err := eng.StartWorkflow(context.Background(), &api.StartWorkflowRequest{WorkflowID: "wf", WorkflowType: "W", TaskQueue: "q"}); err != nil {
 		t.Fatal(err)
@@ -202,7 +202,7 @@ func scheduleHeld(t *testing.T, eng *Engine, g *gatedStore, cmd api.Command) (<-
 		completed <- err
 	}()
 	<-g.armed // the completion's commit is held
-	return completed, polled
+	return completed, polled, wft.Task.TaskToken
 }
 
 // TestReadActivityHandedOffBeforeDurable: a Read activity reaches a waiting
@@ -210,7 +210,7 @@ func scheduleHeld(t *testing.T, eng *Engine, g *gatedStore, cmd api.Command) (<-
 // identity on its attempt; the activity's completion then goes through.
 func TestReadActivityHandedOffBeforeDurable(t *testing.T) {
 	eng, g := openGated(t)
-	completed, polled := scheduleHeld(t, eng, g, schedule("a", "Search", history.Read, history.ActivityOptions{StartToCloseTimeout: time.Minute}))
+	completed, polled, _ := scheduleHeld(t, eng, g, schedule("a", "Search", history.Read, history.ActivityOptions{StartToCloseTimeout: time.Minute}))
 	var resp *api.PollActivityTaskResponse
 	select {
 	case resp = <-polled:
@@ -247,7 +247,7 @@ func TestReadActivityHandedOffBeforeDurable(t *testing.T) {
 // handed over before its schedule and intent are durable.
 func TestSideEffectActivityWaitsForDurability(t *testing.T) {
 	eng, g := openGated(t)
-	completed, polled := scheduleHeld(t, eng, g, schedule("pay", "SendPayment", history.SideEffect,
+	completed, polled, _ := scheduleHeld(t, eng, g, schedule("pay", "SendPayment", history.SideEffect,
 		history.ActivityOptions{StartToCloseTimeout: time.Minute}))
 	select {
 	case resp := <-polled:
@@ -265,5 +265,48 @@ func TestSideEffectActivityWaitsForDurability(t *testing.T) {
 	}
 	if s := eng.Stats(); s.ActivityTasksHandedOff != 0 {
 		t.Fatalf("%d activity tasks handed off, want 0", s.ActivityTasksHandedOff)
+	}
+}
+
+// TestLostHandOffCannotReportForAnotherActivity: a Read attempt handed
+// over by a transaction that then failed names an event id the run later
+// gives to another activity (here a SideEffect). Its report is refused and
+// nothing is recorded against the other activity.
+func TestLostHandOffCannotReportForAnotherActivity(t *testing.T) {
+	eng, g := openGated(t)
+	completed, polled, wftToken := scheduleHeld(t, eng, g, schedule("a", "Search", history.Read, history.ActivityOptions{StartToCloseTimeout: time.Minute}))
+	read := (<-polled).Task
+	if read == nil {
+		t.Fatal("the Read activity was not handed over")
+	}
+	g.release <- errors.New("disk on fire")
+	if err := <-completed; err == nil {
+		t.Fatal("the completion succeeded although its commit failed")
+	}
+	g.armed = nil
+	// The workflow task is still the worker's: it completes again, and the
+	// event id the lost schedule had goes to a payment.
+	if _, err := eng.CompleteWorkflowTask(context.Background(), &api.CompleteWorkflowTaskRequest{TaskToken: wftToken,
+		Commands: []api.Command{schedule("pay", "SendPayment", history.SideEffect, history.ActivityOptions{StartToCloseTimeout: time.Minute})}}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := eng.GetHistory(context.Background(), &api.GetHistoryRequest{WorkflowID: "wf"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := h.Events[len(h.Events)-1].Attrs.(*history.ActivityScheduled); !ok || h.Events[len(h.Events)-1].ID != read.ScheduledEventID ||
+		s.ActivityType != "SendPayment" {
+		t.Fatalf("the payment is not scheduled at event %d:\n%s", read.ScheduledEventID, types(h.Events))
+	}
+	_, err = eng.CompleteActivity(context.Background(), &api.CompleteActivityRequest{TaskToken: read.TaskToken, Result: jsonPayload(`"found"`)})
+	if !errors.Is(err, api.ErrStaleAttempt) {
+		t.Fatalf("report of the lost Read attempt: %v, want ErrStaleAttempt", err)
+	}
+	after, err := eng.GetHistory(context.Background(), &api.GetHistoryRequest{WorkflowID: "wf"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after.Events) != len(h.Events) {
+		t.Fatalf("the stale report wrote events:\n%s", types(after.Events))
 	}
 }

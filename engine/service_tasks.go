@@ -27,6 +27,12 @@ type actToken struct {
 	S int64  `msgpack:"s"`
 	E int64  `msgpack:"e"`
 	A int32  `msgpack:"a"`
+	// H marks a Read attempt handed over before its schedule was durable
+	// (txn.handOffActivities). If that transaction was lost, S may later
+	// name another activity, so a stale report under such a token is only
+	// refused: none of the late-completion or duplicate-effect handling,
+	// which reads the activity at S, applies to it.
+	H bool `msgpack:"h"`
 }
 
 func encodeToken(v any) []byte {
@@ -479,7 +485,7 @@ func (e *Engine) CompleteActivity(ctx context.Context, req *api.CompleteActivity
 	}
 	err := e.onActivity(ctx, tok, func(x *txn, tr *txnRun) (Output, error) {
 		out, err := e.m.ActivityCompleted(tr.st, tok.S, tok.E, req.Result, req.Identity, x.now)
-		if errors.Is(err, api.ErrStaleAttempt) {
+		if errors.Is(err, api.ErrStaleAttempt) && !tok.H {
 			if late, ok, lerr := e.m.LateCompletion(tr.st, tok.S, tok.A, req.Result, req.Identity, x.now); ok || lerr != nil {
 				return late, lerr
 			}
@@ -494,7 +500,7 @@ func (e *Engine) CompleteActivity(ctx context.Context, req *api.CompleteActivity
 		return out, err
 	})
 	if err != nil {
-		if errors.Is(err, errRunNotOpen) {
+		if errors.Is(err, errRunNotOpen) && !tok.H {
 			e.closedRunDuplicate(ctx, tok, req)
 		}
 		return nil, err

@@ -343,6 +343,7 @@ func (x *txn) handOffActivities(h *handedOff) {
 					a.State, a.LeaseEpoch, a.LeaseDeadline = api.ActivityStateScheduled, 0, time.Time{}
 					return actItem{}, false
 				}
+				task.TaskToken = encodeToken(&actToken{W: st.WorkflowID, R: st.RunID, S: id, E: epoch, A: a.Attempt, H: true})
 				lease = out.Deadlines
 				return actItem{ref: st.Ref(), schedID: id, attempt: a.Attempt, task: task}, true
 			})

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -148,8 +149,13 @@ func (s *session) start(f wire.Frame) error {
 	if !ok {
 		return s.reply(f.ID, f.Method, nil, api.Errorf(api.ErrNotFound, "no API method %q", f.Method))
 	}
-	ctx, cancel := context.WithCancel(s.ctx)
-	if !ep.long {
+	var (
+		ctx    context.Context
+		cancel context.CancelFunc
+	)
+	if ep.long {
+		ctx, cancel = context.WithCancel(s.ctx)
+	} else {
 		ctx, cancel = context.WithTimeout(s.ctx, s.h.opts.RequestTimeout)
 	}
 	s.mu.Lock()
@@ -170,11 +176,23 @@ func (s *session) start(f wire.Frame) error {
 			cancel()
 		}()
 		start := time.Now()
-		resp, err := ep.call(ctx, s.h.svc, func(v any) error { return decodeBody(ContentMsgpack, f.Body, v) })
+		resp, err := s.call(ctx, ep, f)
 		s.h.metrics.observe(f.Method, api.ErrorCode(err), time.Since(start))
 		_ = s.reply(f.ID, f.Method, resp, err)
 	})
 	return nil
+}
+
+// call runs one method. A panic fails that call with an internal error,
+// as net/http does for a request, instead of taking the server down.
+func (s *session) call(ctx context.Context, ep endpoint, f wire.Frame) (resp any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.h.log.Error().Str("method", f.Method).Interface("panic", p).Bytes("stack", debug.Stack()).Msg("call panicked")
+			resp, err = nil, api.Errorf(api.ErrInternal, "%s panicked: %v", f.Method, p)
+		}
+	}()
+	return ep.call(ctx, s.h.svc, func(v any) error { return decodeBody(ContentMsgpack, f.Body, v) })
 }
 
 // reply answers call id with resp or err. A failed write ends the

@@ -90,6 +90,7 @@ func (s *Store) commitLoop() {
 // answers every one of them.
 func (s *Store) commitGroup(reqs []*request) {
 	g := group{s: s, heads: make(map[string]int64)}
+	defer g.dropView()
 	for _, r := range reqs {
 		g.admit(r)
 		if g.bytes >= s.opts.MaxBatchBytes {
@@ -110,6 +111,12 @@ type group struct {
 	heads   map[string]int64 // last event id per head key written by members
 	bytes   int64
 	replied bool // a caller was answered (see reply)
+	// view reads the committed last events of runs no member wrote: an
+	// iterator on txn would copy and sort every pending write of the group
+	// each time. The committer is the only writer and runs one group at a
+	// time, so a read-only transaction opened during the group sees every
+	// earlier commit; what the members wrote is in heads.
+	view *badger.Txn
 }
 
 // admit checks r against the group's view and adds its writes, or answers
@@ -176,7 +183,10 @@ func (g *group) lastEventID(a appendCheck) (int64, error) {
 	if last, ok := g.s.heads.get(a.head); ok {
 		return last, nil
 	}
-	last, err := lastEvent(g.txn, a.run)
+	if g.view == nil {
+		g.view = g.s.db.NewTransaction(false)
+	}
+	last, err := lastEvent(g.view, a.run)
 	if err == nil {
 		g.s.heads.put(string(a.head), last)
 	}
@@ -245,11 +255,20 @@ func (g *group) flush() {
 	err := g.s.commitTxn(g.txn)
 	g.txn.Discard() // no-op after a successful Commit
 	g.txn = nil
+	g.dropView() // it predates this commit
 	if err != nil {
 		err = fmt.Errorf("badgerstore: commit: %w", err)
 	}
 	g.s.heads.update(g.heads, err == nil)
 	g.answer(err)
+}
+
+// dropView ends the read-only view; the next lookup opens a fresh one.
+func (g *group) dropView() {
+	if g.view != nil {
+		g.view.Discard()
+		g.view = nil
+	}
 }
 
 // fail drops the transaction and answers every member with err.

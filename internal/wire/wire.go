@@ -153,9 +153,10 @@ type Writer struct {
 // NewWriter writes frames to conn.
 func NewWriter(conn net.Conn) *Writer { return &Writer{conn: conn} }
 
-// Send writes one frame and returns once it was written (by this caller or
-// by the one writing when it was queued) or the connection failed. method
-// is used by KindCall frames only.
+// Send writes one frame, or queues it for the writer already in progress
+// (which writes it before it returns), and reports the write's error when
+// this caller wrote. A queued frame's fate shows in the reply, or in the
+// connection failing. method is used by KindCall frames only.
 func (w *Writer) Send(kind Kind, id uint32, method string, body []byte) error {
 	if len(method) > 255 {
 		return fmt.Errorf("%w: method name of %d bytes", ErrProtocol, len(method))

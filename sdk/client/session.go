@@ -170,6 +170,8 @@ func (d *sessionDialer) upgrade(ctx context.Context, conn net.Conn) (*bufio.Read
 	}
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
 	defer stop()
+	// (On success the deadline is cleared below only once the AfterFunc can
+	// no longer fire, so a late cancel cannot poison the new session.)
 	req := &http.Request{Method: http.MethodGet, URL: &url.URL{Scheme: d.base.Scheme, Host: d.base.Host, Path: strings.TrimRight(d.base.Path, "/") + wire.SessionPath}, Host: d.base.Host,
 		Header: http.Header{"Connection": {"Upgrade"}, "Upgrade": {wire.Protocol}}}
 	if d.token != "" {
@@ -190,6 +192,9 @@ func (d *sessionDialer) upgrade(ctx context.Context, conn net.Conn) (*bufio.Read
 			return nil, errNoSession
 		}
 		return nil, remoteError("session", resp.StatusCode, body)
+	}
+	if !stop() {
+		return nil, d.unavailable(ctx, ctx.Err())
 	}
 	_ = conn.SetDeadline(time.Time{})
 	return br, nil
@@ -243,9 +248,17 @@ func (s *clientSession) call(ctx context.Context, method string, body []byte) ([
 	case r := <-ch:
 		return r.data, r.err
 	case <-ctx.Done():
-		if s.forget(id) {
-			go func() { _ = s.w.Send(wire.KindCancel, id, "", nil) }()
+		if !s.forget(id) {
+			// The answer came at the same moment: take it rather than drop
+			// a task the server has handed out.
+			r := <-ch
+			return r.data, r.err
 		}
+		go func() {
+			if err := s.w.Send(wire.KindCancel, id, "", nil); err != nil {
+				s.fail(err) // frames queued behind this write must not wait for the reader to notice
+			}
+		}()
 		return nil, ctx.Err()
 	}
 }

@@ -46,7 +46,7 @@ type sessionDialer struct {
 	token string
 	tls   *tls.Config
 
-	dialMu   sync.Mutex // one dial at a time
+	dialing  chan struct{} // holds a token while a dial is in progress: one at a time
 	mu       sync.Mutex
 	cur      *clientSession
 	lastErr  error
@@ -65,7 +65,7 @@ func newSessionDialer(base string, token string, tlsConf *tls.Config) (*sessionD
 		}
 		u.Host = net.JoinHostPort(u.Hostname(), port)
 	}
-	return &sessionDialer{base: u, token: token, tls: tlsConf}, nil
+	return &sessionDialer{base: u, token: token, tls: tlsConf, dialing: make(chan struct{}, 1)}, nil
 }
 
 // get returns the open session, dialing one when there is none.
@@ -76,8 +76,14 @@ func (d *sessionDialer) get(ctx context.Context) (*clientSession, error) {
 	if s := d.current(); s != nil {
 		return s, nil
 	}
-	d.dialMu.Lock()
-	defer d.dialMu.Unlock()
+	// Wait for a dial in progress without outliving the caller's context
+	// (a heartbeat should not wait ten seconds for someone else's dial).
+	select {
+	case d.dialing <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-d.dialing }()
 	if s := d.current(); s != nil {
 		return s, nil
 	}

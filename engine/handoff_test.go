@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,35 +13,36 @@ import (
 	"github.com/cairnflow/cairn/history/badgerstore"
 )
 
-// gatedStore holds the next Commit until released, then commits it (or
-// fails it with failWith).
+// gatedStore holds the first Commit after holdNext until release says
+// how it ends (nil: it commits; an error: it fails with it).
 type gatedStore struct {
 	history.Store
-	armed    chan struct{} // receives once per held commit
-	release  chan error
-	failWith error
+	hold    atomic.Bool
+	held    chan struct{} // one value per held commit
+	release chan error
 }
 
+// holdNext makes the next commit wait; <-g.held then says it is waiting.
+func (g *gatedStore) holdNext() { g.hold.Store(true) }
+
 func (g *gatedStore) Commit(ctx context.Context, b *history.Batch) error {
-	select {
-	case g.armed <- struct{}{}:
+	if g.hold.CompareAndSwap(true, false) {
+		g.held <- struct{}{}
 		if err := <-g.release; err != nil {
 			return err
 		}
-	default:
 	}
 	return g.Store.Commit(ctx, b)
 }
 
-// openGated opens an engine over a gatedStore; hold makes the next commit
-// wait for release.
+// openGated opens an engine over a gatedStore.
 func openGated(t *testing.T) (*Engine, *gatedStore) {
 	t.Helper()
 	st, err := badgerstore.Open(badgerstore.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &gatedStore{Store: st, release: make(chan error)}
+	g := &gatedStore{Store: st, held: make(chan struct{}, 1), release: make(chan error)}
 	eng, err := Open(Options{Store: g})
 	if err != nil {
 		t.Fatal(err)
@@ -83,13 +85,13 @@ func waitPoller(t *testing.T, eng *Engine, queue string) <-chan *api.PollWorkflo
 func startHeld(t *testing.T, eng *Engine, g *gatedStore) (<-chan error, *api.PollWorkflowTaskResponse) {
 	t.Helper()
 	polled := waitPoller(t, eng, "q")
-	g.armed = make(chan struct{})
+	g.holdNext()
 	started := make(chan error, 1)
 	go func() {
 		_, err := eng.StartWorkflow(context.Background(), &api.StartWorkflowRequest{WorkflowID: "wf", WorkflowType: "W", TaskQueue: "q"})
 		started <- err
 	}()
-	<-g.armed // the start's commit is held
+	<-g.held // the start's commit is held
 	return started, awaitPoll(t, polled)
 }
 
@@ -152,7 +154,6 @@ func TestHandedOffTaskStaleWhenCommitFails(t *testing.T) {
 	if err := <-started; err == nil {
 		t.Fatal("StartWorkflow succeeded although its commit failed")
 	}
-	g.armed = nil // commits go through from now on
 	_, err := eng.CompleteWorkflowTask(context.Background(), &api.CompleteWorkflowTaskRequest{TaskToken: resp.Task.TaskToken,
 		Commands: []api.Command{completeWF(`1`)}})
 	if !errors.Is(err, api.ErrStaleTask) && !errors.Is(err, api.ErrNotFound) {
@@ -194,14 +195,14 @@ func scheduleHeld(t *testing.T, eng *Engine, g *gatedStore, cmd api.Command) (<-
 		t.Fatalf("poll: %+v %v", wft, err)
 	}
 	polled := waitActivityPoller(t, eng, "q")
-	g.armed = make(chan struct{})
+	g.holdNext()
 	completed := make(chan error, 1)
 	go func() {
 		_, err := eng.CompleteWorkflowTask(context.Background(), &api.CompleteWorkflowTaskRequest{TaskToken: wft.Task.TaskToken,
 			Commands: []api.Command{cmd}})
 		completed <- err
 	}()
-	<-g.armed // the completion's commit is held
+	<-g.held // the completion's commit is held
 	return completed, polled, wft.Task.TaskToken
 }
 
@@ -254,7 +255,6 @@ func TestSideEffectActivityWaitsForDurability(t *testing.T) {
 		t.Fatalf("a SideEffect activity reached a worker before its schedule was durable: %+v", resp.Task)
 	default:
 	}
-	g.armed = nil // the intent's own commit goes through
 	g.release <- nil
 	if err := <-completed; err != nil {
 		t.Fatal(err)
@@ -283,7 +283,6 @@ func TestLostHandOffCannotReportForAnotherActivity(t *testing.T) {
 	if err := <-completed; err == nil {
 		t.Fatal("the completion succeeded although its commit failed")
 	}
-	g.armed = nil
 	// The workflow task is still the worker's: it completes again, and the
 	// event id the lost schedule had goes to a payment.
 	if _, err := eng.CompleteWorkflowTask(context.Background(), &api.CompleteWorkflowTaskRequest{TaskToken: wftToken,

@@ -210,6 +210,24 @@ func Open(opts Options) (*Engine, error) {
 	e.firingCond = sync.NewCond(&e.firingMu)
 	e.recent, _ = lru.New[string, *RunState](recentClosedRuns) // cannot fail: the size is positive
 	e.m = &Machine{Limits: opts.Limits, Defaults: opts.Defaults, NewRunID: opts.NewRunID}
+	// A task handed off by a transaction (txn.handOff) that its poller
+	// could not take is handed back through the run, as PollWorkflowTask and
+	// PollActivityTask do, rather than queued again as it was built: the run
+	// then gets a fresh dispatch, with its sticky fallback.
+	e.wftQ.SetReclaim(func(it wftItem) bool {
+		if it.task == nil {
+			return false
+		}
+		go e.reclaim(func() { e.handBackWFT(it.task) })
+		return true
+	})
+	e.actQ.SetReclaim(func(it actItem) bool {
+		if it.task == nil {
+			return false
+		}
+		go e.reclaim(func() { e.handBackActivity(it, it.task.LeaseEpoch) })
+		return true
+	})
 	e.timers = timerq.New(e.clk, e.onTimer)
 	if err := e.recover(context.Background()); err != nil {
 		return nil, err
@@ -295,6 +313,15 @@ func (e *Engine) lock(ids ...string) func() {
 			e.stripes[held[i]].Unlock()
 		}
 	}
+}
+
+// reclaim runs a hand-back unless the engine is closing.
+func (e *Engine) reclaim(handBack func()) {
+	if e.enter() != nil {
+		return
+	}
+	defer e.leave()
+	handBack()
 }
 
 // openRun returns the open run of a workflow id (nil if none). Call with

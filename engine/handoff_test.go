@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"runtime"
@@ -307,5 +308,40 @@ func TestLostHandOffCannotReportForAnotherActivity(t *testing.T) {
 	}
 	if len(after.Events) != len(h.Events) {
 		t.Fatalf("the stale report wrote events:\n%s", types(after.Events))
+	}
+}
+
+// TestHandedOffTaskGivenBackIsDispatchedAfresh: a handed-off workflow task
+// that its poller could not take (it left as the task arrived) goes back
+// through the run: the next poller gets a fresh dispatch, not the task as
+// it was built.
+func TestHandedOffTaskGivenBackIsDispatchedAfresh(t *testing.T) {
+	eng, _ := openGated(t)
+	got := make(chan wftItem, 1)
+	go func() {
+		item, _ := eng.wftQ.Poll(context.Background(), "q") // a poller that will not take it
+		got <- item
+	}()
+	for eng.wftQ.Waiting("q") == 0 {
+		runtime.Gosched()
+	}
+	if _, err := eng.StartWorkflow(context.Background(), &api.StartWorkflowRequest{WorkflowID: "wf", WorkflowType: "W", TaskQueue: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	item := <-got
+	if item.task == nil {
+		t.Fatal("the first task was not handed off")
+	}
+	eng.wftQ.GiveBack("q", item)
+	resp, err := eng.PollWorkflowTask(context.Background(), &api.PollWorkflowTaskRequest{TaskQueue: "q"})
+	if err != nil || resp.Task == nil {
+		t.Fatalf("poll after the give-back: %+v %v", resp, err)
+	}
+	if bytes.Equal(resp.Task.TaskToken, item.task.TaskToken) {
+		t.Fatal("the task given back was handed out again as it was built")
+	}
+	if _, err := eng.CompleteWorkflowTask(context.Background(), &api.CompleteWorkflowTaskRequest{TaskToken: resp.Task.TaskToken,
+		Commands: []api.Command{completeWF(`1`)}}); err != nil {
+		t.Fatalf("completing the fresh dispatch: %v", err)
 	}
 }

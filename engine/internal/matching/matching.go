@@ -28,6 +28,28 @@ type Queues[T any] struct {
 	// onGiveBack, if set (tests only), is called with mu held each time an
 	// item handed to a cancelled poller is given back.
 	onGiveBack func()
+	// reclaim, if set (SetReclaim), is offered every item given back.
+	reclaim func(T) bool
+}
+
+// SetReclaim makes f see every item a poller could not take (see Poll):
+// when f returns true it has taken the item over and it is not queued
+// again. f is called with the queues' lock held: it must be quick and must
+// not call back into q.
+func (q *Queues[T]) SetReclaim(f func(T) bool) {
+	q.mu.Lock()
+	q.reclaim = f
+	q.mu.Unlock()
+}
+
+// GiveBack returns an item a caller polled but cannot take, as Poll does
+// itself when its context ends just as an item arrives: it goes to the
+// reclaim function, or to the next waiting poller, or to the front of the
+// queue.
+func (q *Queues[T]) GiveBack(queue string, item T) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.giveBackLocked(queue, item)
 }
 
 // NewQueues returns an empty, open set of queues.
@@ -270,6 +292,9 @@ func (q *Queues[T]) PollTagged(ctx context.Context, queue, tag string) (T, bool)
 func (q *Queues[T]) giveBackLocked(name string, item T) {
 	if q.onGiveBack != nil {
 		q.onGiveBack()
+	}
+	if q.reclaim != nil && q.reclaim(item) {
+		return
 	}
 	qq := q.get(name)
 	qq.offerLocked(item, true)

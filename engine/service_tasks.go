@@ -123,13 +123,7 @@ func (e *Engine) dispatchWFT(ctx context.Context, item wftItem, identity string)
 	epoch := e.nextEpoch()
 	d := e.m.WFTDispatched(st, epoch, e.now())
 	e.timers.Add(d.At, timerKey{ref: entry.ref, d: d})
-	task := &api.WorkflowTask{
-		TaskToken:  encodeToken(&wftToken{W: st.WorkflowID, R: st.RunID, E: epoch}),
-		WorkflowID: st.WorkflowID, RunID: st.RunID, WorkflowType: st.WorkflowType, TaskQueue: st.TaskQueue,
-		Attempt: w.Attempt, FirstEventID: first, NextEventID: st.NextEventID,
-		ContinueAsNewSuggested: e.m.SuggestContinueAsNew(st),
-		SuggestContinueAsNewAt: e.m.Limits.SuggestContinueAsNewAt,
-	}
+	task := e.workflowTask(st, epoch, first)
 	evs, cached := entry.tail.get(first, task.NextEventID)
 	entry.tail.dispatched(task.NextEventID)
 	unlock()
@@ -143,6 +137,18 @@ func (e *Engine) dispatchWFT(ctx context.Context, item wftItem, identity string)
 	}
 	task.Events = evs
 	return task, nil
+}
+
+// workflowTask is the task of run st's workflow task dispatched under
+// epoch, from event first (its Events are the caller's to fill).
+func (e *Engine) workflowTask(st *RunState, epoch, first int64) *api.WorkflowTask {
+	return &api.WorkflowTask{
+		TaskToken:  encodeToken(&wftToken{W: st.WorkflowID, R: st.RunID, E: epoch}),
+		WorkflowID: st.WorkflowID, RunID: st.RunID, WorkflowType: st.WorkflowType, TaskQueue: st.TaskQueue,
+		Attempt: st.WFT.Attempt, FirstEventID: first, NextEventID: st.NextEventID,
+		ContinueAsNewSuggested: e.m.SuggestContinueAsNew(st),
+		SuggestContinueAsNewAt: e.m.Limits.SuggestContinueAsNewAt,
+	}
 }
 
 func (e *Engine) queryTask(ctx context.Context, item wftItem) (*api.WorkflowTask, error) {
@@ -404,7 +410,7 @@ func (e *Engine) dispatchActivity(ctx context.Context, item actItem, identity st
 		if err != nil {
 			return err
 		}
-		if task, err = e.activityTask(ctx, st, st.Activities[item.schedID]); err != nil {
+		if task, err = e.activityTask(ctx, st, st.Activities[item.schedID], false); err != nil {
 			return err
 		}
 		if len(out.Events) == 0 {
@@ -423,7 +429,9 @@ func (e *Engine) dispatchActivity(ctx context.Context, item actItem, identity st
 	return task, nil
 }
 
-func (e *Engine) activityTask(ctx context.Context, st *RunState, a *ActivityInfo) (*api.ActivityTask, error) {
+// activityTask is the task of a's current attempt; handedOff marks its
+// token (see actToken.H).
+func (e *Engine) activityTask(ctx context.Context, st *RunState, a *ActivityInfo, handedOff bool) (*api.ActivityTask, error) {
 	input := a.input
 	if input == nil {
 		sched, err := e.scheduledEvent(ctx, st.Ref(), a.ScheduledEventID)
@@ -433,7 +441,7 @@ func (e *Engine) activityTask(ctx context.Context, st *RunState, a *ActivityInfo
 		input = &sched.Input
 	}
 	return &api.ActivityTask{
-		TaskToken:  encodeToken(&actToken{W: st.WorkflowID, R: st.RunID, S: a.ScheduledEventID, E: a.LeaseEpoch, A: a.Attempt}),
+		TaskToken:  encodeToken(&actToken{W: st.WorkflowID, R: st.RunID, S: a.ScheduledEventID, E: a.LeaseEpoch, A: a.Attempt, H: handedOff}),
 		WorkflowID: st.WorkflowID, RunID: st.RunID, WorkflowType: st.WorkflowType, ActivityID: a.ActivityID,
 		ActivityType: a.ActivityType, ScheduledEventID: a.ScheduledEventID, Input: clonePayload(*input), Attempt: a.Attempt,
 		LeaseEpoch: a.LeaseEpoch, Effect: a.Effect, IdempotencyKey: a.IdempotencyKey, Reconcile: a.Reconciling,

@@ -303,13 +303,8 @@ func (x *txn) handOffWFT(h *handedOff) {
 		return
 	}
 	seq, epoch := e.seq.Add(1), e.nextEpoch()
-	task := &api.WorkflowTask{
-		TaskToken:  encodeToken(&wftToken{W: st.WorkflowID, R: st.RunID, E: epoch}),
-		WorkflowID: st.WorkflowID, RunID: st.RunID, WorkflowType: st.WorkflowType, TaskQueue: st.TaskQueue,
-		Attempt: st.WFT.Attempt, FirstEventID: first, NextEventID: st.NextEventID, Events: evs,
-		ContinueAsNewSuggested: e.m.SuggestContinueAsNew(st),
-		SuggestContinueAsNewAt: e.m.Limits.SuggestContinueAsNewAt,
-	}
+	task := e.workflowTask(st, epoch, first)
+	task.Events = evs
 	if !e.wftQ.Offer(queue, wftItem{ref: st.Ref(), seq: seq, task: task}) {
 		return
 	}
@@ -338,12 +333,11 @@ func (x *txn) handOffActivities(h *handedOff) {
 				if err != nil || len(out.Events) > 0 { // a Read attempt records nothing
 					return actItem{}, false
 				}
-				task, err := e.activityTask(context.Background(), st, a) // the input is at hand: no read
+				task, err := e.activityTask(context.Background(), st, a, true) // the input is at hand: no read
 				if err != nil {
 					a.State, a.LeaseEpoch, a.LeaseDeadline = api.ActivityStateScheduled, 0, time.Time{}
 					return actItem{}, false
 				}
-				task.TaskToken = encodeToken(&actToken{W: st.WorkflowID, R: st.RunID, S: id, E: epoch, A: a.Attempt, H: true})
 				lease = out.Deadlines
 				return actItem{ref: st.Ref(), schedID: id, attempt: a.Attempt, task: task}, true
 			})

@@ -115,6 +115,25 @@ type infoKey struct{}
 
 type heartbeatKey struct{}
 
+type chunksKey struct{}
+
+// WithChunks returns ctx carrying the source of payload chunks (for workers
+// and tests).
+func WithChunks(ctx context.Context, src history.ChunkSource) context.Context {
+	return context.WithValue(ctx, chunksKey{}, src)
+}
+
+// Chunks returns the source of stored payload chunks for the running
+// attempt, or nil outside an activity. An activity that declares its input
+// as a raw history.Payload receives it as recorded — possibly a reference to
+// a chunk chain (a transcript) — and resolves it with this source, caching
+// what it built from earlier chunks; every other activity receives its
+// input resolved.
+func Chunks(ctx context.Context) history.ChunkSource {
+	src, _ := ctx.Value(chunksKey{}).(history.ChunkSource)
+	return src
+}
+
 // Heartbeater records progress for the running attempt; the worker
 // installs one in every activity's context.
 type Heartbeater func(details any)

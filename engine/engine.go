@@ -124,6 +124,8 @@ type Engine struct {
 	// GetResult and Describe right after a run closes do not read it back
 	// from the store.
 	recent *lru.Cache[string, *RunState]
+	// chunks remembers payload chunks known to be stored (by hash).
+	chunks *lru.Cache[string, struct{}]
 
 	wftQ   *matching.Queues[wftItem]
 	actQ   *matching.Queues[actItem]
@@ -209,6 +211,7 @@ func Open(opts Options) (*Engine, error) {
 	}
 	e.firingCond = sync.NewCond(&e.firingMu)
 	e.recent, _ = lru.New[string, *RunState](recentClosedRuns) // cannot fail: the size is positive
+	e.chunks = newChunkCache()
 	e.m = &Machine{Limits: opts.Limits, Defaults: opts.Defaults, NewRunID: opts.NewRunID}
 	// A task handed off by a transaction (txn.handOff) that its poller
 	// could not take is handed back through the run, as PollWorkflowTask and

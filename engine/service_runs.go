@@ -330,7 +330,11 @@ func (e *Engine) GetResult(ctx context.Context, req *api.GetResultRequest) (*api
 			return nil, err
 		}
 		if !st.Status.Open() {
-			return &api.GetResultResponse{RunID: st.RunID, Closed: true, Status: st.Status, Result: st.Result,
+			result, err := e.resolve(ctx, st.Result)
+			if err != nil {
+				return nil, err
+			}
+			return &api.GetResultResponse{RunID: st.RunID, Closed: true, Status: st.Status, Result: result,
 				Failure: st.Failure, ContinuedAsNewRunID: st.ContinuedAsNewRunID}, nil
 		}
 		if !req.Wait || !waitChange(ctx, changed, e.stop) {

@@ -454,7 +454,7 @@ func (e *Engine) activityTask(ctx context.Context, st *RunState, a *ActivityInfo
 // clonePayload copies p's data, so that what one caller is handed is never
 // shared with the engine's memory or another caller.
 func clonePayload(p history.Payload) history.Payload {
-	return history.Payload{Encoding: p.Encoding, Data: bytes.Clone(p.Data)}
+	return history.Payload{Encoding: p.Encoding, Data: bytes.Clone(p.Data), Ref: bytes.Clone(p.Ref)}
 }
 
 // RecordActivityHeartbeat implements api.Service. Heartbeats extend the

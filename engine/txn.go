@@ -80,6 +80,8 @@ type txn struct {
 	batch history.Batch
 	runs  []*txnRun
 	byRef map[history.RunRef]*txnRun
+	// newChunks are the payload chunks the batch writes (by hash).
+	newChunks map[string]struct{}
 }
 
 // txnRun is one run touched by a transaction.
@@ -94,7 +96,7 @@ type txnRun struct {
 }
 
 func (e *Engine) newTxn(now time.Time, held []string) *txn {
-	x := &txn{e: e, now: now, byRef: map[history.RunRef]*txnRun{}, held: map[string]bool{}}
+	x := &txn{e: e, now: now, byRef: map[history.RunRef]*txnRun{}, held: map[string]bool{}, newChunks: map[string]struct{}{}}
 	for _, id := range held {
 		x.held[id] = true
 	}
@@ -121,13 +123,17 @@ func (x *txn) record(tr *txnRun, out Output) {
 }
 
 // ledger writes effects-ledger changes for the run.
-func (x *txn) ledger(tr *txnRun, changes []LedgerChange, now time.Time) error {
+func (x *txn) ledger(ctx context.Context, tr *txnRun, changes []LedgerChange, now time.Time) error {
 	for _, c := range changes {
 		if c.Key == "" {
 			continue
 		}
+		result, err := x.storePayload(ctx, "ledger result", c.Result)
+		if err != nil {
+			return err
+		}
 		b, err := api.MarshalMsgpack(&LedgerEntry{State: c.State, RunID: tr.st.RunID, ScheduledEventID: c.ScheduledEventID,
-			ActivityType: c.ActivityType, Result: c.Result, Updated: now})
+			ActivityType: c.ActivityType, Result: result, Updated: now})
 		if err != nil {
 			return fmt.Errorf("%w: encode ledger entry: %w", api.ErrInternal, err)
 		}
@@ -137,10 +143,13 @@ func (x *txn) ledger(tr *txnRun, changes []LedgerChange, now time.Time) error {
 }
 
 // build turns the gathered runs into the store batch.
-func (x *txn) build() error {
+func (x *txn) build(ctx context.Context) error {
 	for _, tr := range x.runs {
 		st := tr.st
 		ref := st.Ref()
+		if err := x.storeEventPayloads(ctx, tr); err != nil {
+			return err
+		}
 		if len(tr.events) > 0 {
 			x.batch.Appends = append(x.batch.Appends, history.Append{Run: ref, ExpectedNext: tr.first, Events: tr.events})
 		}
@@ -150,7 +159,7 @@ func (x *txn) build() error {
 		}
 		x.batch.Puts = append(x.batch.Puts, history.Record{Space: history.SpaceRunState, Key: stateKey(ref), Value: b})
 		for _, out := range tr.outs {
-			if err := x.ledger(tr, out.Ledger, x.now); err != nil {
+			if err := x.ledger(ctx, tr, out.Ledger, x.now); err != nil {
 				return err
 			}
 		}
@@ -215,7 +224,7 @@ func summary(st *RunState) *api.WorkflowInfo {
 // and performs the post-commit work (queues, timers, wake-ups). The caller
 // holds the locks of every run in the transaction.
 func (x *txn) commit(ctx context.Context) error {
-	if err := x.build(); err != nil {
+	if err := x.build(ctx); err != nil {
 		return err
 	}
 	h := x.handOff()
@@ -227,6 +236,9 @@ func (x *txn) commit(ctx context.Context) error {
 		return storeErr(err)
 	}
 	x.e.stats.commits.Add(1)
+	for h := range x.newChunks {
+		x.e.chunks.Add(h, struct{}{})
+	}
 	x.install()
 	if h != nil {
 		h.installed()

@@ -176,13 +176,19 @@ var attrFactories = [typeCount]func() Attributes{
 // Payload is an encoded value (workflow input, activity result, signal
 // argument …) together with the name of its encoding, e.g. "msgpack" or
 // "json". The history never interprets Data; converters in the SDK do.
+//
+// Ref, when set, names a stored chunk (see chunk.go): the payload's bytes
+// are that chunk chain's bytes followed by Data. The engine stores every
+// payload that extends a chunk, and every payload above its inline
+// threshold, as a chunk, and records only the reference.
 type Payload struct {
 	Encoding string `msgpack:"e,omitempty" json:"encoding,omitempty"`
 	Data     []byte `msgpack:"d,omitempty" json:"data,omitempty"`
+	Ref      []byte `msgpack:"r,omitempty" json:"ref,omitempty"`
 }
 
 // IsZero reports whether the payload carries nothing.
-func (p Payload) IsZero() bool { return p.Encoding == "" && len(p.Data) == 0 }
+func (p Payload) IsZero() bool { return p.Encoding == "" && len(p.Data) == 0 && len(p.Ref) == 0 }
 
 // Failure is an error as stored in history: a plain value, never a Go error
 // chain. Type is the error's type name (used by NonRetryableErrorTypes),

@@ -348,9 +348,10 @@ func (e *binEncoder) strings(_ string, p *[]string) {
 
 func (e *binEncoder) payload(_ string, p *Payload) {
 	e.n++
-	e.w.b = append(e.w.b, mpFixArray|2)
+	e.w.b = append(e.w.b, mpFixArray|3)
 	e.w.writeString(p.Encoding)
 	e.w.writeBin(p.Data)
+	e.w.writeBin(p.Ref)
 }
 
 func (e *binEncoder) object(_ string, p fielder) { e.n++; e.writeStruct(p) }
@@ -516,7 +517,13 @@ func (d *binDecoder) payload(name string, p *Payload) {
 	if n > 1 {
 		p.Data = d.r.readBin()
 	}
-	for ; n > 2 && d.r.err == nil; n-- {
+	if n > 2 {
+		p.Ref = d.r.readBin()
+		if len(p.Ref) != 0 && len(p.Ref) != HashSize {
+			d.r.failf("%s: chunk reference of %d bytes", name, len(p.Ref))
+		}
+	}
+	for ; n > 3 && d.r.err == nil; n-- {
 		d.r.skip()
 	}
 }

@@ -1,7 +1,6 @@
 package sdk
 
 import (
-	"bytes"
 	"fmt"
 	"hash/fnv"
 
@@ -22,9 +21,10 @@ func isCommandEvent(t history.EventType) bool {
 	return false
 }
 
-func samePayload(a, b history.Payload) bool {
-	return a.Encoding == b.Encoding && bytes.Equal(a.Data, b.Data)
-}
+// samePayload compares a recorded payload with one the code produced; a
+// payload the engine stored by reference matches the bytes it was made
+// from (see history.SamePayload).
+func samePayload(a, b history.Payload) bool { return history.SamePayload(a, b) }
 
 // commandMatches compares a command with the event recorded for it: the
 // kind, the activity/child/timer/marker identity, and the arguments.
@@ -74,7 +74,7 @@ func commandMatches(c *api.Command, ev *history.Event) bool {
 func argsHash(p history.Payload) string {
 	h := fnv.New32a()
 	h.Write([]byte(p.Encoding))
-	h.Write(p.Data)
+	h.Write(p.StoredRef()) // the same fingerprint for a payload and its stored reference
 	return fmt.Sprintf("args#%08x", h.Sum32())
 }
 

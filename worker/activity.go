@@ -67,6 +67,7 @@ func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask) {
 		HeartbeatDetails: task.HeartbeatDetails,
 	})
 	ctx = activities.WithHeartbeater(ctx, hb.record)
+	ctx = activities.WithChunks(ctx, w.chunks)
 	reg := w.reg
 	if task.Reconcile {
 		reg = w.reconcilers
@@ -82,7 +83,13 @@ func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask) {
 	case !task.Reconcile && def.Effect() > task.Effect:
 		err = effectMismatch(task, def.Effect(), w.opts.Identity)
 	default:
-		result, err = def.Invoke(ctx, w.opts.Converter, task.Input)
+		input := task.Input
+		if !def.RawInput() {
+			input, err = history.Resolve(ctx, w.chunks, input)
+		}
+		if err == nil {
+			result, err = def.Invoke(ctx, w.opts.Converter, input)
+		}
 	}
 	hb.stop()
 	w.report(task, result, err, hb.canceled())

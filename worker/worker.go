@@ -84,6 +84,9 @@ type Options struct {
 	DeadlockTimeout time.Duration
 	// StopOnSignals makes Run also stop on SIGINT and SIGTERM.
 	StopOnSignals bool
+	// ChunkCacheBytes bounds the payload chunks (transcripts, large
+	// payloads) the worker keeps in memory (default 64 MiB).
+	ChunkCacheBytes int
 }
 
 // Validate reports options that cannot work.
@@ -95,7 +98,8 @@ func (o *Options) Validate() error {
 		name string
 		n    int
 	}{{"MaxConcurrentActivities", o.MaxConcurrentActivities}, {"MaxConcurrentWorkflowTasks", o.MaxConcurrentWorkflowTasks},
-		{"WorkflowPollers", o.WorkflowPollers}, {"ActivityPollers", o.ActivityPollers}, {"StickyCacheSize", o.StickyCacheSize}} {
+		{"WorkflowPollers", o.WorkflowPollers}, {"ActivityPollers", o.ActivityPollers}, {"StickyCacheSize", o.StickyCacheSize},
+		{"ChunkCacheBytes", o.ChunkCacheBytes}} {
 		if v.n < 0 {
 			return fmt.Errorf("%w: %s must not be negative", ErrInvalidOptions, v.name)
 		}
@@ -156,6 +160,9 @@ type Worker struct {
 	log         zerolog.Logger
 	sticky      string
 	cache       *lru.Cache[string, *cached]
+	// chunks resolves payloads recorded by reference (transcripts, large
+	// results), shared by workflow and activity tasks.
+	chunks *client.ChunkCache
 
 	wfSlots  chan struct{}
 	actSlots chan struct{}
@@ -210,6 +217,7 @@ func New(c client.Client, opts Options) (*Worker, error) {
 		tasks:    runpool.New(opts.MaxConcurrentWorkflowTasks + opts.ActivityPollers),
 		actSlots: make(chan struct{}, opts.MaxConcurrentActivities),
 	}
+	w.chunks = client.NewChunkCache(w.svc, opts.ChunkCacheBytes)
 	if !opts.DisableSticky {
 		w.sticky = fmt.Sprintf("%s/sticky/%s/%d", opts.TaskQueue, opts.Identity, time.Now().UnixNano())
 		cache, err := lru.NewWithEvict(opts.StickyCacheSize, evicted)

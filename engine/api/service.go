@@ -77,4 +77,10 @@ type Service interface {
 	// FailActivity records the attempt's failure (retried per policy), or
 	// with OutcomeUnknown that the tool cannot tell whether it took effect.
 	FailActivity(ctx context.Context, req *FailActivityRequest) (*FailActivityResponse, error)
+
+	// GetChunks returns stored payload chunks by hash (and, with
+	// Ancestors, the chunks they extend), for workers and tools that
+	// resolve payloads recorded by reference. ErrNotFound for an unknown
+	// hash.
+	GetChunks(ctx context.Context, req *GetChunksRequest) (*GetChunksResponse, error)
 }

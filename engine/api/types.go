@@ -701,3 +701,21 @@ func (s *ActivityState) UnmarshalJSON(b []byte) error {
 	}
 	return fmt.Errorf("%w: unknown activity state %q", ErrInvalidArgument, name)
 }
+
+// GetChunksRequest names payload chunks to read.
+type GetChunksRequest struct {
+	Hashes [][]byte
+	// Ancestors also returns each chunk's parent, its parent's parent …
+	// (in that order) up to MaxBytes of data.
+	Ancestors bool
+	// MaxBytes bounds the data of one answer (0 or more than 4 MiB: 4 MiB);
+	// at least one chunk is always returned. Ask again for what is missing.
+	MaxBytes int
+	// Identity names the caller (a worker, a tool), for logs.
+	Identity string
+}
+
+// GetChunksResponse holds the chunks found, in the order walked.
+type GetChunksResponse struct {
+	Chunks []history.Chunk
+}

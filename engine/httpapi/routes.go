@@ -49,6 +49,7 @@ var routes = map[string]endpoint{
 	"RecordActivityHeartbeat": route(false, api.Service.RecordActivityHeartbeat),
 	"CompleteActivity":        route(false, api.Service.CompleteActivity),
 	"FailActivity":            route(false, api.Service.FailActivity),
+	"GetChunks":               route(false, api.Service.GetChunks),
 }
 
 // Methods returns the names of the served methods.

@@ -119,3 +119,7 @@ func (s *stubService) CompleteActivity(_ context.Context, req *api.CompleteActiv
 func (s *stubService) FailActivity(_ context.Context, req *api.FailActivityRequest) (*api.FailActivityResponse, error) {
 	return stubCall[api.FailActivityResponse](s, "FailActivity", req)
 }
+
+func (s *stubService) GetChunks(_ context.Context, req *api.GetChunksRequest) (*api.GetChunksResponse, error) {
+	return stubCall[api.GetChunksResponse](s, "GetChunks", req)
+}

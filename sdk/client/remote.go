@@ -289,3 +289,8 @@ func (r *RemoteService) CompleteActivity(ctx context.Context, req *api.CompleteA
 func (r *RemoteService) FailActivity(ctx context.Context, req *api.FailActivityRequest) (*api.FailActivityResponse, error) {
 	return call[api.FailActivityRequest, api.FailActivityResponse](ctx, r, "FailActivity", req)
 }
+
+// GetChunks implements api.Service.
+func (r *RemoteService) GetChunks(ctx context.Context, req *api.GetChunksRequest) (*api.GetChunksResponse, error) {
+	return call[api.GetChunksRequest, api.GetChunksResponse](ctx, r, "GetChunks", req)
+}

@@ -212,6 +212,13 @@ func (e *Engine) DescribeWorkflow(ctx context.Context, req *api.DescribeWorkflow
 		return nil, err
 	}
 	resp := describe(st)
+	resp.Usage = st.UsageSummary(e.opts.Pricing)
+	resp.Budget = st.BudgetStatus()
+	if wu, err := e.workflowUsage(ctx, st.WorkflowID); err != nil {
+		return nil, err
+	} else if wu != nil {
+		resp.WorkflowUsage = summarizeUsage(wu.Total, wu.ByModel, wu.Calls, e.opts.Pricing)
+	}
 	if p := resp.Info.Pause; p != nil {
 		// The paused action's arguments, for the person deciding.
 		if evs, err := e.store.ReadEvents(ctx, st.Ref(), p.ScheduledEventID, 1); err == nil && len(evs) == 1 {

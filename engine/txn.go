@@ -158,10 +158,15 @@ func (x *txn) build(ctx context.Context) error {
 			return err
 		}
 		x.batch.Puts = append(x.batch.Puts, history.Record{Space: history.SpaceRunState, Key: stateKey(ref), Value: b})
+		var used []history.Usage
 		for _, out := range tr.outs {
 			if err := x.ledger(ctx, tr, out.Ledger, x.now); err != nil {
 				return err
 			}
+			used = append(used, out.Usage...)
+		}
+		if err := x.usage(ctx, tr, used); err != nil {
+			return err
 		}
 		if err := x.index(tr); err != nil {
 			return err
@@ -215,7 +220,12 @@ func summary(st *RunState) *api.WorkflowInfo {
 	}
 	if a := st.Paused(); a != nil {
 		info.Pause = &api.PauseInfo{ScheduledEventID: a.ScheduledEventID, ActivityID: a.ActivityID, ActivityType: a.ActivityType,
-			IdempotencyKey: a.IdempotencyKey, Attempt: a.Attempt, Reason: a.UnknownReason, Since: a.UnknownSince}
+			IdempotencyKey: a.IdempotencyKey, Attempt: a.Attempt, Reason: a.UnknownReason, Since: a.UnknownSince,
+			Kind: api.PauseOutcomeUnknown}
+	} else if held := st.held(); len(held) > 0 && st.Status.Open() {
+		a := held[0]
+		info.Pause = &api.PauseInfo{ScheduledEventID: a.ScheduledEventID, ActivityID: a.ActivityID, ActivityType: a.ActivityType,
+			Attempt: a.Attempt, Reason: a.HeldReason, Since: a.HeldSince, Kind: api.PauseBudget}
 	}
 	return info
 }

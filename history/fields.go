@@ -89,6 +89,7 @@ func (a *WorkflowStarted) fields(v fieldVisitor) {
 	v.str("parentRunId", &a.ParentRunID)
 	v.int64("parentInitiatedEventId", &a.ParentInitiatedEventID)
 	v.str("identity", &a.Identity)
+	v.object("budget", &a.Budget)
 }
 
 func (a *WorkflowCompleted) fields(v fieldVisitor) {
@@ -153,6 +154,7 @@ func (a *ActivityScheduled) fields(v fieldVisitor) {
 	v.str("idempotencyKey", &a.IdempotencyKey)
 	v.boolean("hasReconcile", &a.HasReconcile)
 	v.int64("workflowTaskCompletedEventId", &a.WorkflowTaskCompletedEventID)
+	v.boolean("metered", &a.Metered)
 }
 
 func (a *ActivityStarted) fields(v fieldVisitor) {
@@ -168,6 +170,7 @@ func (a *ActivityCompleted) fields(v fieldVisitor) {
 	v.int64("startedEventId", &a.StartedEventID)
 	v.payload("result", &a.Result)
 	v.str("identity", &a.Identity)
+	v.object("usage", &a.Usage)
 }
 
 func (a *ActivityFailed) fields(v fieldVisitor) {
@@ -176,6 +179,7 @@ func (a *ActivityFailed) fields(v fieldVisitor) {
 	v.object("failure", &a.Failure)
 	v.int32("attempt", &a.Attempt)
 	v.str("identity", &a.Identity)
+	v.object("usage", &a.Usage)
 }
 
 func (a *ActivityTimedOut) fields(v fieldVisitor) {
@@ -184,12 +188,14 @@ func (a *ActivityTimedOut) fields(v fieldVisitor) {
 	v.str("timeout", &a.Timeout)
 	v.object("lastFailure", &a.LastFailure)
 	v.int32("attempt", &a.Attempt)
+	v.object("usage", &a.Usage)
 }
 
 func (a *ActivityCanceled) fields(v fieldVisitor) {
 	v.int64("scheduledEventId", &a.ScheduledEventID)
 	v.int64("startedEventId", &a.StartedEventID)
 	v.payload("details", &a.Details)
+	v.object("usage", &a.Usage)
 }
 
 func (a *ActivityCancelRequested) fields(v fieldVisitor) {
@@ -550,4 +556,19 @@ func (d *binDecoder) retryPolicyPtr(name string, p **RetryPolicy) {
 	rp := d.ed.newRetryPolicy()
 	d.readStruct(name, rp)
 	*p = rp
+}
+
+func (a *BudgetUpdated) fields(v fieldVisitor) {
+	v.object("budget", &a.Budget)
+	v.boolean("stop", &a.Stop)
+	v.str("by", &a.By)
+	v.str("reason", &a.Reason)
+	v.int64("workflowTaskCompletedEventId", &a.WorkflowTaskCompletedEventID)
+}
+
+func (a *BudgetExceeded) fields(v fieldVisitor) {
+	v.int64("scheduledEventId", &a.ScheduledEventID)
+	v.str("reason", &a.Reason)
+	v.object("used", &a.Used)
+	v.int64("turns", &a.Turns)
 }

@@ -8,10 +8,14 @@ import (
 	"github.com/cairnflow/cairn/history"
 )
 
-// isCommandEvent reports whether events of type t are written for a
-// command, right after the decision's WorkflowTaskCompleted.
-func isCommandEvent(t history.EventType) bool {
-	switch t {
+// isCommandEvent reports whether ev was written for a command, right after
+// the decision's WorkflowTaskCompleted. (A BudgetUpdated is one when
+// workflow code set the budget, not when a person did.)
+func isCommandEvent(ev *history.Event) bool {
+	if b, ok := ev.Attrs.(*history.BudgetUpdated); ok {
+		return b.WorkflowTaskCompletedEventID != 0
+	}
+	switch ev.Type() {
 	case history.TypeActivityScheduled, history.TypeActivityCancelRequested, history.TypeTimerStarted,
 		history.TypeTimerCanceled, history.TypeMarkerRecorded, history.TypeChildWorkflowStarted,
 		history.TypeSignalExternalSent, history.TypeWorkflowCompleted, history.TypeWorkflowFailed,
@@ -66,6 +70,9 @@ func commandMatches(c *api.Command, ev *history.Event) bool {
 	case api.CommandContinueAsNew:
 		_, ok := ev.Attrs.(*history.WorkflowContinuedAsNew)
 		return ok
+	case api.CommandSetBudget:
+		b, ok := ev.Attrs.(*history.BudgetUpdated)
+		return ok && b.Budget == c.SetBudget.Budget
 	}
 	return false
 }
@@ -107,6 +114,8 @@ func describeCommand(c *api.Command) string {
 		return "WorkflowCanceled"
 	case api.CommandContinueAsNew:
 		return "WorkflowContinuedAsNew"
+	case api.CommandSetBudget:
+		return fmt.Sprintf("BudgetUpdated %+v", c.SetBudget.Budget)
 	}
 	return c.Type.String()
 }

@@ -44,6 +44,9 @@ type RegisterActivityOptions struct {
 	// HasReconcile says the activity declares a Reconcile lookup the engine
 	// may run when an attempt's outcome is unknown.
 	HasReconcile bool
+	// Metered says the activity reports usage (a model call) and counts
+	// against the run's budget.
+	Metered bool
 }
 
 // Registry holds workflow and activity definitions by name. It is shared by

@@ -245,7 +245,7 @@ func executeActivity[O any](c *wfContext, name string, in any) Future[O] {
 		},
 	}
 	if def := e.activityDef(name); def != nil {
-		cmd.Effect, cmd.HasReconcile = def.Effect(), def.HasReconcile()
+		cmd.Effect, cmd.HasReconcile, cmd.Metered = def.Effect(), def.HasReconcile(), def.opts.Metered
 		if cmd.KeyMaterial, err = e.keyMaterial(def, in, input); err != nil {
 			f.st.setValue(nil, err)
 			return f
@@ -619,6 +619,16 @@ func GetVersion(ctx Context, changeID string, minSupported, maxSupported Version
 		panic(fmt.Sprintf("sdk: GetVersion(%q): version %d is outside the supported range [%d, %d]", changeID, v, minSupported, maxSupported))
 	}
 	return v
+}
+
+// SetBudget sets the run's budget for metered activities (model calls):
+// when the run has used it up, the next one is held and the run is paused
+// until a person raises the budget or stops the run (see docs/agents.md).
+// The engine records it as BudgetUpdated; a person's later change wins
+// until workflow code sets it again.
+func SetBudget(ctx Context, b history.Budget) {
+	_, e := mutating(ctx)
+	e.addCommand(api.Command{Type: api.CommandSetBudget, SetBudget: &api.SetBudgetCommand{Budget: b}}, nil)
 }
 
 // NewContinueAsNewError returns the error a workflow returns to continue as

@@ -92,7 +92,7 @@ func (r *Replayer) RegisterActivity(fn any, opts ...activities.Options) error {
 		o = opts[0]
 	}
 	return r.reg.RegisterActivity(fn, sdk.RegisterActivityOptions{Name: o.Name, Effect: o.Effect, BusinessKey: o.BusinessKey,
-		HasReconcile: o.Reconcile != nil})
+		HasReconcile: o.Reconcile != nil, Metered: o.Metered})
 }
 
 // ReplayFile replays a history exported as JSON (cairn history export).

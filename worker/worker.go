@@ -253,7 +253,7 @@ func (w *Worker) RegisterActivity(fn any, opts ...activities.Options) error {
 		o = opts[0]
 	}
 	if err := w.reg.RegisterActivity(fn, sdk.RegisterActivityOptions{Name: o.Name, Effect: o.Effect,
-		BusinessKey: o.BusinessKey, HasReconcile: o.Reconcile != nil}); err != nil {
+		BusinessKey: o.BusinessKey, HasReconcile: o.Reconcile != nil, Metered: o.Metered}); err != nil {
 		return err
 	}
 	if o.Reconcile == nil {

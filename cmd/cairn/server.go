@@ -23,7 +23,7 @@ import (
 )
 
 type serverFlags struct {
-	data, listen, tokenFile, tlsCert, tlsKey, logLevel string
+	data, listen, tokenFile, tlsCert, tlsKey, logLevel, pricing string
 }
 
 func serverCommand(g *globals) *cobra.Command {
@@ -48,6 +48,7 @@ not a loopback address: the server refuses to start open to the network.`,
 	cmd.Flags().StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (with --tls-key)")
 	cmd.Flags().StringVar(&f.tlsKey, "tls-key", "", "TLS key file (with --tls-cert)")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "log level (debug, info, warn, error)")
+	cmd.Flags().StringVar(&f.pricing, "pricing", "", `JSON price table for token costs: {"model": {"input": USD/Mtok, "cached_input": …, "output": …}}`)
 	return cmd
 }
 
@@ -106,7 +107,11 @@ func serve(ctx context.Context, g *globals, f serverFlags) error {
 		return err
 	}
 	defer st.Close()
-	eng, err := engine.Open(engine.Options{Store: st, Logger: &log})
+	pricing, err := readPricing(f.pricing)
+	if err != nil {
+		return err
+	}
+	eng, err := engine.Open(engine.Options{Store: st, Logger: &log, Pricing: pricing})
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ import (
 func workflowCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "workflow", Short: "Start, inspect and steer workflows"}
 	cmd.AddCommand(wfStart(g), wfList(g), wfDescribe(g), wfShow(g), wfSignal(g), wfQuery(g), wfCancel(g), wfTerminate(g),
-		wfResult(g), wfResolve(g))
+		wfResult(g), wfResolve(g), wfBudget(g), wfWatch(g))
 	return cmd
 }
 
@@ -99,7 +99,10 @@ func wfList(g *globals) *cobra.Command {
 			rows := make([][]string, 0, len(resp.Workflows))
 			for _, w := range resp.Workflows {
 				note := ""
-				if w.Pause != nil {
+				switch {
+				case w.Pause != nil && w.Pause.Kind == api.PauseBudget:
+					note = abbreviate(w.Pause.Reason, 60) + "; waits for: cairn workflow budget " + w.WorkflowID
+				case w.Pause != nil:
 					note = "waits for: cairn workflow resolve " + w.WorkflowID
 				}
 				rows = append(rows, []string{w.WorkflowID, abbreviate(w.RunID, 12), w.WorkflowType, g.statusText(w.Status),
@@ -159,11 +162,15 @@ func printDescribe(g *globals, d *api.DescribeWorkflowResponse) {
 	if i.ContinuedAsNewRunID != "" {
 		fmt.Fprintf(w, "Next run  %s\n", i.ContinuedAsNewRunID)
 	}
-	if p := i.Pause; p != nil {
+	if p := i.Pause; p != nil && p.Kind == api.PauseBudget {
+		fmt.Fprintf(w, "\nPAUSED: %s is held since %s\n  reason: %s\n  raise:  cairn workflow budget %s --max-tokens N | --max-cost USD | --max-turns N --reason WHY\n  or:     cairn workflow budget %s --stop --reason WHY\n",
+			p.ActivityType, relative(p.Since, now), p.Reason, i.WorkflowID, i.WorkflowID)
+	} else if p != nil {
 		fmt.Fprintf(w, "\nPAUSED on %s (activity %s, event %d, attempt %d) since %s\n  reason: %s\n  args:   %s\n  key:    %s\n  resolve: cairn workflow resolve %s --happened [--result JSON] | --not-happened | --fail --reason WHY\n",
 			p.ActivityType, p.ActivityID, p.ScheduledEventID, p.Attempt, relative(p.Since, now), p.Reason, payloadText(p.Input),
 			p.IdempotencyKey, i.WorkflowID)
 	}
+	printUsage(g, d)
 	if len(d.PendingActivities) > 0 {
 		fmt.Fprintln(w, "\nPending activities:")
 		rows := [][]string{}

@@ -178,4 +178,3 @@ func (c chunkSrc) Chunk(ctx context.Context, h []byte) (history.Chunk, error) {
 	}
 	return resp.Chunks[0], nil
 }
-

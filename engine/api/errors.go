@@ -40,6 +40,11 @@ var (
 	ErrUnauthenticated = errors.New("cairn: unauthenticated")
 	// ErrInternal: an unexpected failure inside the service.
 	ErrInternal = errors.New("cairn: internal error")
+	// ErrResourceExhausted: the server ran out of a resource it needs to
+	// write (the message starts "resource exhausted: disk full" for a full
+	// disk). Nothing was written; reads keep working and writes succeed
+	// again once the resource returns, so retry later.
+	ErrResourceExhausted = errors.New("resource exhausted")
 )
 
 // Code is the stable, transport-level name of an error.
@@ -62,6 +67,8 @@ const (
 	CodeInternal         Code = "internal"
 	CodeDeadlineExceeded Code = "deadline_exceeded"
 	CodeCanceled         Code = "canceled"
+	// CodeResourceExhausted: ErrResourceExhausted.
+	CodeResourceExhausted Code = "resource_exhausted"
 )
 
 var codeErrors = []struct {
@@ -79,6 +86,7 @@ var codeErrors = []struct {
 	{CodeQueryFailed, ErrQueryFailed},
 	{CodeUnavailable, ErrUnavailable},
 	{CodeUnauthenticated, ErrUnauthenticated},
+	{CodeResourceExhausted, ErrResourceExhausted},
 }
 
 // ErrorCode returns the stable code for err (CodeOK for nil, CodeInternal

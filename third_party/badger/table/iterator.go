@@ -192,6 +192,15 @@ func (itr *Iterator) reset() {
 }
 
 // Valid follows the y.Iterator interface
+// Err returns the error that stopped the iterator, nil at its end (Cairn
+// patch: a damaged block must not look like the end of the table).
+func (itr *Iterator) Err() error {
+	if itr.err == io.EOF {
+		return nil
+	}
+	return itr.err
+}
+
 func (itr *Iterator) Valid() bool {
 	return itr.err == nil
 }
@@ -513,11 +522,20 @@ func (s *ConcatIterator) Seek(key []byte) {
 	s.cur.Seek(key)
 }
 
+// Err returns the error that stopped the iterator (Cairn patch).
+func (s *ConcatIterator) Err() error {
+	if s.cur == nil {
+		return nil
+	}
+	return s.cur.Err()
+}
+
 // Next advances our concat iterator.
 func (s *ConcatIterator) Next() {
 	s.cur.Next()
-	if s.cur.Valid() {
-		// Nothing to do. Just stay with the current table.
+	if s.cur.Valid() || s.cur.Err() != nil {
+		// Nothing to do. Just stay with the current table (Cairn patch:
+		// or stop at its error instead of skipping to the next table).
 		return
 	}
 	for { // In case there are empty tables.
@@ -531,7 +549,7 @@ func (s *ConcatIterator) Next() {
 			return
 		}
 		s.cur.Rewind()
-		if s.cur.Valid() {
+		if s.cur.Valid() || s.cur.Err() != nil {
 			break
 		}
 	}

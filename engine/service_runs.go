@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
@@ -390,6 +391,9 @@ func listEntry(r history.Record, req *api.ListWorkflowsRequest) (*api.WorkflowIn
 		return nil, false, fmt.Errorf("%w: %w: list index: %w", api.ErrInternal, history.ErrCorrupt, err)
 	}
 	if req.WorkflowType != "" && info.WorkflowType != req.WorkflowType {
+		return nil, false, nil
+	}
+	if !strings.HasPrefix(info.WorkflowID, req.WorkflowIDPrefix) {
 		return nil, false, nil
 	}
 	if !req.StartedAfter.IsZero() && !info.StartTime.After(req.StartedAfter) {

@@ -324,6 +324,10 @@ type ListWorkflowsRequest struct {
 	StartedBefore time.Time
 	PageSize      int // 0: 100
 	NextPageToken []byte
+	// WorkflowIDPrefix keeps runs whose workflow id starts with it (empty:
+	// any). A workflow id is its own prefix, so this also lists one id's
+	// runs.
+	WorkflowIDPrefix string
 }
 
 // ListWorkflowsResponse is one page of runs.

@@ -71,12 +71,13 @@ func wfStart(g *globals) *cobra.Command {
 func wfList(g *globals) *cobra.Command {
 	var status, typ string
 	var limit int
+	var corrupt bool
 	cmd := &cobra.Command{
-		Use:   "list [--status S] [--type T]",
+		Use:   "list [--status S] [--type T] [--corrupt]",
 		Short: "List runs, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			req := &api.ListWorkflowsRequest{WorkflowType: typ, PageSize: limit}
+			req := &api.ListWorkflowsRequest{WorkflowType: typ, PageSize: limit, Corrupt: corrupt}
 			if status != "" {
 				s, ok := api.ParseStatus(status)
 				if !ok {
@@ -99,7 +100,10 @@ func wfList(g *globals) *cobra.Command {
 			rows := make([][]string, 0, len(resp.Workflows))
 			for _, w := range resp.Workflows {
 				note := ""
-				if w.Pause != nil {
+				switch {
+				case w.Corrupt != "":
+					note = "CORRUPT: " + abbreviate(w.Corrupt, 60)
+				case w.Pause != nil:
 					note = "waits for: cairn workflow resolve " + w.WorkflowID
 				}
 				rows = append(rows, []string{w.WorkflowID, abbreviate(w.RunID, 12), w.WorkflowType, g.statusText(w.Status),
@@ -112,6 +116,7 @@ func wfList(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&status, "status", "", "only runs with this status")
 	cmd.Flags().StringVar(&typ, "type", "", "only runs of this workflow type")
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many runs")
+	cmd.Flags().BoolVar(&corrupt, "corrupt", false, "only runs quarantined because their stored data is damaged")
 	return cmd
 }
 
@@ -158,6 +163,10 @@ func printDescribe(g *globals, d *api.DescribeWorkflowResponse) {
 	fmt.Fprintf(w, "Events    %d\n", i.HistoryLength)
 	if i.ContinuedAsNewRunID != "" {
 		fmt.Fprintf(w, "Next run  %s\n", i.ContinuedAsNewRunID)
+	}
+	if i.Corrupt != "" {
+		fmt.Fprintf(w, "\nCORRUPT: this run is quarantined: its stored data is damaged, its writes are refused\n  found:  %s\n  next:   cairn check --data DIR (server stopped), then restore from a backup (docs/reliability.md)\n",
+			i.Corrupt)
 	}
 	if p := i.Pause; p != nil {
 		fmt.Fprintf(w, "\nPAUSED on %s (activity %s, event %d, attempt %d) since %s\n  reason: %s\n  args:   %s\n  key:    %s\n  resolve: cairn workflow resolve %s --happened [--result JSON] | --not-happened | --fail --reason WHY\n",

@@ -79,6 +79,7 @@ func wfStart(g *globals) *cobra.Command {
 // listFilter holds the filter flags list and count share.
 type listFilter struct {
 	status, typ, idPrefix, after, before string
+	corrupt                              bool
 }
 
 func (lf *listFilter) flags(cmd *cobra.Command) {
@@ -88,11 +89,12 @@ func (lf *listFilter) flags(cmd *cobra.Command) {
 	f.StringVar(&lf.idPrefix, "id-prefix", "", "only workflow ids starting with this")
 	f.StringVar(&lf.after, "started-after", "", "only runs started after this time (RFC 3339, or a duration ago: 1h)")
 	f.StringVar(&lf.before, "started-before", "", "only runs started before this time (RFC 3339, or a duration ago: 10m)")
+	f.BoolVar(&lf.corrupt, "corrupt", false, "only runs quarantined because their stored data is damaged")
 }
 
 // request builds the list request of the filter flags.
 func (lf *listFilter) request(now time.Time) (*api.ListWorkflowsRequest, error) {
-	req := &api.ListWorkflowsRequest{WorkflowType: lf.typ, WorkflowIDPrefix: lf.idPrefix}
+	req := &api.ListWorkflowsRequest{WorkflowType: lf.typ, WorkflowIDPrefix: lf.idPrefix, Corrupt: lf.corrupt}
 	if lf.status != "" {
 		s, ok := api.ParseStatus(lf.status)
 		if !ok {
@@ -131,7 +133,7 @@ func wfList(g *globals) *cobra.Command {
 	var limit int
 	var page string
 	cmd := &cobra.Command{
-		Use:   "list [--status S] [--type T] [--id-prefix P] [--started-after T] [--started-before T]",
+		Use:   "list [--status S] [--type T] [--id-prefix P] [--started-after T] [--started-before T] [--corrupt]",
 		Short: "List runs, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -167,7 +169,10 @@ func printList(g *globals, w io.Writer, resp *api.ListWorkflowsResponse) {
 	rows := make([][]string, 0, len(resp.Workflows))
 	for _, wi := range resp.Workflows {
 		note := ""
-		if wi.Pause != nil {
+		switch {
+		case wi.Corrupt != "":
+			note = "CORRUPT: " + abbreviate(wi.Corrupt, 60)
+		case wi.Pause != nil:
 			note = "waits for: cairn workflow resolve " + wi.WorkflowID
 		}
 		rows = append(rows, []string{wi.WorkflowID, shortRun(wi.RunID), wi.WorkflowType, g.statusText(wi.Status),
@@ -292,6 +297,10 @@ func printDescribe(g *globals, w io.Writer, out describeOut) {
 	}
 	if i.ContinuedAsNewRunID != "" {
 		fmt.Fprintf(w, "Next run  %s\n", i.ContinuedAsNewRunID)
+	}
+	if i.Corrupt != "" {
+		fmt.Fprintf(w, "\nCORRUPT: this run is quarantined: its stored data is damaged, its writes are refused\n  found:  %s\n  next:   cairn check --data DIR (server stopped), then restore from a backup (docs/reliability.md)\n",
+			i.Corrupt)
 	}
 	if !out.Result.IsZero() {
 		fmt.Fprintf(w, "Result    %s\n", view.PayloadText(out.Result))

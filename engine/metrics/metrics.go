@@ -74,6 +74,8 @@ var (
 		"Runs that are open (running or paused).", nil, nil)
 	pausedRunsDesc = prometheus.NewDesc("cairn_engine_paused_runs",
 		"Open runs paused on an activity whose outcome is unknown, waiting for a person to resolve it.", nil, nil)
+	corruptRunsDesc = prometheus.NewDesc("cairn_runs_corrupt",
+		"Runs quarantined because their stored data is damaged: not served, their writes refused (cairn workflow list --corrupt).", nil, nil)
 	pendingTimersDesc = prometheus.NewDesc("cairn_engine_pending_timers",
 		"Deadlines waiting in the engine's timer queue.", nil, nil)
 	queueDepthDesc = prometheus.NewDesc("cairn_task_queue_depth",
@@ -85,7 +87,7 @@ var (
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{commitsDesc, workflowTasksDesc, activityTasksDesc, activityCompletionsDesc,
-		timersFiredDesc, openRunsDesc, pausedRunsDesc, pendingTimersDesc, queueDepthDesc, queuePollersDesc} {
+		timersFiredDesc, openRunsDesc, pausedRunsDesc, corruptRunsDesc, pendingTimersDesc, queueDepthDesc, queuePollersDesc} {
 		ch <- d
 	}
 }
@@ -128,6 +130,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if n, ok := c.pausedRuns(); ok {
 		gauge(pausedRunsDesc, n)
 	}
+	gauge(corruptRunsDesc, s.CorruptRuns)
 	gauge(pendingTimersDesc, s.PendingTimers)
 	if c.opts.Queues == nil {
 		return

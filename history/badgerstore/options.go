@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cairnflow/cairn/third_party/badger"
+	"github.com/cairnflow/cairn/third_party/badger/options"
 	"github.com/rs/zerolog"
 )
 
@@ -188,6 +189,10 @@ func (o Options) badgerOptions() badger.Options {
 		WithNumCompactors(2).
 		WithNumGoroutines(2).
 		WithMetricsEnabled(false).
+		// Every table block is checked against its checksum when it is
+		// read from disk (cached blocks were checked when loaded): a
+		// damaged block is an error, never keys that silently vanish.
+		WithChecksumVerificationMode(options.OnBlockRead).
 		// The committer goroutine is the only writer, so Badger's
 		// optimistic conflict detection has nothing to detect.
 		WithDetectConflicts(false).

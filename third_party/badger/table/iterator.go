@@ -57,6 +57,14 @@ func (itr *blockIterator) setIdx(i int) {
 		return
 	}
 	itr.err = nil
+	defer func() {
+		if r := recover(); r != nil {
+			// Cairn patch: a damaged block stops the iterator with an
+			// error (Err) instead of a panic.
+			itr.err = fmt.Errorf("table %d block %d entry %d is damaged (data len %d): %v",
+				itr.tableID, itr.blockID, itr.idx, len(itr.data), r)
+		}
+	}()
 	startOffset := int(itr.entryOffsets[i])
 
 	// Set base key.
@@ -75,17 +83,6 @@ func (itr *blockIterator) setIdx(i int) {
 		// EndOffset of the current entry is the start offset of the next entry.
 		endOffset = int(itr.entryOffsets[itr.idx+1])
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			var debugBuf bytes.Buffer
-			fmt.Fprintf(&debugBuf, "==== Recovered====\n")
-			fmt.Fprintf(&debugBuf, "Table ID: %d\nBlock ID: %d\nEntry Idx: %d\nData len: %d\n"+
-				"StartOffset: %d\nEndOffset: %d\nEntryOffsets len: %d\nEntryOffsets: %v\n",
-				itr.tableID, itr.blockID, itr.idx, len(itr.data), startOffset, endOffset,
-				len(itr.entryOffsets), itr.entryOffsets)
-			panic(debugBuf.String())
-		}
-	}()
 
 	entryData := itr.data[startOffset:endOffset]
 	var h header

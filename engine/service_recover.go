@@ -20,6 +20,12 @@ type Stats struct {
 	timersFired   atomic.Int64
 	wftHandedOff  atomic.Int64
 	actHandedOff  atomic.Int64
+	// lateReports counts the judged late reports recorded since Open, by
+	// verdict (api.EffectVerdict); bootDuplicates and bootPossible are the
+	// (possible) duplicates the ledger held when the engine opened.
+	lateReports    [5]atomic.Int64
+	bootDuplicates int64
+	bootPossible   int64
 }
 
 // StatsSnapshot is a copy of the counters.
@@ -38,6 +44,15 @@ type StatsSnapshot struct {
 	// ActivityTasksHandedOff counts the Read activity attempts handed over
 	// the same way (included in ActivityTasks).
 	ActivityTasksHandedOff int64
+	// DuplicateEffects and PossibleDuplicateEffects count every late report
+	// ever judged a duplicate / a possible duplicate (the ledger's, read
+	// when the engine opened, plus those since). EffectConfirmations and
+	// EffectConflicts count the confirmations and conflicts recorded since
+	// the engine opened.
+	DuplicateEffects         int64
+	PossibleDuplicateEffects int64
+	EffectConfirmations      int64
+	EffectConflicts          int64
 }
 
 // Stats returns the engine's counters.
@@ -49,7 +64,11 @@ func (e *Engine) Stats() StatsSnapshot {
 		Commits: e.stats.commits.Load(), WorkflowTasks: e.stats.wftDispatched.Load(), ActivityTasks: e.stats.actDispatched.Load(),
 		ActivityCompletion: e.stats.actCompleted.Load(), TimersFired: e.stats.timersFired.Load(), OpenRuns: open,
 		PendingTimers: e.timers.Len(), WorkflowTasksHandedOff: e.stats.wftHandedOff.Load(),
-		ActivityTasksHandedOff: e.stats.actHandedOff.Load(),
+		ActivityTasksHandedOff:   e.stats.actHandedOff.Load(),
+		DuplicateEffects:         e.stats.bootDuplicates + e.stats.lateReports[api.VerdictDuplicate].Load(),
+		PossibleDuplicateEffects: e.stats.bootPossible + e.stats.lateReports[api.VerdictPossibleDuplicate].Load(),
+		EffectConfirmations:      e.stats.lateReports[api.VerdictConfirmation].Load(),
+		EffectConflicts:          e.stats.lateReports[api.VerdictConflict].Load(),
 	}
 }
 
@@ -126,6 +145,9 @@ func fireDurable(before, st *RunState, out Output) bool {
 // keep their deadlines and expire; timers that came due fire at once.
 func (e *Engine) recover(ctx context.Context) error {
 	if err := e.bumpBoot(ctx); err != nil {
+		return err
+	}
+	if err := e.countDuplicates(ctx); err != nil {
 		return err
 	}
 	prefix := history.Key().Str("o").Bytes()

@@ -212,6 +212,9 @@ func (e *Engine) DescribeWorkflow(ctx context.Context, req *api.DescribeWorkflow
 		return nil, err
 	}
 	resp := describe(st)
+	if resp.EffectReports, err = e.runReports(ctx, st.Ref()); err != nil {
+		return nil, err
+	}
 	if p := resp.Info.Pause; p != nil {
 		// The paused action's arguments, for the person deciding.
 		if evs, err := e.store.ReadEvents(ctx, st.Ref(), p.ScheduledEventID, 1); err == nil && len(evs) == 1 {

@@ -4,6 +4,7 @@
 //	cairn server --data ./cairn-data            # serve the engine on 127.0.0.1:7233
 //	cairn workflow start --type PayInvoice --id invoice-INV-9 --task-queue agents --input '{"ID":"INV-9"}'
 //	cairn workflow show invoice-INV-9
+//	cairn effects list --duplicates              # every action that may have happened twice
 //
 // Exit codes: 0 ok, 1 failed or not found, 2 usage.
 package main
@@ -64,7 +65,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	root.PersistentFlags().StringVar(&g.address, "address", worker.Env("CAIRN_ADDRESS", "127.0.0.1:7233"), "server address (CAIRN_ADDRESS)")
 	root.PersistentFlags().StringVar(&g.token, "token", os.Getenv("CAIRN_TOKEN"), "bearer token (CAIRN_TOKEN)")
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON for scripts")
-	root.AddCommand(serverCommand(g), workflowCommand(g), historyCommand(g), replayCommand(g), demoCommand(g), benchCommand(g), versionCommand(g))
+	root.AddCommand(serverCommand(g), workflowCommand(g), effectsCommand(g), historyCommand(g), replayCommand(g), demoCommand(g), benchCommand(g), versionCommand(g))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := root.ExecuteContext(ctx); err != nil {

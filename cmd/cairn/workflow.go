@@ -102,6 +102,9 @@ func wfList(g *globals) *cobra.Command {
 				if w.Pause != nil {
 					note = "waits for: cairn workflow resolve " + w.WorkflowID
 				}
+				if w.Duplicates > 0 || w.EffectConflicts > 0 {
+					note = strings.TrimSpace(g.effectFlag(&w) + " " + note)
+				}
 				rows = append(rows, []string{w.WorkflowID, abbreviate(w.RunID, 12), w.WorkflowType, g.statusText(w.Status),
 					relative(w.StartTime, now), relative(w.CloseTime, now), note})
 			}
@@ -164,6 +167,12 @@ func printDescribe(g *globals, d *api.DescribeWorkflowResponse) {
 			p.ActivityType, p.ActivityID, p.ScheduledEventID, p.Attempt, relative(p.Since, now), p.Reason, payloadText(p.Input),
 			p.IdempotencyKey, i.WorkflowID)
 	}
+	if i.Duplicates > 0 || i.EffectConflicts > 0 {
+		fmt.Fprintf(w, "\n%s: see cairn effects list --workflow %s --duplicates\n", g.effectFlag(&i), i.WorkflowID)
+	}
+	for _, r := range d.EffectReports {
+		printReport(g, w, r)
+	}
 	if len(d.PendingActivities) > 0 {
 		fmt.Fprintln(w, "\nPending activities:")
 		rows := [][]string{}
@@ -198,6 +207,19 @@ func printDescribe(g *globals, d *api.DescribeWorkflowResponse) {
 	}
 }
 
+// effectFlag names a run's duplicate and conflict counts, for list and
+// describe.
+func (g *globals) effectFlag(w *api.WorkflowInfo) string {
+	var parts []string
+	if w.Duplicates > 0 {
+		parts = append(parts, fmt.Sprintf("DUPLICATE EFFECT ×%d", w.Duplicates))
+	}
+	if w.EffectConflicts > 0 {
+		parts = append(parts, fmt.Sprintf("EFFECT CONFLICT ×%d", w.EffectConflicts))
+	}
+	return g.alarm(strings.Join(parts, ", "))
+}
+
 func wfShow(g *globals) *cobra.Command {
 	var runID string
 	var full bool
@@ -218,6 +240,15 @@ func wfShow(g *globals) *cobra.Command {
 				return printJSON(g.stdout, evs)
 			}
 			showHistory(g.stdout, evs, full)
+			// Late reports that arrived after the run closed are not in
+			// its history: show them from the run's record.
+			if d, err := c.DescribeWorkflow(cmd.Context(), args[0], runID); err == nil {
+				for _, r := range d.EffectReports {
+					if r.AfterClose {
+						printReport(g, g.stdout, r)
+					}
+				}
+			}
 			return nil
 		},
 	}

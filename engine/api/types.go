@@ -183,6 +183,11 @@ type WorkflowInfo struct {
 	ContinuedAsNewRunID string
 	// Pause explains a paused run.
 	Pause *PauseInfo
+	// Duplicates counts the effects of this run judged duplicates or
+	// possible duplicates (see EffectReport); EffectConflicts those judged
+	// conflicts. Either nonzero needs a person's look.
+	Duplicates      int32 `msgpack:",omitempty" json:",omitempty"`
+	EffectConflicts int32 `msgpack:",omitempty" json:",omitempty"`
 }
 
 // PauseInfo says why a run is paused and what resolving it needs.
@@ -275,6 +280,9 @@ type DescribeWorkflowResponse struct {
 	PendingChildren   []PendingChild
 	WorkflowTask      *PendingWorkflowTask
 	CancelRequested   bool
+	// EffectReports are the judged late reports of this run's actions
+	// (duplicates, possible duplicates, confirmations, conflicts).
+	EffectReports []EffectReport `json:",omitempty"`
 }
 
 // GetHistoryRequest reads a run's events.

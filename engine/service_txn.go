@@ -10,8 +10,13 @@ import (
 )
 
 // transact runs fn under the locks of ids with a fresh transaction and
-// commits what fn gathered. Nothing is written when fn fails.
+// commits what fn gathered. Nothing is written when fn fails. A run that
+// fn found damaged is quarantined once the locks are released (settle).
 func (e *Engine) transact(ctx context.Context, ids []string, fn func(x *txn) error) error {
+	return e.settle(e.transactLocked(ctx, ids, fn))
+}
+
+func (e *Engine) transactLocked(ctx context.Context, ids []string, fn func(x *txn) error) error {
 	unlock := e.lock(ids...)
 	defer unlock()
 	x := e.newTxn(e.now(), ids)
@@ -168,10 +173,12 @@ func (x *txn) dedupe(ctx context.Context, tr *txnRun, events []history.Event) er
 			continue
 		}
 		entry, err := x.e.ledgerEntry(ctx, tr.st.WorkflowID, s.IdempotencyKey)
-		if err != nil || entry == nil {
-			if err != nil {
-				return err
-			}
+		if err != nil {
+			// A damaged ledger entry: whether this action already happened
+			// cannot be known, so the run may not go on.
+			return damaged(tr.st.Ref(), true, err)
+		}
+		if entry == nil {
 			continue
 		}
 		switch entry.State {
@@ -263,16 +270,12 @@ func (e *Engine) enqueueWFT(entry *runEntry, st *RunState) {
 // closeChildren applies the parent-close policy to a closed parent's open
 // children, each in its own transaction, in the background.
 func (e *Engine) closeChildren(parent *RunState, children []ChildInfo) {
-	e.bg.Add(1)
-	e.firing.Add(1)
-	go func() {
-		defer e.bg.Done()
-		defer e.fireDone()
+	e.background(func() {
 		ctx := context.Background()
 		for _, c := range children {
 			e.applyParentClose(ctx, parent, c)
 		}
-	}()
+	})
 }
 
 func (e *Engine) applyParentClose(ctx context.Context, parent *RunState, c ChildInfo) {

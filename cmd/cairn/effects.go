@@ -9,14 +9,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/internal/view"
 )
 
 // effectsCommand reads the effects ledger: every action with an
 // idempotency key, across the runs of its workflow id.
 func effectsCommand(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "effects", Short: "Read the effects ledger (actions with an idempotency key)"}
-	cmd.AddCommand(effectsList(g))
-	return cmd
+	return clientFlags(group("effects", "Read the effects ledger (actions with an idempotency key)", effectsList(g)), g)
 }
 
 func effectsList(g *globals) *cobra.Command {
@@ -44,11 +43,7 @@ func effectsList(g *globals) *cobra.Command {
 				}
 				req.NextPageToken = resp.NextPageToken
 			}
-			if g.json {
-				return printJSON(g.stdout, effects)
-			}
-			printEffects(g, effects)
-			return nil
+			return g.emit(effects, func(w io.Writer) { printEffects(g, w, effects) })
 		},
 	}
 	f := cmd.Flags()
@@ -59,7 +54,7 @@ func effectsList(g *globals) *cobra.Command {
 	return cmd
 }
 
-func printEffects(g *globals, effects []api.EffectInfo) {
+func printEffects(g *globals, w io.Writer, effects []api.EffectInfo) {
 	now := time.Now()
 	rows := make([][]string, 0, len(effects))
 	for _, e := range effects {
@@ -75,13 +70,13 @@ func printEffects(g *globals, effects []api.EffectInfo) {
 			runs += fmt.Sprintf(" (+%d)", len(e.RunIDs)-1)
 		}
 		rows = append(rows, []string{abbreviate(e.IdempotencyKey, 16), e.WorkflowID, runs, e.ActivityType, e.Effect.String(),
-			e.State.String(), fmt.Sprint(e.Attempts), dup, relative(e.Updated, now), abbreviate(payloadText(e.Result), 40)})
+			e.State.String(), fmt.Sprint(e.Attempts), dup, relative(e.Updated, now), abbreviate(view.PayloadText(e.Result), 40)})
 	}
-	table(g.stdout, []string{"KEY", "WORKFLOW ID", "RUN", "ACTIVITY", "EFFECT", "STATE", "ATTEMPTS", "DUPLICATES", "UPDATED", "RESULT"}, rows)
+	table(w, []string{"KEY", "WORKFLOW ID", "RUN", "ACTIVITY", "EFFECT", "STATE", "ATTEMPTS", "DUPLICATES", "UPDATED", "RESULT"}, rows)
 	for _, e := range effects {
 		for _, r := range e.Reports {
 			if r.Verdict != api.VerdictConfirmation {
-				printReport(g, g.stdout, r)
+				printReport(g, w, r)
 			}
 		}
 	}
@@ -101,7 +96,7 @@ func printReport(g *globals, w io.Writer, r api.EffectReport) {
 	}
 	fmt.Fprintf(w, "\n  %s", r.Detail)
 	if !r.Result.IsZero() {
-		fmt.Fprintf(w, " → %s", abbreviate(payloadText(r.Result), 60))
+		fmt.Fprintf(w, " → %s", abbreviate(view.PayloadText(r.Result), 60))
 	}
 	fmt.Fprintln(w)
 }

@@ -40,6 +40,12 @@ var (
 	ErrUnauthenticated = errors.New("cairn: unauthenticated")
 	// ErrInternal: an unexpected failure inside the service.
 	ErrInternal = errors.New("cairn: internal error")
+	// ErrDataCorrupt: the stored data of the run (or of a record the call
+	// needs) is damaged. The run is quarantined: its writes are refused
+	// with this error until an operator restores it (docs/reliability.md,
+	// "Operations"); every other run is served. Where the store named the
+	// damage, the error also wraps history.ErrCorrupt.
+	ErrDataCorrupt = errors.New("cairn: data corrupt")
 )
 
 // Code is the stable, transport-level name of an error.
@@ -62,6 +68,7 @@ const (
 	CodeInternal         Code = "internal"
 	CodeDeadlineExceeded Code = "deadline_exceeded"
 	CodeCanceled         Code = "canceled"
+	CodeDataCorrupt      Code = "data_corrupt"
 )
 
 var codeErrors = []struct {
@@ -79,6 +86,7 @@ var codeErrors = []struct {
 	{CodeQueryFailed, ErrQueryFailed},
 	{CodeUnavailable, ErrUnavailable},
 	{CodeUnauthenticated, ErrUnauthenticated},
+	{CodeDataCorrupt, ErrDataCorrupt},
 }
 
 // ErrorCode returns the stable code for err (CodeOK for nil, CodeInternal

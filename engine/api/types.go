@@ -183,6 +183,12 @@ type WorkflowInfo struct {
 	ContinuedAsNewRunID string
 	// Pause explains a paused run.
 	Pause *PauseInfo
+	// Corrupt is set when the run is quarantined because its stored data
+	// is damaged: it says what was found, and where. Such a run is not
+	// served (its writes fail with ErrDataCorrupt) and its other fields
+	// are its last known good state, or only its ids when that state is
+	// what was damaged. Empty for a healthy run.
+	Corrupt string
 	// Duplicates counts the effects of this run judged duplicates or
 	// possible duplicates (see EffectReport); EffectConflicts those judged
 	// conflicts. Either nonzero needs a person's look.
@@ -332,6 +338,13 @@ type ListWorkflowsRequest struct {
 	StartedBefore time.Time
 	PageSize      int // 0: 100
 	NextPageToken []byte
+	// Corrupt lists only the quarantined runs (WorkflowInfo.Corrupt set),
+	// in workflow id order; the other filters still apply.
+	Corrupt bool
+	// WorkflowIDPrefix keeps runs whose workflow id starts with it (empty:
+	// any). A workflow id is its own prefix, so this also lists one id's
+	// runs.
+	WorkflowIDPrefix string
 }
 
 // ListWorkflowsResponse is one page of runs.

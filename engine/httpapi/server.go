@@ -272,7 +272,7 @@ func (h *Handler) errorBody(method string, err error) (int, api.ErrorBody) {
 //	unauthenticated                                                   401
 //	deadline_exceeded                                                 504
 //	canceled                                                          499
-//	internal, and any other                                           500
+//	internal, data_corrupt, and any other                             500
 //
 // Errors raised before a method runs have their own status: an unknown
 // method 404 (not_found), a method other than POST 405, an unsupported

@@ -431,6 +431,7 @@ func TestErrorCodes(t *testing.T) {
 		{api.ErrUnavailable, api.CodeUnavailable, 503},
 		{api.ErrUnauthenticated, api.CodeUnauthenticated, 401},
 		{api.ErrInternal, api.CodeInternal, 500},
+		{api.ErrDataCorrupt, api.CodeDataCorrupt, 500},
 		{errors.New("an error the contract does not name"), api.CodeInternal, 500},
 		{context.DeadlineExceeded, api.CodeDeadlineExceeded, 504},
 		{context.Canceled, api.CodeCanceled, 499},

@@ -74,6 +74,8 @@ var (
 		"Runs that are open (running or paused).", nil, nil)
 	pausedRunsDesc = prometheus.NewDesc("cairn_engine_paused_runs",
 		"Open runs paused on an activity whose outcome is unknown, waiting for a person to resolve it.", nil, nil)
+	corruptRunsDesc = prometheus.NewDesc("cairn_runs_corrupt",
+		"Runs quarantined because their stored data is damaged: not served, their writes refused (cairn workflow list --corrupt).", nil, nil)
 	pendingTimersDesc = prometheus.NewDesc("cairn_engine_pending_timers",
 		"Deadlines waiting in the engine's timer queue.", nil, nil)
 	duplicatesDesc = prometheus.NewDesc("cairn_effects_duplicates_total",
@@ -92,7 +94,7 @@ var (
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{commitsDesc, workflowTasksDesc, activityTasksDesc, activityCompletionsDesc,
-		timersFiredDesc, openRunsDesc, pausedRunsDesc, pendingTimersDesc, duplicatesDesc, lateReportsDesc, queueDepthDesc, queuePollersDesc} {
+		timersFiredDesc, openRunsDesc, pausedRunsDesc, corruptRunsDesc, pendingTimersDesc, duplicatesDesc, lateReportsDesc, queueDepthDesc, queuePollersDesc} {
 		ch <- d
 	}
 }
@@ -135,6 +137,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if n, ok := c.pausedRuns(); ok {
 		gauge(pausedRunsDesc, n)
 	}
+	gauge(corruptRunsDesc, s.CorruptRuns)
 	gauge(pendingTimersDesc, s.PendingTimers)
 	ch <- prometheus.MustNewConstMetric(duplicatesDesc, prometheus.CounterValue, float64(s.DuplicateEffects), api.VerdictDuplicate.String())
 	ch <- prometheus.MustNewConstMetric(duplicatesDesc, prometheus.CounterValue, float64(s.PossibleDuplicateEffects), api.VerdictPossibleDuplicate.String())

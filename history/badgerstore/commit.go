@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
+	"github.com/cairnflow/cairn/third_party/badger"
 
 	"github.com/cairnflow/cairn/history"
 )

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"iter"
 
-	"github.com/dgraph-io/badger/v4"
+	"github.com/cairnflow/cairn/third_party/badger"
 
 	"github.com/cairnflow/cairn/history"
 )

@@ -751,6 +751,11 @@ func testList(t *testing.T, s *suite) {
 	want("type Other", list(api.ListWorkflowsRequest{WorkflowType: "Other"}), "list-other")
 	want("type Idle, running, pages of 2", list(api.ListWorkflowsRequest{WorkflowType: "Idle", Status: api.StatusRunning, PageSize: 2}),
 		"list-0", "list-2", "list-4")
+	want("id prefix list-o", list(api.ListWorkflowsRequest{WorkflowIDPrefix: "list-o"}), "list-other")
+	want("id prefix list-, terminated, pages of 1", list(api.ListWorkflowsRequest{WorkflowIDPrefix: "list-", Status: api.StatusTerminated, PageSize: 1}),
+		"list-1", "list-3")
+	want("an id as its own prefix", list(api.ListWorkflowsRequest{WorkflowIDPrefix: "list-4"}), "list-4")
+	want("id prefix of nothing", list(api.ListWorkflowsRequest{WorkflowIDPrefix: "nothing-"}))
 
 	// Newest first.
 	resp, err := s.c.ListWorkflows(s.ctx, &api.ListWorkflowsRequest{})

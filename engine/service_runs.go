@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/cairnflow/cairn/engine/api"
@@ -228,6 +229,9 @@ func (e *Engine) describeRun(ctx context.Context, req *api.DescribeWorkflowReque
 		return nil, err
 	}
 	resp := describe(st)
+	if resp.EffectReports, err = e.runReports(ctx, st.Ref()); err != nil {
+		return nil, err
+	}
 	if p := resp.Info.Pause; p != nil {
 		// The paused action's arguments, for the person deciding.
 		if evs, err := e.store.ReadEvents(ctx, st.Ref(), p.ScheduledEventID, 1); err == nil && len(evs) == 1 {
@@ -457,6 +461,9 @@ func damagedListEntry(key []byte) *api.WorkflowInfo {
 // selects the index).
 func listMatches(info *api.WorkflowInfo, req *api.ListWorkflowsRequest) bool {
 	if req.WorkflowType != "" && info.WorkflowType != req.WorkflowType {
+		return false
+	}
+	if !strings.HasPrefix(info.WorkflowID, req.WorkflowIDPrefix) {
 		return false
 	}
 	if !req.StartedAfter.IsZero() && !info.StartTime.After(req.StartedAfter) {

@@ -66,7 +66,7 @@ func serverToken(f serverFlags, g *globals) (string, error) {
 		}
 		return t, nil
 	}
-	return g.token, nil
+	return os.Getenv("CAIRN_TOKEN"), nil
 }
 
 // isLoopback reports whether a listen address only accepts local

@@ -26,6 +26,7 @@ import (
 type serverFlags struct {
 	data, listen, tokenFile, tlsCert, tlsKey, logLevel string
 	acceptDataLoss                                     bool
+	maxSessions                                        int
 }
 
 func serverCommand(g *globals) *cobra.Command {
@@ -52,6 +53,7 @@ not a loopback address: the server refuses to start open to the network.`,
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "log level (debug, info, warn, error)")
 	cmd.Flags().BoolVar(&f.acceptDataLoss, "accept-data-loss", false,
 		"open a data directory whose acknowledged data was lost or damaged, recording durably what was lost (instead: restore a backup)")
+	cmd.Flags().IntVar(&f.maxSessions, "max-sessions", 1024, "most client sessions (upgraded connections) open at once")
 	return cmd
 }
 
@@ -124,7 +126,7 @@ func serve(ctx context.Context, g *globals, f serverFlags) error {
 	if err != nil {
 		return err
 	}
-	handler := httpapi.NewHandler(eng, httpapi.Options{Token: token, Logger: &log,
+	handler := httpapi.NewHandler(eng, httpapi.Options{Token: token, Logger: &log, MaxSessions: f.maxSessions,
 		Collectors: []prometheus.Collector{metrics.NewCollector(eng, metrics.Options{Queues: eng.TaskQueues})}})
 	srv := &http.Server{
 		Handler:           handler,

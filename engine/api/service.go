@@ -53,6 +53,10 @@ type Service interface {
 	// ResolveActivity decides an activity whose outcome is unknown (the run
 	// is paused on it): happened, not happened, or failed.
 	ResolveActivity(ctx context.Context, req *ResolveActivityRequest) (*ResolveActivityResponse, error)
+	// ListEffects reads the effects ledger: every action with an
+	// idempotency key, its state, attempts, duplicates and result, across
+	// the runs of its workflow id.
+	ListEffects(ctx context.Context, req *ListEffectsRequest) (*ListEffectsResponse, error)
 
 	// PollWorkflowTask long-polls a task queue for a workflow task (or a
 	// query task). On timeout it returns a response with a nil Task.

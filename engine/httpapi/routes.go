@@ -41,6 +41,7 @@ var routes = map[string]endpoint{
 	"ListWorkflows":           route(false, api.Service.ListWorkflows),
 	"QueryWorkflow":           route(true, api.Service.QueryWorkflow),
 	"ResolveActivity":         route(false, api.Service.ResolveActivity),
+	"ListEffects":             route(false, api.Service.ListEffects),
 	"PollWorkflowTask":        route(true, api.Service.PollWorkflowTask),
 	"CompleteWorkflowTask":    route(false, api.Service.CompleteWorkflowTask),
 	"FailWorkflowTask":        route(false, api.Service.FailWorkflowTask),

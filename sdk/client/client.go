@@ -51,6 +51,9 @@ type Client interface {
 	GetHistory(ctx context.Context, workflowID, runID string) ([]history.Event, error)
 	// ListWorkflows lists runs newest first.
 	ListWorkflows(ctx context.Context, req *api.ListWorkflowsRequest) (*api.ListWorkflowsResponse, error)
+	// ListEffects reads the effects ledger: the actions with an
+	// idempotency key, their state, attempts, duplicates and results.
+	ListEffects(ctx context.Context, req *api.ListEffectsRequest) (*api.ListEffectsResponse, error)
 	// ResolveActivity decides an activity whose outcome is unknown: it
 	// happened (with its result, encoded by the client's converter), it did
 	// not happen (retry with the same key), or it failed.
@@ -287,6 +290,10 @@ func (c *serviceClient) GetHistory(ctx context.Context, workflowID, runID string
 
 func (c *serviceClient) ListWorkflows(ctx context.Context, req *api.ListWorkflowsRequest) (*api.ListWorkflowsResponse, error) {
 	return c.svc.ListWorkflows(ctx, req)
+}
+
+func (c *serviceClient) ListEffects(ctx context.Context, req *api.ListEffectsRequest) (*api.ListEffectsResponse, error) {
+	return c.svc.ListEffects(ctx, req)
 }
 
 func (c *serviceClient) ResolveActivity(ctx context.Context, req ResolveRequest) error {

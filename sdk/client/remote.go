@@ -250,6 +250,11 @@ func (r *RemoteService) ResolveActivity(ctx context.Context, req *api.ResolveAct
 	return call[api.ResolveActivityRequest, api.ResolveActivityResponse](ctx, r, "ResolveActivity", req)
 }
 
+// ListEffects implements api.Service.
+func (r *RemoteService) ListEffects(ctx context.Context, req *api.ListEffectsRequest) (*api.ListEffectsResponse, error) {
+	return call[api.ListEffectsRequest, api.ListEffectsResponse](ctx, r, "ListEffects", req)
+}
+
 // PollWorkflowTask implements api.Service.
 func (r *RemoteService) PollWorkflowTask(ctx context.Context, req *api.PollWorkflowTaskRequest) (*api.PollWorkflowTaskResponse, error) {
 	return call[api.PollWorkflowTaskRequest, api.PollWorkflowTaskResponse](ctx, r, "PollWorkflowTask", req)

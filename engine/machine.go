@@ -81,8 +81,9 @@ type Output struct {
 	CloseChildren []ChildInfo
 	// Ledger lists effects-ledger changes (idempotency keys touched).
 	Ledger []LedgerChange
-	// Duplicate is set when a stale attempt proved an effect happened twice.
-	Duplicate *history.ActivityDuplicateDetected
+	// Reports are the judged late reports this input recorded (logged and
+	// counted once committed).
+	Reports []api.EffectReport
 }
 
 // ChildStart is a child run to start on behalf of a parent.
@@ -97,15 +98,6 @@ type SignalOut struct {
 	Name       string
 	Input      history.Payload
 	Identity   string
-}
-
-// LedgerChange records what happened to one idempotency key.
-type LedgerChange struct {
-	Key              string
-	State            LedgerState
-	ScheduledEventID int64
-	ActivityType     string
-	Result           history.Payload
 }
 
 // ErrUnhandledEvents is returned by CompleteWorkflowTask when the commands

@@ -20,6 +20,12 @@ type Stats struct {
 	timersFired   atomic.Int64
 	wftHandedOff  atomic.Int64
 	actHandedOff  atomic.Int64
+	// lateReports counts the judged late reports recorded since Open, by
+	// verdict (api.EffectVerdict); bootDuplicates and bootPossible are the
+	// (possible) duplicates the ledger held when the engine opened.
+	lateReports    [5]atomic.Int64
+	bootDuplicates int64
+	bootPossible   int64
 }
 
 // StatsSnapshot is a copy of the counters.
@@ -41,6 +47,15 @@ type StatsSnapshot struct {
 	// CorruptRuns counts the quarantined runs: runs whose stored data was
 	// found damaged, which are not served (see quarantine.go).
 	CorruptRuns int
+	// DuplicateEffects and PossibleDuplicateEffects count every late report
+	// ever judged a duplicate / a possible duplicate (the ledger's, read
+	// when the engine opened, plus those since). EffectConfirmations and
+	// EffectConflicts count the confirmations and conflicts recorded since
+	// the engine opened.
+	DuplicateEffects         int64
+	PossibleDuplicateEffects int64
+	EffectConfirmations      int64
+	EffectConflicts          int64
 }
 
 // Stats returns the engine's counters.
@@ -53,6 +68,10 @@ func (e *Engine) Stats() StatsSnapshot {
 		ActivityCompletion: e.stats.actCompleted.Load(), TimersFired: e.stats.timersFired.Load(), OpenRuns: open,
 		PendingTimers: e.timers.Len(), WorkflowTasksHandedOff: e.stats.wftHandedOff.Load(),
 		ActivityTasksHandedOff: e.stats.actHandedOff.Load(), CorruptRuns: e.CorruptRuns(),
+		DuplicateEffects:         e.stats.bootDuplicates + e.stats.lateReports[api.VerdictDuplicate].Load(),
+		PossibleDuplicateEffects: e.stats.bootPossible + e.stats.lateReports[api.VerdictPossibleDuplicate].Load(),
+		EffectConfirmations:      e.stats.lateReports[api.VerdictConfirmation].Load(),
+		EffectConflicts:          e.stats.lateReports[api.VerdictConflict].Load(),
 	}
 }
 
@@ -141,6 +160,9 @@ func fireDurable(before, st *RunState, out Output) bool {
 // other than damage, fail Open.
 func (e *Engine) recover(ctx context.Context) error {
 	if err := e.bumpBoot(ctx); err != nil {
+		return err
+	}
+	if err := e.countDuplicates(ctx); err != nil {
 		return err
 	}
 	if err := e.loadQuarantine(ctx); err != nil {

@@ -229,6 +229,9 @@ func (e *Engine) describeRun(ctx context.Context, req *api.DescribeWorkflowReque
 		return nil, err
 	}
 	resp := describe(st)
+	if resp.EffectReports, err = e.runReports(ctx, st.Ref()); err != nil {
+		return nil, err
+	}
 	if p := resp.Info.Pause; p != nil {
 		// The paused action's arguments, for the person deciding.
 		if evs, err := e.store.ReadEvents(ctx, st.Ref(), p.ScheduledEventID, 1); err == nil && len(evs) == 1 {

@@ -523,7 +523,7 @@ func (e *Engine) CompleteActivity(ctx context.Context, req *api.CompleteActivity
 	})
 	if err != nil {
 		if errors.Is(err, errRunNotOpen) && !tok.H {
-			e.closedRunDuplicate(ctx, tok, req)
+			e.closedRunLateSuccess(ctx, tok, req)
 		}
 		return nil, err
 	}
@@ -571,33 +571,6 @@ func (e *Engine) scheduledEvent(ctx context.Context, ref history.RunRef, schedID
 		return nil, fmt.Errorf("%w: event %d of %q is %s, not ActivityScheduled", api.ErrInternal, schedID, ref.WorkflowID, evs[0].Type())
 	}
 	return s, nil
-}
-
-// closedRunDuplicate handles a success reported for an action of a run that
-// has closed: its history can take no more events, so a proven duplicate
-// of a side-effecting action is counted on its effects-ledger entry (which
-// outlives runs) and logged as an error.
-func (e *Engine) closedRunDuplicate(ctx context.Context, tok actToken, req *api.CompleteActivityRequest) {
-	unlock := e.lock(tok.W)
-	defer unlock()
-	ref := history.RunRef{WorkflowID: tok.W, RunID: tok.R}
-	sched, err := e.scheduledEvent(ctx, ref, tok.S)
-	if err != nil || sched.Effect == history.Read || sched.IdempotencyKey == "" {
-		return
-	}
-	entry, err := e.ledgerEntry(ctx, tok.W, sched.IdempotencyKey)
-	if err != nil || entry == nil {
-		return
-	}
-	entry.Duplicates++
-	b, err := encodeLedger(entry)
-	if err == nil {
-		err = e.store.Commit(context.WithoutCancel(ctx), &history.Batch{Puts: []history.Record{{Space: history.SpaceLedger,
-			Key: ledgerKey(tok.W, sched.IdempotencyKey), Value: b}}})
-	}
-	e.log.Error().Err(err).Str("workflow", tok.W).Str("run", tok.R).Int64("scheduled_event", tok.S).
-		Str("idempotency_key", sched.IdempotencyKey).Int32("attempt", tok.A).Str("identity", req.Identity).
-		Msg("DUPLICATE EFFECT: a stale attempt reported success for an action of a closed run; counted on its ledger entry")
 }
 
 // errStaleRecorded: the stale completion was recorded (as a duplicate) and

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/vmihailenco/msgpack/v5"
-
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
 )
@@ -197,22 +195,6 @@ func (x *txn) dedupe(ctx context.Context, tr *txnRun, events []history.Event) er
 	return nil
 }
 
-// ledgerEntry reads one effects-ledger entry (nil when absent).
-func (e *Engine) ledgerEntry(ctx context.Context, workflowID, key string) (*LedgerEntry, error) {
-	b, err := e.store.Get(ctx, history.SpaceLedger, ledgerKey(workflowID, key))
-	if errors.Is(err, history.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, storeErr(err)
-	}
-	var le LedgerEntry
-	if err := msgpack.Unmarshal(b, &le); err != nil {
-		return nil, fmt.Errorf("%w: %w: ledger entry %q: %w", api.ErrInternal, history.ErrCorrupt, key, err)
-	}
-	return &le, nil
-}
-
 // installRun makes a committed run state current and acts on its outputs.
 // The caller holds the run's lock.
 func (e *Engine) installRun(tr *txnRun) {
@@ -265,11 +247,8 @@ func (e *Engine) afterCommit(entry *runEntry, st *RunState, out Output) {
 	if len(out.CloseChildren) > 0 {
 		e.closeChildren(st, out.CloseChildren)
 	}
-	if out.Duplicate != nil {
-		d := out.Duplicate
-		e.log.Error().Str("workflow", st.WorkflowID).Str("run", st.RunID).Int64("scheduled_event", d.ScheduledEventID).
-			Str("idempotency_key", d.IdempotencyKey).Int32("attempt", d.Attempt).
-			Msg("DUPLICATE EFFECT: a stale attempt reported success for an action that was already retried; the effect happened more than once")
+	for i := range out.Reports {
+		e.noteReport(&out.Reports[i])
 	}
 }
 

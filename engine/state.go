@@ -49,6 +49,12 @@ type RunState struct {
 	Result              history.Payload  `msgpack:",omitempty"`
 	Failure             *history.Failure `msgpack:",omitempty"`
 	ContinuedAsNewRunID string           `msgpack:",omitempty"`
+
+	// Duplicates and EffectConflicts count the run's judged late reports
+	// (api.EffectReport) that are duplicates or conflicts; they may grow
+	// after the run closed.
+	Duplicates      int32 `msgpack:",omitempty"`
+	EffectConflicts int32 `msgpack:",omitempty"`
 }
 
 // ParentRef names the parent of a child run.

@@ -6,6 +6,7 @@
 //	cairn server --data ./cairn-data            # serve the engine on 127.0.0.1:7233, the UI on 127.0.0.1:8233
 //	cairn workflow start --type PayInvoice --id invoice-INV-9 --task-queue agents --input '{"ID":"INV-9"}'
 //	cairn workflow show invoice-INV-9
+//	cairn effects list --duplicates              # every action that may have happened twice
 //
 // Exit codes: 0 ok, 1 failed or not found, 2 usage. With --json, a failure
 // is a JSON object {"code", "message"} on standard error.
@@ -69,7 +70,7 @@ func cli(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON for scripts (errors too, on stderr)")
-	root.AddCommand(serverCommand(g), workflowCommand(g), taskQueueCommand(g), historyCommand(g), replayCommand(g),
+	root.AddCommand(serverCommand(g), workflowCommand(g), taskQueueCommand(g), effectsCommand(g), historyCommand(g), replayCommand(g),
 		demoCommand(g), benchCommand(g), versionCommand(g))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

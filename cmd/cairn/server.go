@@ -24,6 +24,7 @@ import (
 
 type serverFlags struct {
 	data, listen, tokenFile, tlsCert, tlsKey, logLevel string
+	maxSessions                                        int
 }
 
 func serverCommand(g *globals) *cobra.Command {
@@ -48,6 +49,7 @@ not a loopback address: the server refuses to start open to the network.`,
 	cmd.Flags().StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (with --tls-key)")
 	cmd.Flags().StringVar(&f.tlsKey, "tls-key", "", "TLS key file (with --tls-cert)")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "log level (debug, info, warn, error)")
+	cmd.Flags().IntVar(&f.maxSessions, "max-sessions", 1024, "most client sessions (upgraded connections) open at once")
 	return cmd
 }
 
@@ -115,7 +117,7 @@ func serve(ctx context.Context, g *globals, f serverFlags) error {
 	if err != nil {
 		return err
 	}
-	handler := httpapi.NewHandler(eng, httpapi.Options{Token: token, Logger: &log,
+	handler := httpapi.NewHandler(eng, httpapi.Options{Token: token, Logger: &log, MaxSessions: f.maxSessions,
 		Collectors: []prometheus.Collector{metrics.NewCollector(eng, metrics.Options{Queues: eng.TaskQueues})}})
 	srv := &http.Server{
 		Handler:           handler,

@@ -181,6 +181,9 @@ func printList(g *globals, w io.Writer, resp *api.ListWorkflowsResponse) {
 		case wi.Pause != nil:
 			note = "waits for: cairn workflow resolve " + wi.WorkflowID
 		}
+		if wi.Duplicates > 0 || wi.EffectConflicts > 0 {
+			note = strings.TrimSpace(g.effectFlag(&wi) + " " + note)
+		}
 		rows = append(rows, []string{wi.WorkflowID, shortRun(wi.RunID), wi.WorkflowType, g.statusText(wi.Status),
 			relative(wi.StartTime, now), relative(wi.CloseTime, now), note})
 	}
@@ -360,6 +363,18 @@ func printDescribe(g *globals, w io.Writer, out describeOut) {
 			p.ActivityType, p.ActivityID, p.ScheduledEventID, p.Attempt, relative(p.Since, now), p.Reason, view.PayloadText(p.Input),
 			p.IdempotencyKey, i.WorkflowID)
 	}
+	if i.Duplicates > 0 || i.EffectConflicts > 0 {
+		fmt.Fprintf(w, "\n%s: see cairn effects list --workflow %s --duplicates\n", g.effectFlag(&i), i.WorkflowID)
+	}
+	for _, r := range d.EffectReports {
+		printReport(g, w, r)
+	}
+	if i.Duplicates > 0 || i.EffectConflicts > 0 {
+		fmt.Fprintf(w, "\n%s: see cairn effects list --workflow %s --duplicates\n", g.effectFlag(&i), i.WorkflowID)
+	}
+	for _, r := range d.EffectReports {
+		printReport(g, w, r)
+	}
 	if len(d.PendingActivities) > 0 {
 		fmt.Fprintln(w, "\nPending activities:")
 		rows := [][]string{}
@@ -401,6 +416,19 @@ type historyOut struct {
 	Events     []history.Event
 }
 
+// effectFlag names a run's duplicate and conflict counts, for list and
+// describe.
+func (g *globals) effectFlag(w *api.WorkflowInfo) string {
+	var parts []string
+	if w.Duplicates > 0 {
+		parts = append(parts, fmt.Sprintf("DUPLICATE EFFECT ×%d", w.Duplicates))
+	}
+	if w.EffectConflicts > 0 {
+		parts = append(parts, fmt.Sprintf("EFFECT CONFLICT ×%d", w.EffectConflicts))
+	}
+	return g.alarm(strings.Join(parts, ", "))
+}
+
 func wfShow(g *globals) *cobra.Command {
 	var run string
 	var full bool
@@ -417,7 +445,20 @@ func wfShow(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.emit(historyOut{args[0], runID, evs}, func(w io.Writer) { showHistory(w, evs, full) })
+			var late []api.EffectReport // reports that arrived after the run closed are not in its history
+			if d, err := c.DescribeWorkflow(cmd.Context(), args[0], runID); err == nil {
+				for _, r := range d.EffectReports {
+					if r.AfterClose {
+						late = append(late, r)
+					}
+				}
+			}
+			return g.emit(historyOut{args[0], runID, evs}, func(w io.Writer) {
+				showHistory(w, evs, full)
+				for _, r := range late {
+					printReport(g, w, r)
+				}
+			})
 		},
 	}
 	runFlag(cmd, &run)

@@ -62,6 +62,10 @@ type Service interface {
 	// ListTaskQueues describes every task queue with a backlog or a poller
 	// seen lately (workers' sticky queues left out), by name.
 	ListTaskQueues(ctx context.Context, req *ListTaskQueuesRequest) (*ListTaskQueuesResponse, error)
+	// ListEffects reads the effects ledger: every action with an
+	// idempotency key, its state, attempts, duplicates and result, across
+	// the runs of its workflow id.
+	ListEffects(ctx context.Context, req *ListEffectsRequest) (*ListEffectsResponse, error)
 
 	// PollWorkflowTask long-polls a task queue for a workflow task (or a
 	// query task). On timeout it returns a response with a nil Task.

@@ -189,6 +189,11 @@ type WorkflowInfo struct {
 	// are its last known good state, or only its ids when that state is
 	// what was damaged. Empty for a healthy run.
 	Corrupt string
+	// Duplicates counts the effects of this run judged duplicates or
+	// possible duplicates (see EffectReport); EffectConflicts those judged
+	// conflicts. Either nonzero needs a person's look.
+	Duplicates      int32 `msgpack:",omitempty" json:",omitempty"`
+	EffectConflicts int32 `msgpack:",omitempty" json:",omitempty"`
 }
 
 // PauseInfo says why a run is paused and what resolving it needs.
@@ -281,6 +286,9 @@ type DescribeWorkflowResponse struct {
 	PendingChildren   []PendingChild
 	WorkflowTask      *PendingWorkflowTask
 	CancelRequested   bool
+	// EffectReports are the judged late reports of this run's actions
+	// (duplicates, possible duplicates, confirmations, conflicts).
+	EffectReports []EffectReport `json:",omitempty"`
 }
 
 // GetHistoryRequest reads a run's events.

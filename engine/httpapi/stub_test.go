@@ -84,6 +84,10 @@ func (s *stubService) QueryWorkflow(_ context.Context, req *api.QueryWorkflowReq
 	return stubCall[api.QueryWorkflowResponse](s, "QueryWorkflow", req)
 }
 
+func (s *stubService) ListEffects(_ context.Context, req *api.ListEffectsRequest) (*api.ListEffectsResponse, error) {
+	return stubCall[api.ListEffectsResponse](s, "ListEffects", req)
+}
+
 func (s *stubService) ResolveActivity(_ context.Context, req *api.ResolveActivityRequest) (*api.ResolveActivityResponse, error) {
 	return stubCall[api.ResolveActivityResponse](s, "ResolveActivity", req)
 }

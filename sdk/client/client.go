@@ -59,6 +59,9 @@ type Client interface {
 	// ListTaskQueues describes the task queues with a backlog or a recent
 	// poller.
 	ListTaskQueues(ctx context.Context) ([]api.TaskQueueInfo, error)
+	// ListEffects reads the effects ledger: the actions with an
+	// idempotency key, their state, attempts, duplicates and results.
+	ListEffects(ctx context.Context, req *api.ListEffectsRequest) (*api.ListEffectsResponse, error)
 	// ResolveActivity decides an activity whose outcome is unknown: it
 	// happened (with its result, encoded by the client's converter), it did
 	// not happen (retry with the same key), or it failed.
@@ -315,6 +318,10 @@ func (c *serviceClient) ListTaskQueues(ctx context.Context) ([]api.TaskQueueInfo
 		return nil, err
 	}
 	return resp.Queues, nil
+}
+
+func (c *serviceClient) ListEffects(ctx context.Context, req *api.ListEffectsRequest) (*api.ListEffectsResponse, error) {
+	return c.svc.ListEffects(ctx, req)
 }
 
 func (c *serviceClient) ResolveActivity(ctx context.Context, req ResolveRequest) error {

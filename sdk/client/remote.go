@@ -265,6 +265,11 @@ func (r *RemoteService) ListTaskQueues(ctx context.Context, req *api.ListTaskQue
 	return call[api.ListTaskQueuesRequest, api.ListTaskQueuesResponse](ctx, r, "ListTaskQueues", req)
 }
 
+// ListEffects implements api.Service.
+func (r *RemoteService) ListEffects(ctx context.Context, req *api.ListEffectsRequest) (*api.ListEffectsResponse, error) {
+	return call[api.ListEffectsRequest, api.ListEffectsResponse](ctx, r, "ListEffects", req)
+}
+
 // PollWorkflowTask implements api.Service.
 func (r *RemoteService) PollWorkflowTask(ctx context.Context, req *api.PollWorkflowTaskRequest) (*api.PollWorkflowTaskResponse, error) {
 	return call[api.PollWorkflowTaskRequest, api.PollWorkflowTaskResponse](ctx, r, "PollWorkflowTask", req)

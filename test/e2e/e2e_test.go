@@ -358,6 +358,21 @@ func TestResolveFromTheCLI(t *testing.T) {
 	if show := mustCLI(t, addr, "workflow", "show", "pay-INV-9"); !strings.Contains(show, "happened by clerk: the bank shows tx-42") {
 		t.Fatalf("show lacks the resolution:\n%s", show)
 	}
+	// The effects ledger shows the payment as completed, with its result.
+	ledger := mustCLI(t, addr, "effects", "list", "--workflow", "pay-INV-9")
+	for _, want := range []string{"Transfer", "SideEffect", "completed", `"tx-42"`} {
+		if !strings.Contains(ledger, want) {
+			t.Fatalf("effects list lacks %q:\n%s", want, ledger)
+		}
+	}
+	var effects []map[string]any
+	if err := json.Unmarshal([]byte(mustCLI(t, addr, "effects", "list", "--json")), &effects); err != nil || len(effects) != 1 ||
+		effects[0]["state"] != "completed" || effects[0]["attempts"] != 1.0 || effects[0]["workflowId"] != "pay-INV-9" {
+		t.Fatalf("effects list --json: %+v, %v", effects, err)
+	}
+	if out := mustCLI(t, addr, "effects", "list", "--duplicates"); strings.Count(out, "\n") != 1 {
+		t.Fatalf("effects list --duplicates with none:\n%s", out)
+	}
 }
 
 // waitForEvent long-polls a run's history over HTTP until an event of type

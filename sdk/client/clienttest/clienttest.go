@@ -77,6 +77,8 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 		{"Count", testCount},
 		{"TaskQueues", testTaskQueues},
 		{"ResolvePausedRun", testResolve},
+		{"ListEffects", testListEffects},
+		{"DuplicateVisible", testDuplicateVisible},
 		{"TypedErrors", testTypedErrors},
 		{"TaskErrors", testTaskErrors},
 		{"LongPollWorkflowTask", testLongPoll},
@@ -934,6 +936,156 @@ func testResolve(t *testing.T, s *suite) {
 	// Resolving again: the run is closed.
 	err = s.c.ResolveActivity(s.ctx, client.ResolveRequest{WorkflowID: "pay", Resolution: history.ResolvedHappened, Result: paid})
 	wantCode(t, "resolve a closed run", err, api.ErrWorkflowClosed)
+}
+
+// listEffects reads every page of the effects ledger for req.
+func (s *suite) listEffects(req api.ListEffectsRequest) []api.EffectInfo {
+	s.t.Helper()
+	var got []api.EffectInfo
+	for pages := 0; ; pages++ {
+		if pages > 20 {
+			s.t.Fatal("ListEffects paging does not end")
+		}
+		resp, err := s.c.ListEffects(s.ctx, &req)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		got = append(got, resp.Effects...)
+		if resp.NextPageToken == nil {
+			return got
+		}
+		req.NextPageToken = resp.NextPageToken
+	}
+}
+
+func testListEffects(t *testing.T, s *suite) {
+	s.startWorker()
+	keys := map[string]string{}
+	for _, id := range []string{"effects-a", "effects-b"} {
+		r := s.start(s.opts(id), Pay, Order{ID: id, Amount: 7})
+		ou := s.waitEvent(id, r.RunID(), 1, history.TypeActivityOutcomeUnknown).Attrs.(*history.ActivityOutcomeUnknown)
+		keys[id] = ou.IdempotencyKey
+	}
+	one := s.listEffects(api.ListEffectsRequest{WorkflowID: "effects-a"})
+	if len(one) != 1 {
+		t.Fatalf("effects of effects-a: %+v", one)
+	}
+	e := one[0]
+	d := s.describe("effects-a", "")
+	if e.WorkflowID != "effects-a" || e.IdempotencyKey != keys["effects-a"] || e.ActivityType != "Charge" ||
+		e.Effect != history.SideEffect || e.State != api.EffectUnknown || e.Attempts != 1 || e.Duplicates != 0 ||
+		e.RunID != d.Info.RunID || !slices.Equal(e.RunIDs, []string{d.Info.RunID}) || e.Created.IsZero() || e.Updated.Before(e.Created) {
+		t.Fatalf("ledger entry of a paused payment: %+v", e)
+	}
+	ids := func(es []api.EffectInfo) []string {
+		var out []string
+		for _, e := range es {
+			out = append(out, e.WorkflowID)
+		}
+		return out
+	}
+	if got := ids(s.listEffects(api.ListEffectsRequest{PageSize: 1})); !slices.Equal(got, []string{"effects-a", "effects-b"}) {
+		t.Fatalf("all effects, pages of 1: %v", got)
+	}
+	if got := s.listEffects(api.ListEffectsRequest{WorkflowID: "effects-b", KeyPrefix: keys["effects-b"][:6]}); len(got) != 1 {
+		t.Fatalf("effects-b by key prefix: %+v", got)
+	}
+	if got := s.listEffects(api.ListEffectsRequest{KeyPrefix: keys["effects-a"][:8]}); len(got) != 1 || got[0].WorkflowID != "effects-a" {
+		t.Fatalf("all workflows by key prefix: %+v", got)
+	}
+	if got := s.listEffects(api.ListEffectsRequest{WorkflowID: "effects-a", KeyPrefix: "zz"}); len(got) != 0 {
+		t.Fatalf("a prefix no key has: %+v", got)
+	}
+	if got := s.listEffects(api.ListEffectsRequest{DuplicatesOnly: true}); len(got) != 0 {
+		t.Fatalf("duplicates where there are none: %+v", got)
+	}
+	paid := Receipt{OrderID: "effects-a", Total: 7, Note: "found at the bank"}
+	if err := s.c.ResolveActivity(s.ctx, client.ResolveRequest{WorkflowID: "effects-a", Resolution: history.ResolvedHappened,
+		Result: paid, By: "ops", Reason: "bank statement"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.c.ResolveActivity(s.ctx, client.ResolveRequest{WorkflowID: "effects-b", Resolution: history.ResolvedFailed,
+		By: "ops", Reason: "declined"}); err != nil {
+		t.Fatal(err)
+	}
+	all := s.listEffects(api.ListEffectsRequest{})
+	if len(all) != 2 || all[0].State != api.EffectCompleted || all[1].State != api.EffectNotHappened {
+		t.Fatalf("effects after resolving: %+v", all)
+	}
+	var got Receipt
+	if err := s.c.Converter().FromPayload(all[0].Result, &got); err != nil || got != paid {
+		t.Fatalf("ledger result %+v, %v; want %+v", got, err, paid)
+	}
+	_, err := s.c.ListEffects(s.ctx, &api.ListEffectsRequest{WorkflowID: strings.Repeat("x", 4<<10)})
+	wantCode(t, "list effects of an oversized id", err, api.ErrLimitExceeded)
+}
+
+// testDuplicateVisible makes an effect happen twice by hand — attempt 1
+// loses its lease, a person says it did not happen, attempt 2 pays, then
+// attempt 1 reports that it paid too — and checks that the duplicate shows
+// everywhere a person looks.
+func testDuplicateVisible(t *testing.T, s *suite) {
+	const queue = "raw-duplicate"
+	if _, err := s.c.StartWorkflow(s.ctx, client.StartOptions{ID: "dup", TaskQueue: queue}, "Raw", nil); err != nil {
+		t.Fatal(err)
+	}
+	wft := s.pollWFT(queue)
+	schedule := api.Command{Type: api.CommandScheduleActivity, ScheduleActivity: &api.ScheduleActivityCommand{
+		ActivityID: "1", ActivityType: "RawCharge", Effect: history.SideEffect, Input: api.Payload{Encoding: "json", Data: []byte(`1`)},
+		Options: api.ActivityOptions{StartToCloseTimeout: 200 * time.Millisecond}}}
+	if _, err := s.svc.CompleteWorkflowTask(s.ctx, &api.CompleteWorkflowTaskRequest{TaskToken: wft.TaskToken,
+		Commands: []api.Command{schedule}}); err != nil {
+		t.Fatal(err)
+	}
+	first := s.pollActivity(queue)
+	ou := s.waitEvent("dup", wft.RunID, 1, history.TypeActivityOutcomeUnknown).Attrs.(*history.ActivityOutcomeUnknown)
+	if err := s.c.ResolveActivity(s.ctx, client.ResolveRequest{WorkflowID: "dup", Resolution: history.ResolvedNotHappened,
+		By: "ops", Reason: "nothing at the provider yet"}); err != nil {
+		t.Fatal(err)
+	}
+	second := s.pollActivity(queue)
+	if second.Attempt != 2 || second.IdempotencyKey != ou.IdempotencyKey {
+		t.Fatalf("retry: attempt %d key %s, want 2 and %s", second.Attempt, second.IdempotencyKey, ou.IdempotencyKey)
+	}
+	if _, err := s.svc.CompleteActivity(s.ctx, &api.CompleteActivityRequest{TaskToken: second.TaskToken,
+		Result: api.Payload{Encoding: "json", Data: []byte(`"pay_2"`)}, Identity: "second"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.svc.CompleteActivity(s.ctx, &api.CompleteActivityRequest{TaskToken: first.TaskToken,
+		Result: api.Payload{Encoding: "json", Data: []byte(`"pay_1"`)}, Identity: "woke-up"})
+	wantCode(t, "the stale attempt's success", err, api.ErrStaleAttempt)
+
+	dups := s.listEffects(api.ListEffectsRequest{DuplicatesOnly: true})
+	if len(dups) != 1 || dups[0].WorkflowID != "dup" || dups[0].Duplicates != 1 || len(dups[0].Reports) != 1 {
+		t.Fatalf("duplicates: %+v", dups)
+	}
+	r := dups[0].Reports[0]
+	if r.Verdict != api.VerdictDuplicate || r.Attempt != 1 || r.Identity != "woke-up" || r.RunID != wft.RunID ||
+		r.IdempotencyKey != ou.IdempotencyKey || string(r.Result.Data) != `"pay_1"` || r.AfterClose {
+		t.Fatalf("duplicate report: %+v", r)
+	}
+	d := s.describe("dup", "")
+	if d.Info.Duplicates != 1 || len(d.EffectReports) != 1 || d.EffectReports[0].Verdict != api.VerdictDuplicate {
+		t.Fatalf("describe of a run with a duplicate: info %+v, reports %+v", d.Info, d.EffectReports)
+	}
+	s.waitEvent("dup", wft.RunID, 1, history.TypeActivityDuplicateDetected)
+	lw, err := s.c.ListWorkflows(s.ctx, &api.ListWorkflowsRequest{})
+	if err != nil || len(lw.Workflows) != 1 || lw.Workflows[0].Duplicates != 1 {
+		t.Fatalf("list of a run with a duplicate: %+v, %v", lw, err)
+	}
+}
+
+func (s *suite) pollActivity(queue string) *api.ActivityTask {
+	s.t.Helper()
+	for {
+		resp, err := s.svc.PollActivityTask(s.ctx, &api.PollActivityTaskRequest{TaskQueue: queue, Identity: "by-hand"})
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if resp.Task != nil {
+			return resp.Task
+		}
+	}
 }
 
 // testTypedErrors checks that each typed error of the contract reaches the

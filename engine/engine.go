@@ -135,6 +135,7 @@ type Engine struct {
 
 	queriesMu sync.Mutex
 	queries   map[string]*pendingQuery
+	pollers   pollers // who polled which queue lately (service_queues.go)
 
 	closed atomic.Bool
 	// running is set once Open has rebuilt the engine's memory.

@@ -54,7 +54,22 @@ func TestStaleSuccessAfterTheActionClosedIsRecorded(t *testing.T) {
 		t.Fatalf("stale completion after close: %v", err)
 	}
 	le, err := h.eng.ledgerEntry(h.ctx(), "pay", first.IdempotencyKey)
-	if err != nil || le == nil || le.Duplicates != 1 || le.State != LedgerCompleted {
-		t.Fatalf("ledger entry %+v, %v; want completed with one duplicate", le, err)
+	if err != nil || le == nil || le.Duplicates != 2 || le.State != LedgerCompleted || le.Attempts != 2 || len(le.Reports) != 2 ||
+		le.Reports[0].AfterClose || !le.Reports[1].AfterClose {
+		t.Fatalf("ledger entry %+v, %v; want completed after two attempts, with the duplicate reported before and after close", le, err)
+	}
+	// The closed run's record shows it too: describe, list, and the
+	// counter, also after a restart.
+	h.reopen()
+	d := h.describe("pay")
+	if d.Info.Duplicates != 2 || len(d.EffectReports) != 2 || !d.EffectReports[1].AfterClose {
+		t.Fatalf("describe of the closed run: %+v, reports %+v", d.Info, d.EffectReports)
+	}
+	list, err := h.eng.ListWorkflows(h.ctx(), &api.ListWorkflowsRequest{Status: api.StatusCompleted})
+	if err != nil || len(list.Workflows) != 1 || list.Workflows[0].Duplicates != 2 {
+		t.Fatalf("list: %+v, %v", list, err)
+	}
+	if s := h.eng.Stats(); s.DuplicateEffects != 2 {
+		t.Fatalf("duplicates counted after a restart: %d, want 2", s.DuplicateEffects)
 	}
 }

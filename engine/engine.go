@@ -143,8 +143,11 @@ type Engine struct {
 
 	queriesMu sync.Mutex
 	queries   map[string]*pendingQuery
+	pollers   pollers // who polled which queue lately (service_queues.go)
 
 	closed atomic.Bool
+	// running is set once Open has rebuilt the engine's memory.
+	running atomic.Bool
 	// The calls in flight (enter/leave). A plain WaitGroup cannot be used:
 	// calls may start while Close waits.
 	gateMu   sync.Mutex
@@ -153,9 +156,10 @@ type Engine struct {
 	bg       sync.WaitGroup
 	stop     chan struct{}
 
-	stats  Stats
-	watch  watch
-	firing atomic.Int64 // background transitions in progress (deadlines, parent-close policies)
+	stats   Stats
+	corrupt quarantine // runs whose stored data is damaged (quarantine.go)
+	watch   watch
+	firing  atomic.Int64 // background transitions in progress (deadlines, parent-close policies)
 	// firingCond is broadcast when firing drops to zero.
 	firingMu   sync.Mutex
 	firingCond *sync.Cond
@@ -242,7 +246,11 @@ func Open(opts Options) (*Engine, error) {
 	if err := e.recover(context.Background()); err != nil {
 		return nil, err
 	}
+	e.running.Store(true)
 	e.timers.Start()
+	for _, c := range e.corrupt.list() {
+		e.failParentLater(c) // children quarantined at Open, or before it
+	}
 	return e, nil
 }
 
@@ -354,6 +362,9 @@ func (e *Engine) parentOf(workflowID string) *ParentRef {
 // the store. Call with the workflow id's lock held. runID "" means the
 // current run.
 func (e *Engine) loadState(ctx context.Context, workflowID, runID string) (*RunState, *runEntry, error) {
+	if c := e.corrupt.lookup(workflowID, runID); c != nil {
+		return nil, nil, c.err()
+	}
 	if r := e.openRun(workflowID); r != nil && (runID == "" || runID == r.ref.RunID) {
 		return r.state, r, nil
 	} else if r == nil {
@@ -367,22 +378,33 @@ func (e *Engine) loadState(ctx context.Context, workflowID, runID string) (*RunS
 			return nil, nil, api.Errorf(api.ErrNotFound, "workflow %q", workflowID)
 		}
 		if err != nil {
-			return nil, nil, storeErr(err)
+			return nil, nil, damaged(history.RunRef{WorkflowID: workflowID}, true, storeErr(err))
 		}
 		runID = string(cur)
+		if c := e.corrupt.lookup(workflowID, runID); c != nil {
+			return nil, nil, c.err()
+		}
 	}
-	data, err := e.store.Get(ctx, history.SpaceRunState, stateKey(history.RunRef{WorkflowID: workflowID, RunID: runID}))
+	ref := history.RunRef{WorkflowID: workflowID, RunID: runID}
+	data, err := e.store.Get(ctx, history.SpaceRunState, stateKey(ref))
 	if errors.Is(err, history.ErrNotFound) {
 		return nil, nil, api.Errorf(api.ErrNotFound, "workflow %q run %q", workflowID, runID)
 	}
-	if err != nil {
-		return nil, nil, storeErr(err)
+	if err == nil {
+		var st *RunState
+		if st, err = decodeState(data); err == nil {
+			return st, nil, nil
+		}
 	}
-	st, err := decodeState(data)
-	if err != nil {
-		return nil, nil, err
-	}
-	return st, nil, nil
+	return nil, nil, damaged(ref, runID == "" || e.isCurrentRun(ctx, ref), storeErr(err))
+}
+
+// isCurrentRun reports whether the store names ref as its workflow id's
+// current run (true when that cannot be read: the safe answer for a run
+// about to be quarantined).
+func (e *Engine) isCurrentRun(ctx context.Context, ref history.RunRef) bool {
+	cur, err := e.store.Get(ctx, history.SpaceCurrentRun, curKey(ref.WorkflowID))
+	return err != nil || string(cur) == ref.RunID
 }
 
 // storeErr maps a store failure onto the api's errors.
@@ -394,6 +416,8 @@ func storeErr(err error) error {
 		return err
 	case errors.Is(err, history.ErrTooLarge):
 		return fmt.Errorf("%w: %w", api.ErrLimitExceeded, err)
+	case errors.Is(err, history.ErrNoSpace):
+		return fmt.Errorf("%w: disk full: %w", api.ErrResourceExhausted, err)
 	}
 	return fmt.Errorf("%w: %w", api.ErrInternal, err)
 }

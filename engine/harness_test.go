@@ -11,6 +11,7 @@ import (
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/history/badgerstore"
+	"github.com/cairnflow/cairn/history/faultstore"
 	"github.com/cairnflow/cairn/internal/clock"
 )
 
@@ -25,6 +26,9 @@ type harness struct {
 	dir   string
 	clk   *clock.Fake
 	store *badgerstore.Store
+	// fault wraps store: the engine's store. Its rules survive a reopen.
+	fault *faultstore.Store
+	rules []faultstore.Rule // injected at every open, before the engine opens
 	eng   *Engine
 	ids   atomic.Int64
 	opts  Options
@@ -51,8 +55,12 @@ func (h *harness) open() {
 		h.t.Fatalf("open store: %v", err)
 	}
 	h.store = st
+	h.fault = faultstore.New(st)
+	for _, r := range h.rules {
+		h.fault.Inject(r)
+	}
 	opts := h.opts
-	opts.Store = st
+	opts.Store = h.fault
 	eng, err := Open(opts)
 	if err != nil {
 		h.t.Fatalf("open engine: %v", err)

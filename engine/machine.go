@@ -83,6 +83,9 @@ type Output struct {
 	CloseChildren []ChildInfo
 	// Ledger lists effects-ledger changes (idempotency keys touched).
 	Ledger []LedgerChange
+	// Reports are the judged late reports this input recorded (logged and
+	// counted once committed).
+	Reports []api.EffectReport
 	// Duplicate is set when a stale attempt proved an effect happened twice.
 	Duplicate *history.ActivityDuplicateDetected
 	// Usage lists the priced usage the input reported (for the workflow
@@ -102,15 +105,6 @@ type SignalOut struct {
 	Name       string
 	Input      history.Payload
 	Identity   string
-}
-
-// LedgerChange records what happened to one idempotency key.
-type LedgerChange struct {
-	Key              string
-	State            LedgerState
-	ScheduledEventID int64
-	ActivityType     string
-	Result           history.Payload
 }
 
 // ErrUnhandledEvents is returned by CompleteWorkflowTask when the commands

@@ -120,8 +120,8 @@ func (m *Machine) ActivityDispatched(st *RunState, schedID int64, epoch int64, i
 		a.StartedEventID = t.add(&history.ActivityStarted{ScheduledEventID: schedID, Attempt: a.Attempt, LeaseEpoch: epoch,
 			Identity: identity, Reconcile: a.Reconciling})
 		if !a.Reconciling {
-			t.out.Ledger = append(t.out.Ledger, LedgerChange{Key: a.IdempotencyKey, State: LedgerInFlight,
-				ScheduledEventID: schedID, ActivityType: a.ActivityType})
+			t.ledger(a, LedgerInFlight, history.Payload{})
+			t.out.Ledger[len(t.out.Ledger)-1].Dispatched = true
 		}
 	}
 	t.deadline(Deadline{At: a.LeaseDeadline, Kind: DeadlineActivityLease, ID: schedID, Epoch: epoch})
@@ -208,11 +208,18 @@ func (t *transition) startedForRead(a *ActivityInfo) {
 
 func (t *transition) finishActivity(a *ActivityInfo, ls LedgerState, result history.Payload) {
 	delete(t.st.Activities, a.ScheduledEventID)
-	if a.IdempotencyKey != "" {
-		t.out.Ledger = append(t.out.Ledger, LedgerChange{Key: a.IdempotencyKey, State: ls, ScheduledEventID: a.ScheduledEventID,
-			ActivityType: a.ActivityType, Result: result})
-	}
+	t.ledger(a, ls, result)
 	t.needWFT()
+}
+
+// ledger records a change of a's effects-ledger entry (none for an
+// activity without an idempotency key).
+func (t *transition) ledger(a *ActivityInfo, ls LedgerState, result history.Payload) {
+	if a.IdempotencyKey == "" {
+		return
+	}
+	t.out.Ledger = append(t.out.Ledger, LedgerChange{Key: a.IdempotencyKey, State: ls, ScheduledEventID: a.ScheduledEventID,
+		ActivityType: a.ActivityType, Result: result, Effect: a.Effect})
 }
 
 // FailureKind says how an attempt ended without a result.
@@ -276,8 +283,7 @@ func (t *transition) reconcileAnswer(a *ActivityInfo, kind FailureKind, f histor
 	if kind == FailedNotHappened {
 		t.add(&history.ActivityResolved{ScheduledEventID: a.ScheduledEventID, Resolution: history.ResolvedNotHappened,
 			By: "reconcile", Reason: "the Reconcile lookup found no trace of the action"})
-		t.out.Ledger = append(t.out.Ledger, LedgerChange{Key: a.IdempotencyKey, State: LedgerNotHappened,
-			ScheduledEventID: a.ScheduledEventID, ActivityType: a.ActivityType})
+		t.ledger(a, LedgerNotHappened, history.Payload{})
 		a.Attempt++
 		a.StartedEventID = 0
 		t.readyActivity(a)
@@ -353,10 +359,7 @@ func (t *transition) pause(a *ActivityInfo, reason string) {
 	a.UnknownSince = t.now
 	t.add(&history.ActivityOutcomeUnknown{ScheduledEventID: a.ScheduledEventID, StartedEventID: a.StartedEventID,
 		Attempt: a.Attempt, Reason: reason, IdempotencyKey: a.IdempotencyKey})
-	if a.IdempotencyKey != "" {
-		t.out.Ledger = append(t.out.Ledger, LedgerChange{Key: a.IdempotencyKey, State: LedgerUnknown,
-			ScheduledEventID: a.ScheduledEventID, ActivityType: a.ActivityType})
-	}
+	t.ledger(a, LedgerUnknown, history.Payload{})
 }
 
 // StaleCompletion handles a completion from an attempt that no longer holds
@@ -369,11 +372,36 @@ func (m *Machine) StaleCompletion(st *RunState, sched *history.ActivityScheduled
 	if !st.Status.Open() || m.checkGrowth(st, 1) != nil || sched == nil || sched.Effect == history.Read {
 		return t.out
 	}
-	d := &history.ActivityDuplicateDetected{ScheduledEventID: schedID, Attempt: attempt, LeaseEpoch: epoch,
-		IdempotencyKey: sched.IdempotencyKey, Result: result, Identity: identity}
-	t.add(d)
-	t.out.Duplicate = d
+	t.lateReport(api.EffectReport{Verdict: api.VerdictDuplicate, ScheduledEventID: schedID, IdempotencyKey: sched.IdempotencyKey,
+		ActivityType: sched.ActivityType, Attempt: attempt, LeaseEpoch: epoch, Identity: identity, Outcome: outcomeCompleted,
+		Result: result, Detail: "a stale attempt reported success for an action that was already retried"}, sched.Effect)
 	return t.out
+}
+
+// The outcomes an EffectReport names.
+const (
+	outcomeCompleted = "completed"
+	outcomeUnknown   = "outcome_unknown"
+	outcomeLeaseLost = "lease_lost"
+)
+
+// lateReport records a judged late report in an open run: in its history
+// (a duplicate as ActivityDuplicateDetected), in the run's counters, and on
+// the action's effects-ledger entry.
+func (t *transition) lateReport(r api.EffectReport, effect history.EffectClass) {
+	st := t.st
+	r.WorkflowID, r.RunID, r.Time = st.WorkflowID, st.RunID, t.now
+	switch {
+	case r.Verdict.IsDuplicate():
+		st.Duplicates++
+		t.add(&history.ActivityDuplicateDetected{ScheduledEventID: r.ScheduledEventID, Attempt: r.Attempt, LeaseEpoch: r.LeaseEpoch,
+			IdempotencyKey: r.IdempotencyKey, Result: r.Result, Identity: r.Identity})
+	case r.Verdict == api.VerdictConflict:
+		st.EffectConflicts++
+	}
+	t.out.Ledger = append(t.out.Ledger, LedgerChange{Key: r.IdempotencyKey, KeepState: true, ActivityType: r.ActivityType,
+		Effect: effect, Report: &r})
+	t.out.Reports = append(t.out.Reports, r)
 }
 
 // LateCompletion accepts a success reported by the attempt whose outcome
@@ -422,8 +450,7 @@ func (m *Machine) Resolve(st *RunState, req *api.ResolveActivityRequest, now tim
 		t.finishActivity(a, LedgerCompleted, req.Result)
 	case history.ResolvedNotHappened:
 		t.add(ev)
-		t.out.Ledger = append(t.out.Ledger, LedgerChange{Key: a.IdempotencyKey, State: LedgerNotHappened,
-			ScheduledEventID: a.ScheduledEventID, ActivityType: a.ActivityType})
+		t.ledger(a, LedgerNotHappened, history.Payload{})
 		a.Attempt++
 		a.StartedEventID = 0
 		a.UnknownReason = ""
@@ -469,6 +496,7 @@ func (m *Machine) Deduplicate(st *RunState, schedID int64, result history.Payloa
 	delete(st.Activities, schedID)
 	t.add(&history.ActivityDeduplicated{ScheduledEventID: schedID, IdempotencyKey: a.IdempotencyKey, Result: result,
 		OriginalRunID: originalRun, OriginalEventID: originalEvent})
+	t.out.Ledger = append(t.out.Ledger, LedgerChange{Key: a.IdempotencyKey, KeepState: true}) // note the run
 	t.needWFT()
 	return t.out
 }
@@ -479,7 +507,9 @@ func (m *Machine) PauseOnLedger(st *RunState, schedID int64, reason string, now 
 	t := m.begin(st, now)
 	if a, ok := st.Activities[schedID]; ok {
 		t.pause(a, reason)
-		t.out.Ledger = nil // the ledger entry belongs to the earlier run; leave it as it is
+		// The ledger entry belongs to the earlier run: leave its state as
+		// it is, and note this run.
+		t.out.Ledger = []LedgerChange{{Key: a.IdempotencyKey, KeepState: true}}
 	}
 	return t.out
 }

@@ -59,7 +59,7 @@ func TestMsgpackFieldOrder(t *testing.T) {
 // msgpackRoots lists the types encoded with api.MarshalMsgpack.
 func msgpackRoots() []reflect.Type {
 	roots := []reflect.Type{reflect.TypeFor[RunState](), reflect.TypeFor[LedgerEntry](), reflect.TypeFor[api.WorkflowInfo](),
-		reflect.TypeFor[wftToken](), reflect.TypeFor[actToken](), reflect.TypeFor[api.ErrorBody]()}
+		reflect.TypeFor[wftToken](), reflect.TypeFor[actToken](), reflect.TypeFor[api.ErrorBody](), reflect.TypeFor[quarantineRecord]()}
 	svc := reflect.TypeFor[api.Service]()
 	for i := 0; i < svc.NumMethod(); i++ {
 		m := svc.Method(i).Type

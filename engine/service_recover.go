@@ -20,6 +20,12 @@ type Stats struct {
 	timersFired   atomic.Int64
 	wftHandedOff  atomic.Int64
 	actHandedOff  atomic.Int64
+	// lateReports counts the judged late reports recorded since Open, by
+	// verdict (api.EffectVerdict); bootDuplicates and bootPossible are the
+	// (possible) duplicates the ledger held when the engine opened.
+	lateReports    [5]atomic.Int64
+	bootDuplicates int64
+	bootPossible   int64
 }
 
 // StatsSnapshot is a copy of the counters.
@@ -38,6 +44,18 @@ type StatsSnapshot struct {
 	// ActivityTasksHandedOff counts the Read activity attempts handed over
 	// the same way (included in ActivityTasks).
 	ActivityTasksHandedOff int64
+	// CorruptRuns counts the quarantined runs: runs whose stored data was
+	// found damaged, which are not served (see quarantine.go).
+	CorruptRuns int
+	// DuplicateEffects and PossibleDuplicateEffects count every late report
+	// ever judged a duplicate / a possible duplicate (the ledger's, read
+	// when the engine opened, plus those since). EffectConfirmations and
+	// EffectConflicts count the confirmations and conflicts recorded since
+	// the engine opened.
+	DuplicateEffects         int64
+	PossibleDuplicateEffects int64
+	EffectConfirmations      int64
+	EffectConflicts          int64
 }
 
 // Stats returns the engine's counters.
@@ -49,7 +67,11 @@ func (e *Engine) Stats() StatsSnapshot {
 		Commits: e.stats.commits.Load(), WorkflowTasks: e.stats.wftDispatched.Load(), ActivityTasks: e.stats.actDispatched.Load(),
 		ActivityCompletion: e.stats.actCompleted.Load(), TimersFired: e.stats.timersFired.Load(), OpenRuns: open,
 		PendingTimers: e.timers.Len(), WorkflowTasksHandedOff: e.stats.wftHandedOff.Load(),
-		ActivityTasksHandedOff: e.stats.actHandedOff.Load(),
+		ActivityTasksHandedOff: e.stats.actHandedOff.Load(), CorruptRuns: e.CorruptRuns(),
+		DuplicateEffects:         e.stats.bootDuplicates + e.stats.lateReports[api.VerdictDuplicate].Load(),
+		PossibleDuplicateEffects: e.stats.bootPossible + e.stats.lateReports[api.VerdictPossibleDuplicate].Load(),
+		EffectConfirmations:      e.stats.lateReports[api.VerdictConfirmation].Load(),
+		EffectConflicts:          e.stats.lateReports[api.VerdictConflict].Load(),
 	}
 }
 
@@ -66,12 +88,18 @@ func (e *Engine) onTimer(k timerKey) {
 	if e.closed.Load() {
 		return
 	}
+	e.background(func() { e.fire(k) })
+}
+
+// background runs fn in its own goroutine as background work: Close waits
+// for it, and Settle for it to finish.
+func (e *Engine) background(fn func()) {
 	e.bg.Add(1)
 	e.firing.Add(1)
 	go func() {
 		defer e.bg.Done()
 		defer e.fireDone()
-		e.fire(k)
+		fn()
 	}()
 }
 
@@ -124,43 +152,53 @@ func fireDurable(before, st *RunState, out Output) bool {
 // generation for epochs, every open run, its deadlines, and its ready
 // workflow and activity tasks. Leases that were out when the process died
 // keep their deadlines and expire; timers that came due fire at once.
+//
+// A run whose stored data is damaged is quarantined (quarantine.go), not a
+// reason to serve nothing: its state record fails its checksum or does not
+// decode, or its history does not end where its state says. Only damage
+// the engine cannot pin on one run (the boot record), and store errors
+// other than damage, fail Open.
 func (e *Engine) recover(ctx context.Context) error {
 	if err := e.bumpBoot(ctx); err != nil {
 		return err
 	}
-	prefix := history.Key().Str("o").Bytes()
-	var after []byte
-	for {
-		recs, err := e.store.Scan(ctx, history.SpaceIndex, history.ScanOptions{Prefix: prefix, After: after, Limit: 1000})
-		if err != nil {
-			return fmt.Errorf("engine: recover: %w", storeErr(err))
-		}
-		for _, r := range recs {
-			after = r.Key
-			if err := e.recoverRun(ctx, r.Key); err != nil {
-				return err
-			}
-		}
-		if len(recs) < 1000 {
-			return nil
-		}
+	if err := e.countDuplicates(ctx); err != nil {
+		return err
 	}
+	if err := e.loadQuarantine(ctx); err != nil {
+		return fmt.Errorf("engine: recover: %w", err)
+	}
+	err := e.scanIndex(ctx, history.Key().Str("o").Bytes(), func(r history.Record, bad error) error {
+		return e.recoverRun(ctx, r.Key)
+	})
+	if err != nil {
+		return fmt.Errorf("engine: recover: %w", err)
+	}
+	return nil
 }
 
+// recoverRun loads one open run (the open-run index names it by its key:
+// the index entry itself holds nothing).
 func (e *Engine) recoverRun(ctx context.Context, key []byte) error {
 	kr := history.ReadKey(key)
 	_ = kr.Str()
 	ref := history.RunRef{WorkflowID: kr.Str(), RunID: kr.Str()}
 	if kr.Err() != nil {
-		return fmt.Errorf("engine: recover: %w: open-run index key %x", history.ErrCorrupt, key)
+		// The key names no run: nothing to quarantine, and nothing to serve.
+		e.log.Error().Hex("key", key).Msg("DATA CORRUPT: an open-run index key is damaged; the run it named cannot be found")
+		return nil
 	}
-	b, err := e.store.Get(ctx, history.SpaceRunState, stateKey(ref))
-	if err != nil {
-		return fmt.Errorf("engine: recover %q/%q: %w", ref.WorkflowID, ref.RunID, storeErr(err))
+	if e.corrupt.lookup(ref.WorkflowID, ref.RunID) != nil {
+		return nil
 	}
-	st, err := decodeState(b)
+	st, err := e.recoverState(ctx, ref)
 	if err != nil {
-		return fmt.Errorf("engine: recover %q/%q: %w", ref.WorkflowID, ref.RunID, err)
+		var d *runDamage
+		if errors.As(err, &d) {
+			e.quarantineLocked(ref, true, d.err.Error())
+			return nil
+		}
+		return err
 	}
 	if !st.Status.Open() {
 		return nil
@@ -184,6 +222,35 @@ func (e *Engine) recoverRun(ctx context.Context, key []byte) error {
 	return nil
 }
 
+// recoverState reads an open run's state and checks that its history ends
+// where the state says: a history that is shorter (events lost) or longer
+// (the state rolled back) is damage. Errors that are damage are *runDamage.
+func (e *Engine) recoverState(ctx context.Context, ref history.RunRef) (*RunState, error) {
+	b, err := e.store.Get(ctx, history.SpaceRunState, stateKey(ref))
+	if errors.Is(err, history.ErrNotFound) {
+		err = &history.CorruptError{Space: history.SpaceRunState, Key: stateKey(ref), Reason: "the open-run index names this run but its state record is missing"}
+	}
+	if err != nil {
+		return nil, damaged(ref, true, fmt.Errorf("engine: recover %q/%q: %w", ref.WorkflowID, ref.RunID, storeErr(err)))
+	}
+	st, err := decodeState(b)
+	if err != nil {
+		return nil, damaged(ref, true, fmt.Errorf("engine: recover %q/%q: %w", ref.WorkflowID, ref.RunID, err))
+	}
+	if !st.Status.Open() {
+		return st, nil
+	}
+	last, err := e.store.LastEventID(ctx, ref)
+	if err != nil {
+		return nil, damaged(ref, true, fmt.Errorf("engine: recover %q/%q: %w", ref.WorkflowID, ref.RunID, storeErr(err)))
+	}
+	if last != st.NextEventID-1 {
+		return nil, damaged(ref, true, &history.CorruptError{Run: ref, EventID: min(last+1, st.NextEventID),
+			Reason: fmt.Sprintf("the run's history ends at event %d but its state records %d events", last, st.NextEventID-1)})
+	}
+	return st, nil
+}
+
 // recoverOrphan applies the parent-close policy to a child whose parent
 // closed while the engine was down between the two transactions.
 func (e *Engine) recoverOrphan(st *RunState) {
@@ -191,11 +258,7 @@ func (e *Engine) recoverOrphan(st *RunState) {
 	if p == nil || p.ParentClosePolicy == history.ParentCloseAbandon {
 		return
 	}
-	e.bg.Add(1)
-	e.firing.Add(1)
-	go func() {
-		defer e.bg.Done()
-		defer e.fireDone()
+	e.background(func() {
 		ctx := context.Background()
 		unlock := e.lock(p.WorkflowID)
 		pst, _, err := e.loadState(ctx, p.WorkflowID, p.RunID)
@@ -204,7 +267,7 @@ func (e *Engine) recoverOrphan(st *RunState) {
 			return
 		}
 		e.applyParentClose(ctx, pst, ChildInfo{WorkflowID: st.WorkflowID, RunID: st.RunID, ParentClosePolicy: p.ParentClosePolicy})
-	}()
+	})
 }
 
 // bumpBoot persists a new boot generation; epochs carry it so that a lease

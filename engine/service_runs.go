@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
@@ -205,6 +208,20 @@ func (e *Engine) DescribeWorkflow(ctx context.Context, req *api.DescribeWorkflow
 		return nil, err
 	}
 	defer e.leave()
+	if c := e.corrupt.lookup(req.WorkflowID, req.RunID); c != nil {
+		return &api.DescribeWorkflowResponse{Info: c.info()}, nil
+	}
+	resp, err := e.describeRun(ctx, req)
+	if err = e.settle(err); err != nil {
+		if c := e.corrupt.lookup(req.WorkflowID, req.RunID); c != nil {
+			return &api.DescribeWorkflowResponse{Info: c.info()}, nil // found damaged just now
+		}
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (e *Engine) describeRun(ctx context.Context, req *api.DescribeWorkflowRequest) (*api.DescribeWorkflowResponse, error) {
 	unlock := e.lock(req.WorkflowID)
 	defer unlock()
 	st, _, err := e.loadState(ctx, req.WorkflowID, req.RunID)
@@ -212,6 +229,9 @@ func (e *Engine) DescribeWorkflow(ctx context.Context, req *api.DescribeWorkflow
 		return nil, err
 	}
 	resp := describe(st)
+	if resp.EffectReports, err = e.runReports(ctx, st.Ref()); err != nil {
+		return nil, err
+	}
 	resp.Usage = st.UsageSummary(e.opts.Pricing)
 	resp.Budget = st.BudgetStatus()
 	if wu, err := e.workflowUsage(ctx, st.WorkflowID); err != nil {
@@ -283,7 +303,7 @@ func (e *Engine) GetHistory(ctx context.Context, req *api.GetHistoryRequest) (*a
 			}
 			evs, err := e.readEvents(ctx, st.Ref(), from, limit)
 			if err != nil {
-				return nil, err
+				return nil, e.settle(damaged(st.Ref(), changed != nil || e.isCurrentRun(ctx, st.Ref()), err))
 			}
 			resp.Events = evs
 			return resp, nil
@@ -300,6 +320,11 @@ func (e *Engine) GetHistory(ctx context.Context, req *api.GetHistoryRequest) (*a
 // snapshot returns a run's state and, for an open run, the channel that
 // closes at its next transition.
 func (e *Engine) snapshot(ctx context.Context, workflowID, runID string) (*RunState, chan struct{}, error) {
+	st, changed, err := e.snapshotLocked(ctx, workflowID, runID)
+	return st, changed, e.settle(err)
+}
+
+func (e *Engine) snapshotLocked(ctx context.Context, workflowID, runID string) (*RunState, chan struct{}, error) {
 	unlock := e.lock(workflowID)
 	defer unlock()
 	st, entry, err := e.loadState(ctx, workflowID, runID)
@@ -359,6 +384,9 @@ func (e *Engine) ListWorkflows(ctx context.Context, req *api.ListWorkflowsReques
 		return nil, err
 	}
 	defer e.leave()
+	if req.Corrupt {
+		return e.listCorrupt(req), nil
+	}
 	size := req.PageSize
 	if size <= 0 {
 		size = 100
@@ -371,15 +399,24 @@ func (e *Engine) ListWorkflows(ctx context.Context, req *api.ListWorkflowsReques
 	after := req.NextPageToken
 	for len(resp.Workflows) < size {
 		recs, err := e.store.Scan(ctx, history.SpaceIndex, history.ScanOptions{Prefix: prefix, After: after, Reverse: true, Limit: size})
+		var ce *history.CorruptError
+		if errors.As(err, &ce) && ce.Key != nil && bytes.HasPrefix(ce.Key, prefix) && (after == nil || bytes.Compare(ce.Key, after) < 0) {
+			// One damaged index entry: list the entries before it, then it
+			// (from its key), and go on after it.
+			var kept []history.Record
+			for _, r := range recs {
+				if bytes.Compare(r.Key, ce.Key) > 0 {
+					kept = append(kept, r)
+				}
+			}
+			recs, err = append(kept, history.Record{Key: ce.Key}), nil
+		}
 		if err != nil {
 			return nil, storeErr(err)
 		}
 		for _, r := range recs {
 			after = r.Key
-			info, ok, err := listEntry(r, req)
-			if err != nil {
-				return nil, err
-			}
+			info, ok := e.listEntry(r, req)
 			if ok {
 				resp.Workflows = append(resp.Workflows, *info)
 				if len(resp.Workflows) == size {
@@ -395,21 +432,58 @@ func (e *Engine) ListWorkflows(ctx context.Context, req *api.ListWorkflowsReques
 	return resp, nil
 }
 
-func listEntry(r history.Record, req *api.ListWorkflowsRequest) (*api.WorkflowInfo, bool, error) {
+// listEntry decodes one list index entry and applies the request's
+// filters. A quarantined run carries its Corrupt reason; an entry that is
+// itself damaged is listed from its key (the run's ids and start time)
+// with Corrupt saying so, rather than failing the whole list.
+func (e *Engine) listEntry(r history.Record, req *api.ListWorkflowsRequest) (*api.WorkflowInfo, bool) {
 	info := new(api.WorkflowInfo)
-	if err := decodeMsgpack(r.Value, info); err != nil {
-		return nil, false, fmt.Errorf("%w: %w: list index: %w", api.ErrInternal, history.ErrCorrupt, err)
+	if r.Value == nil || decodeMsgpack(r.Value, info) != nil {
+		info = damagedListEntry(r.Key)
 	}
+	if c := e.corrupt.lookup(info.WorkflowID, info.RunID); c != nil {
+		ci := c.info()
+		if c.state == nil { // keep what the index knew
+			ci = *info
+			ci.Corrupt = c.reason
+		}
+		info = &ci
+	}
+	return info, listMatches(info, req)
+}
+
+// damagedListEntry is the listing of an index entry whose value is
+// damaged: what its key says ("a"/start/wf/run or "s"/status/start/wf/run).
+func damagedListEntry(key []byte) *api.WorkflowInfo {
+	kr := history.ReadKey(key)
+	info := &api.WorkflowInfo{Corrupt: "the run's list index entry is damaged"}
+	if kr.Str() == "s" {
+		info.Status = api.Status(kr.Int())
+	}
+	start := kr.Int()
+	info.WorkflowID, info.RunID = kr.Str(), kr.Str()
+	if kr.Err() == nil {
+		info.StartTime = time.Unix(0, start).UTC()
+	}
+	return info
+}
+
+// listMatches applies a list request's filters (all but Status, which
+// selects the index).
+func listMatches(info *api.WorkflowInfo, req *api.ListWorkflowsRequest) bool {
 	if req.WorkflowType != "" && info.WorkflowType != req.WorkflowType {
-		return nil, false, nil
+		return false
+	}
+	if !strings.HasPrefix(info.WorkflowID, req.WorkflowIDPrefix) {
+		return false
 	}
 	if !req.StartedAfter.IsZero() && !info.StartTime.After(req.StartedAfter) {
-		return nil, false, nil
+		return false
 	}
 	if !req.StartedBefore.IsZero() && !info.StartTime.Before(req.StartedBefore) {
-		return nil, false, nil
+		return false
 	}
-	return info, true, nil
+	return true
 }
 
 // pendingQuery is a query waiting for a worker's answer.

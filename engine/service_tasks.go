@@ -58,6 +58,7 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *api.PollWorkflowTask
 	if err := e.m.checkID("task queue", req.TaskQueue, true); err != nil {
 		return nil, err
 	}
+	defer e.pollers.begin(req.TaskQueue, req.Identity, false, e.now)()
 	ctx, cancel := context.WithTimeout(ctx, e.opts.PollTimeout)
 	defer cancel()
 	for {
@@ -66,6 +67,9 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *api.PollWorkflowTask
 			return &api.PollWorkflowTaskResponse{}, nil
 		}
 		task, err := e.dispatchWFT(ctx, item, req.Identity)
+		if errors.Is(err, api.ErrDataCorrupt) {
+			continue // that run is quarantined now; the poller waits for another task
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -132,7 +136,7 @@ func (e *Engine) dispatchWFT(ctx context.Context, item wftItem, identity string)
 		// them without holding the run.
 		var err error
 		if evs, err = e.readEvents(ctx, item.ref, first, int(task.NextEventID-first)); err != nil {
-			return nil, err
+			return nil, e.settle(damaged(item.ref, true, err))
 		}
 	}
 	task.Events = evs
@@ -164,7 +168,7 @@ func (e *Engine) queryTask(ctx context.Context, item wftItem) (*api.WorkflowTask
 	}
 	evs, err := e.readEvents(ctx, item.ref, 1, int(st.NextEventID-1))
 	if err != nil {
-		return nil, err
+		return nil, e.settle(damaged(item.ref, true, err))
 	}
 	q := item.query.query
 	return &api.WorkflowTask{TaskToken: []byte(item.query.id), WorkflowID: st.WorkflowID, RunID: st.RunID,
@@ -224,6 +228,9 @@ func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *api.CompleteWork
 // currentWFT returns the open run whose started workflow task the token
 // names. Call with the run's lock held.
 func (e *Engine) currentWFT(tok wftToken) (*runEntry, error) {
+	if c := e.corrupt.lookup(tok.W, tok.R); c != nil {
+		return nil, c.err()
+	}
 	entry := e.openRun(tok.W)
 	if entry == nil || entry.ref.RunID != tok.R {
 		return nil, api.Errorf(api.ErrStaleTask, "workflow %q run %q has no open workflow task", tok.W, tok.R)
@@ -333,6 +340,7 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *api.PollActivityTask
 	if err := e.m.checkID("task queue", req.TaskQueue, true); err != nil {
 		return nil, err
 	}
+	defer e.pollers.begin(req.TaskQueue, req.Identity, true, e.now)()
 	ctx, cancel := context.WithTimeout(ctx, e.opts.PollTimeout)
 	defer cancel()
 	for {
@@ -341,6 +349,9 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *api.PollActivityTask
 			return &api.PollActivityTaskResponse{}, nil
 		}
 		task, err := e.dispatchActivity(ctx, item, req.Identity)
+		if errors.Is(err, api.ErrDataCorrupt) {
+			continue // that run is quarantined now; the poller waits for another task
+		}
 		if err != nil {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, api.ErrUnavailable) {
 				// The intent was not recorded: the attempt goes back on its queue.
@@ -411,7 +422,7 @@ func (e *Engine) dispatchActivity(ctx context.Context, item actItem, identity st
 			return err
 		}
 		if task, err = e.activityTask(ctx, st, st.Activities[item.schedID], false); err != nil {
-			return err
+			return damaged(item.ref, true, err)
 		}
 		if len(out.Events) == 0 {
 			// A Read attempt: the lease lives in memory; a restart simply
@@ -470,6 +481,9 @@ func (e *Engine) RecordActivityHeartbeat(ctx context.Context, req *api.Heartbeat
 	}
 	unlock := e.lock(tok.W)
 	defer unlock()
+	if c := e.corrupt.lookup(tok.W, tok.R); c != nil {
+		return nil, c.err()
+	}
 	entry := e.openRun(tok.W)
 	if entry == nil || entry.ref.RunID != tok.R {
 		return nil, api.Errorf(api.ErrStaleAttempt, "workflow %q run %q is not open", tok.W, tok.R)
@@ -499,7 +513,7 @@ func (e *Engine) CompleteActivity(ctx context.Context, req *api.CompleteActivity
 			}
 			sched, serr := e.scheduledEvent(ctx, tr.st.Ref(), tok.S)
 			if serr != nil {
-				return Output{}, serr
+				return Output{}, damaged(tr.st.Ref(), true, serr)
 			}
 			if dup := e.m.StaleCompletion(tr.st, sched, tok.S, tok.E, tok.A, req.Result, req.Identity, x.now); len(dup.Events) > 0 {
 				return dup, errStaleRecorded
@@ -509,7 +523,7 @@ func (e *Engine) CompleteActivity(ctx context.Context, req *api.CompleteActivity
 	})
 	if err != nil {
 		if errors.Is(err, errRunNotOpen) && !tok.H {
-			e.closedRunDuplicate(ctx, tok, req)
+			e.closedRunLateSuccess(ctx, tok, req)
 		}
 		return nil, err
 	}
@@ -559,33 +573,6 @@ func (e *Engine) scheduledEvent(ctx context.Context, ref history.RunRef, schedID
 	return s, nil
 }
 
-// closedRunDuplicate handles a success reported for an action of a run that
-// has closed: its history can take no more events, so a proven duplicate
-// of a side-effecting action is counted on its effects-ledger entry (which
-// outlives runs) and logged as an error.
-func (e *Engine) closedRunDuplicate(ctx context.Context, tok actToken, req *api.CompleteActivityRequest) {
-	unlock := e.lock(tok.W)
-	defer unlock()
-	ref := history.RunRef{WorkflowID: tok.W, RunID: tok.R}
-	sched, err := e.scheduledEvent(ctx, ref, tok.S)
-	if err != nil || sched.Effect == history.Read || sched.IdempotencyKey == "" {
-		return
-	}
-	entry, err := e.ledgerEntry(ctx, tok.W, sched.IdempotencyKey)
-	if err != nil || entry == nil {
-		return
-	}
-	entry.Duplicates++
-	b, err := encodeLedger(entry)
-	if err == nil {
-		err = e.store.Commit(context.WithoutCancel(ctx), &history.Batch{Puts: []history.Record{{Space: history.SpaceLedger,
-			Key: ledgerKey(tok.W, sched.IdempotencyKey), Value: b}}})
-	}
-	e.log.Error().Err(err).Str("workflow", tok.W).Str("run", tok.R).Int64("scheduled_event", tok.S).
-		Str("idempotency_key", sched.IdempotencyKey).Int32("attempt", tok.A).Str("identity", req.Identity).
-		Msg("DUPLICATE EFFECT: a stale attempt reported success for an action of a closed run; counted on its ledger entry")
-}
-
 // errStaleRecorded: the stale completion was recorded (as a duplicate) and
 // the caller still gets ErrStaleAttempt.
 var errStaleRecorded = errors.New("engine: stale completion recorded")
@@ -594,6 +581,9 @@ var errStaleRecorded = errors.New("engine: stale completion recorded")
 func (e *Engine) onActivity(ctx context.Context, tok actToken, fn func(x *txn, tr *txnRun) (Output, error)) error {
 	var stale bool
 	err := e.transact(ctx, []string{tok.W}, func(x *txn) error {
+		if c := e.corrupt.lookup(tok.W, tok.R); c != nil {
+			return c.err()
+		}
 		entry := e.openRun(tok.W)
 		if entry == nil || entry.ref.RunID != tok.R {
 			return fmt.Errorf("%w: %w", errRunNotOpen, api.Errorf(api.ErrStaleAttempt, "workflow %q run %q is not open", tok.W, tok.R))

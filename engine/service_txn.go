@@ -5,15 +5,18 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/vmihailenco/msgpack/v5"
-
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
 )
 
 // transact runs fn under the locks of ids with a fresh transaction and
-// commits what fn gathered. Nothing is written when fn fails.
+// commits what fn gathered. Nothing is written when fn fails. A run that
+// fn found damaged is quarantined once the locks are released (settle).
 func (e *Engine) transact(ctx context.Context, ids []string, fn func(x *txn) error) error {
+	return e.settle(e.transactLocked(ctx, ids, fn))
+}
+
+func (e *Engine) transactLocked(ctx context.Context, ids []string, fn func(x *txn) error) error {
 	unlock := e.lock(ids...)
 	defer unlock()
 	x := e.newTxn(e.now(), ids)
@@ -170,10 +173,12 @@ func (x *txn) dedupe(ctx context.Context, tr *txnRun, events []history.Event) er
 			continue
 		}
 		entry, err := x.e.ledgerEntry(ctx, tr.st.WorkflowID, s.IdempotencyKey)
-		if err != nil || entry == nil {
-			if err != nil {
-				return err
-			}
+		if err != nil {
+			// A damaged ledger entry: whether this action already happened
+			// cannot be known, so the run may not go on.
+			return damaged(tr.st.Ref(), true, err)
+		}
+		if entry == nil {
 			continue
 		}
 		switch entry.State {
@@ -188,22 +193,6 @@ func (x *txn) dedupe(ctx context.Context, tr *txnRun, events []history.Event) er
 		}
 	}
 	return nil
-}
-
-// ledgerEntry reads one effects-ledger entry (nil when absent).
-func (e *Engine) ledgerEntry(ctx context.Context, workflowID, key string) (*LedgerEntry, error) {
-	b, err := e.store.Get(ctx, history.SpaceLedger, ledgerKey(workflowID, key))
-	if errors.Is(err, history.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, storeErr(err)
-	}
-	var le LedgerEntry
-	if err := msgpack.Unmarshal(b, &le); err != nil {
-		return nil, fmt.Errorf("%w: %w: ledger entry %q: %w", api.ErrInternal, history.ErrCorrupt, key, err)
-	}
-	return &le, nil
 }
 
 // installRun makes a committed run state current and acts on its outputs.
@@ -259,11 +248,8 @@ func (e *Engine) afterCommit(entry *runEntry, st *RunState, out Output) {
 	if len(out.CloseChildren) > 0 {
 		e.closeChildren(st, out.CloseChildren)
 	}
-	if out.Duplicate != nil {
-		d := out.Duplicate
-		e.log.Error().Str("workflow", st.WorkflowID).Str("run", st.RunID).Int64("scheduled_event", d.ScheduledEventID).
-			Str("idempotency_key", d.IdempotencyKey).Int32("attempt", d.Attempt).
-			Msg("DUPLICATE EFFECT: a stale attempt reported success for an action that was already retried; the effect happened more than once")
+	for i := range out.Reports {
+		e.noteReport(&out.Reports[i])
 	}
 }
 
@@ -285,16 +271,12 @@ func (e *Engine) enqueueWFT(entry *runEntry, st *RunState) {
 // closeChildren applies the parent-close policy to a closed parent's open
 // children, each in its own transaction, in the background.
 func (e *Engine) closeChildren(parent *RunState, children []ChildInfo) {
-	e.bg.Add(1)
-	e.firing.Add(1)
-	go func() {
-		defer e.bg.Done()
-		defer e.fireDone()
+	e.background(func() {
 		ctx := context.Background()
 		for _, c := range children {
 			e.applyParentClose(ctx, parent, c)
 		}
-	}()
+	})
 }
 
 func (e *Engine) applyParentClose(ctx context.Context, parent *RunState, c ChildInfo) {

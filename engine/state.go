@@ -51,6 +51,12 @@ type RunState struct {
 	Failure             *history.Failure `msgpack:",omitempty"`
 	ContinuedAsNewRunID string           `msgpack:",omitempty"`
 
+	// Duplicates and EffectConflicts count the run's judged late reports
+	// (api.EffectReport) that are duplicates or conflicts; they may grow
+	// after the run closed.
+	Duplicates      int32 `msgpack:",omitempty"`
+	EffectConflicts int32 `msgpack:",omitempty"`
+
 	// Budget bounds the metered activities; Usage and UsageByModel are
 	// what the run's activities reported; Turns counts the metered
 	// activities scheduled.

@@ -50,28 +50,6 @@ func decodeState(b []byte) (*RunState, error) {
 	return st, nil
 }
 
-// LedgerEntry is one effects-ledger record, keyed by (workflow id,
-// idempotency key). It outlives runs.
-type LedgerEntry struct {
-	State            LedgerState
-	RunID            string
-	ScheduledEventID int64
-	ActivityType     string
-	Result           history.Payload `msgpack:",omitempty"`
-	Updated          time.Time
-	// Duplicates counts stale attempts that reported success after the
-	// action's run closed: proof the effect happened more than once.
-	Duplicates int32 `msgpack:",omitempty"`
-}
-
-func encodeLedger(le *LedgerEntry) ([]byte, error) {
-	b, err := api.MarshalMsgpack(le)
-	if err != nil {
-		return nil, fmt.Errorf("%w: encode ledger entry: %w", api.ErrInternal, err)
-	}
-	return b, nil
-}
-
 // txn gathers one store transaction that may span several runs.
 type txn struct {
 	e     *Engine
@@ -80,6 +58,9 @@ type txn struct {
 	batch history.Batch
 	runs  []*txnRun
 	byRef map[history.RunRef]*txnRun
+	// ledger holds the effects-ledger entries this transaction changes,
+	// by record key, read once and written once (see ledger.go).
+	ledgerEntries map[string]*LedgerEntry
 	// newChunks are the payload chunks the batch writes (by hash).
 	newChunks map[string]struct{}
 }
@@ -122,26 +103,6 @@ func (x *txn) record(tr *txnRun, out Output) {
 	tr.outs = append(tr.outs, out)
 }
 
-// ledger writes effects-ledger changes for the run.
-func (x *txn) ledger(ctx context.Context, tr *txnRun, changes []LedgerChange, now time.Time) error {
-	for _, c := range changes {
-		if c.Key == "" {
-			continue
-		}
-		result, err := x.storePayload(ctx, "ledger result", c.Result)
-		if err != nil {
-			return err
-		}
-		b, err := api.MarshalMsgpack(&LedgerEntry{State: c.State, RunID: tr.st.RunID, ScheduledEventID: c.ScheduledEventID,
-			ActivityType: c.ActivityType, Result: result, Updated: now})
-		if err != nil {
-			return fmt.Errorf("%w: encode ledger entry: %w", api.ErrInternal, err)
-		}
-		x.batch.Puts = append(x.batch.Puts, history.Record{Space: history.SpaceLedger, Key: ledgerKey(tr.st.WorkflowID, c.Key), Value: b})
-	}
-	return nil
-}
-
 // build turns the gathered runs into the store batch.
 func (x *txn) build(ctx context.Context) error {
 	for _, tr := range x.runs {
@@ -160,7 +121,7 @@ func (x *txn) build(ctx context.Context) error {
 		x.batch.Puts = append(x.batch.Puts, history.Record{Space: history.SpaceRunState, Key: stateKey(ref), Value: b})
 		var used []history.Usage
 		for _, out := range tr.outs {
-			if err := x.ledger(ctx, tr, out.Ledger, x.now); err != nil {
+			if err := x.ledger(ctx, tr, out.Ledger); err != nil {
 				return err
 			}
 			used = append(used, out.Usage...)
@@ -189,7 +150,7 @@ func (x *txn) index(tr *txnRun) error {
 			history.Record{Space: history.SpaceCurrentRun, Key: curKey(st.WorkflowID), Value: []byte(st.RunID)},
 			history.Record{Space: history.SpaceIndex, Key: indexOpenKey(ref)})
 	}
-	if oldStatus == newStatus && !tr.created {
+	if oldStatus == newStatus && !tr.created && !countsChanged(tr.before, st) {
 		return nil
 	}
 	info, err := api.MarshalMsgpack(summary(st))
@@ -199,7 +160,7 @@ func (x *txn) index(tr *txnRun) error {
 	x.batch.Puts = append(x.batch.Puts,
 		history.Record{Space: history.SpaceIndex, Key: indexAllKey(st), Value: info},
 		history.Record{Space: history.SpaceIndex, Key: indexStatusKey(newStatus, st), Value: info})
-	if oldStatus != api.StatusUnspecified {
+	if oldStatus != api.StatusUnspecified && oldStatus != newStatus {
 		x.batch.Deletes = append(x.batch.Deletes, history.RecordKey{Space: history.SpaceIndex, Key: indexStatusKey(oldStatus, st)})
 	}
 	if !st.Status.Open() {
@@ -208,12 +169,17 @@ func (x *txn) index(tr *txnRun) error {
 	return nil
 }
 
+// countsChanged reports whether the effect counters the list shows moved.
+func countsChanged(before, st *RunState) bool {
+	return before != nil && (before.Duplicates != st.Duplicates || before.EffectConflicts != st.EffectConflicts)
+}
+
 // summary is what the list indexes store about a run.
 func summary(st *RunState) *api.WorkflowInfo {
 	info := &api.WorkflowInfo{
 		WorkflowID: st.WorkflowID, RunID: st.RunID, WorkflowType: st.WorkflowType, TaskQueue: st.TaskQueue,
 		Status: st.EffectiveStatus(), StartTime: st.StartTime, CloseTime: st.CloseTime, HistoryLength: st.NextEventID - 1,
-		ContinuedAsNewRunID: st.ContinuedAsNewRunID,
+		ContinuedAsNewRunID: st.ContinuedAsNewRunID, Duplicates: st.Duplicates, EffectConflicts: st.EffectConflicts,
 	}
 	if st.Parent != nil {
 		info.ParentWorkflowID, info.ParentRunID = st.Parent.WorkflowID, st.Parent.RunID

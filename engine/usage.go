@@ -71,7 +71,7 @@ func (x *txn) usage(ctx context.Context, tr *txnRun, used []history.Usage) error
 	if err != nil {
 		return fmt.Errorf("%w: encode usage entry: %w", api.ErrInternal, err)
 	}
-	x.batch.Puts = append(x.batch.Puts, history.Record{Space: history.SpaceUsage, Key: usageKey(tr.st.WorkflowID), Value: b})
+	x.put(history.SpaceUsage, usageKey(tr.st.WorkflowID), b)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -94,8 +95,7 @@ func budgetText(b *api.BudgetStatus) string {
 }
 
 // printUsage adds usage and budget to describe's output.
-func printUsage(g *globals, d *api.DescribeWorkflowResponse) {
-	w := g.stdout
+func printUsage(w io.Writer, d *api.DescribeWorkflowResponse) {
 	if u := d.Usage; u != nil && (u.Total.Tokens() > 0 || u.Calls > 0) {
 		fmt.Fprintf(w, "\nUsage     %d model calls, %d tokens (%d prompt, %d cached, %d completion), $%.4f over %d attempts\n",
 			u.Calls, u.Total.Tokens(), u.Total.PromptTokens, u.Total.CachedTokens, u.Total.CompletionTokens, u.Total.CostUSD, u.Total.Attempts)

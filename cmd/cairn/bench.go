@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"runtime/pprof"
@@ -39,11 +40,17 @@ func benchCommand(g *globals) *cobra.Command {
 				defer pprof.StopCPUProfile()
 			}
 			o.Out = g.stdout
+			if g.json {
+				o.Out = g.stderr // the narration; the figures go to stdout
+			}
 			o.WorkerCommand = func(args ...string) *exec.Cmd {
 				return exec.Command(exe, append([]string{"bench", "worker"}, args...)...)
 			}
-			_, err = bench.Run(cmd.Context(), o)
-			return err
+			res, err := bench.Run(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			return g.emit(res, func(io.Writer) {})
 		},
 	}
 	f := cmd.Flags()

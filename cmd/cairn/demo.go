@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 
@@ -28,9 +29,17 @@ process — without the guard, with it, and in the case nobody can decide.`,
 			if err != nil {
 				return err
 			}
-			return demo.Run(cmd.Context(), demo.Options{Out: g.stdout, Color: g.color, WorkerCommand: func(args ...string) *exec.Cmd {
+			out := g.stdout
+			if g.json {
+				out = g.stderr // the narration; the outcome goes to stdout
+			}
+			res, err := demo.Run(cmd.Context(), demo.Options{Out: out, Color: g.color, WorkerCommand: func(args ...string) *exec.Cmd {
 				return exec.Command(exe, append([]string{"demo", "worker"}, args...)...)
 			}})
+			if err != nil {
+				return err
+			}
+			return g.emit(res, func(io.Writer) {})
 		},
 	}
 	cmd.AddCommand(demoWorkerCommand())

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -14,8 +15,7 @@ import (
 )
 
 func historyCommand(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "history", Short: "Export histories"}
-	var runID, out string
+	var run, out string
 	var inline bool
 	export := &cobra.Command{
 		Use:   "export WORKFLOW_ID [--run ID] [--inline] [-o FILE]",
@@ -31,14 +31,7 @@ so that it replays without the server (cairn replay reads both forms).`,
 			if err != nil {
 				return err
 			}
-			if runID == "" {
-				d, err := c.DescribeWorkflow(cmd.Context(), args[0], "")
-				if err != nil {
-					return err
-				}
-				runID = d.Info.RunID
-			}
-			evs, err := c.GetHistory(cmd.Context(), args[0], runID)
+			runID, evs, err := g.history(cmd.Context(), c, args[0], run)
 			if err != nil {
 				return err
 			}
@@ -59,15 +52,23 @@ so that it replays without the server (cairn replay reads both forms).`,
 			if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stderr, "wrote %d events to %s\n", len(evs), out)
-			return nil
+			return g.emit(exportOut{args[0], runID, len(evs), out}, func(io.Writer) {
+				fmt.Fprintf(g.stderr, "wrote %d events to %s\n", len(evs), out)
+			})
 		},
 	}
-	runFlag(export, &runID)
+	runFlag(export, &run)
 	export.Flags().StringVarP(&out, "output", "o", "", "file to write (default: stdout)")
 	export.Flags().BoolVar(&inline, "inline", false, "carry the payload chunks the history references (a self-contained file)")
-	cmd.AddCommand(export)
-	return cmd
+	return clientFlags(group("history", "Export histories", export), g)
+}
+
+// exportOut is the --json of an export written to a file.
+type exportOut struct {
+	WorkflowID string
+	RunID      string
+	Events     int
+	File       string
 }
 
 // replayCommand replays exported histories of the workflows built into
@@ -88,12 +89,16 @@ func replayCommand(g *globals) *cobra.Command {
 			var ro worker.ReplayOptions
 			if trace {
 				ro.Trace = g.stdout
+				if g.json {
+					ro.Trace = g.stderr
+				}
 			}
 			if err := r.ReplayFile(file, ro); err != nil {
 				return err
 			}
-			fmt.Fprintln(g.stdout, "replay ok: the code reproduces every recorded decision")
-			return nil
+			return g.emit(map[string]any{"ok": true, "history": file}, func(w io.Writer) {
+				fmt.Fprintln(w, "replay ok: the code reproduces every recorded decision")
+			})
 		},
 	}
 	cmd.Flags().StringVar(&file, "history", "", "exported history JSON file")

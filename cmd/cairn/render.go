@@ -1,75 +1,126 @@
 package main
 
+// How the commands print (read this before adding one):
+//
+//   - A command prints its outcome with g.emit(v, human): with --json, v
+//     is written as indented JSON by internal/view's convention (the one
+//     the web UI and the history export use: lower camel case keys with
+//     "ID" written "Id", enums by name, times RFC 3339, payloads
+//     {"encoding", "json"} decoded — never base64 msgpack); otherwise
+//     human(w) writes text for people. Every command supports --json:
+//     pass an api response as it is where one fits, else a small struct
+//     or map with lower camel keys.
+//   - Errors are returned, never printed: cli() prints them, as
+//     {"code": "not_found", "message": "…"} on stderr with --json (code
+//     "usage" for a command-line mistake), and sets the exit code: 0 ok,
+//     1 failed or not found, 2 usage (usagef).
+//   - Payloads in tables and lines: view.PayloadText. Histories:
+//     view.Timeline (showHistory). Times: relative(t, now). Statuses:
+//     g.statusText. Columns: table.
+//   - Flags: --address and --token belong to the commands that talk to a
+//     server (clientFlags on their group); a run id flag is runFlag and is
+//     resolved with g.runID (a unique prefix, as `list` shows it, is
+//     enough); JSON input is inputFlags (--input or --input-file).
+
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
-	"github.com/cairnflow/cairn/sdk"
+	"github.com/cairnflow/cairn/internal/view"
 )
 
-// payloadText renders a payload as JSON where it decodes, else describes it.
-func payloadText(p history.Payload) string {
-	if p.IsZero() {
-		return ""
+// emit prints a command's outcome: v as JSON with --json, else human.
+func (g *globals) emit(v any, human func(w io.Writer)) error {
+	if g.json {
+		return printJSON(g.stdout, v)
 	}
-	if p.Encoding == "json" && json.Valid(p.Data) {
-		return string(p.Data)
-	}
-	var v any
-	if err := sdk.DefaultConverter().FromPayload(p, &v); err == nil {
-		if b, err := json.Marshal(jsonable(v)); err == nil {
-			return string(b)
-		}
-	}
-	return fmt.Sprintf("<%d bytes %s>", len(p.Data), p.Encoding)
+	human(g.stdout)
+	return nil
 }
 
-// jsonable turns msgpack's map[any]any into maps JSON can encode.
-func jsonable(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = jsonable(e)
-		}
-		return x
-	case map[any]any:
-		m := make(map[string]any, len(x))
-		for k, e := range x {
-			m[fmt.Sprint(k)] = jsonable(e)
-		}
-		return m
-	case []any:
-		for i, e := range x {
-			x[i] = jsonable(e)
-		}
-		return x
+// printJSON writes v as indented JSON by the view convention.
+func printJSON(w io.Writer, v any) error {
+	b, err := view.MarshalIndent(v)
+	if err != nil {
+		return err
 	}
-	return v
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// errorCode is the code --json prints for err.
+func errorCode(err error, exit int) api.Code {
+	switch {
+	case exit == 2:
+		return "usage"
+	case errors.Is(err, context.DeadlineExceeded):
+		return api.CodeDeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		return api.CodeCanceled
+	}
+	return api.ErrorCode(err)
+}
+
+// writeJSONError prints err as {"code", "message"}.
+func writeJSONError(w io.Writer, err error, exit int) {
+	b, _ := json.Marshal(api.ErrorBody{Code: errorCode(err, exit), Message: err.Error()}) // two strings always encode
+	fmt.Fprintf(w, "%s\n", b)
 }
 
 func abbreviate(s string, n int) string {
-	if len(s) <= n {
+	r := []rune(s)
+	if len(r) <= n {
 		return s
 	}
-	return s[:n-1] + "…"
+	return string(r[:n-1]) + "…"
 }
 
-// jsonPayload turns a --input flag into a JSON payload (the SDK's
-// converters decode JSON payloads as well as msgpack ones).
-func jsonPayload(flag, s string) (history.Payload, error) {
-	if s == "" {
-		return history.Payload{}, nil
+// inputFlags adds --NAME (JSON) and --NAME-file (a file of JSON, "-" for
+// standard input) to cmd, and returns a function reading whichever was
+// given. Argv caps inline input near 128 KiB; a file has no such limit.
+func inputFlags(cmd *cobra.Command, g *globals, name, usage string) func() (history.Payload, error) {
+	var inline, file string
+	cmd.Flags().StringVar(&inline, name, "", usage+" as JSON")
+	cmd.Flags().StringVar(&file, name+"-file", "", "read "+usage+" as JSON from this file (- for stdin)")
+	cmd.MarkFlagsMutuallyExclusive(name, name+"-file")
+	return func() (history.Payload, error) {
+		if file == "" {
+			p, err := view.JSONInput("--"+name, inline)
+			if err != nil {
+				return p, usageError{err}
+			}
+			return p, nil
+		}
+		var b []byte
+		var err error
+		if file == "-" {
+			b, err = io.ReadAll(g.stdin)
+		} else {
+			b, err = os.ReadFile(file)
+		}
+		if err != nil {
+			return history.Payload{}, usagef("--%s-file: %v", name, err)
+		}
+		if strings.TrimSpace(string(b)) == "" {
+			return history.Payload{}, usagef("--%s-file %s is empty", name, file)
+		}
+		p, err := view.JSONInput("--"+name+"-file "+file, string(b))
+		if err != nil {
+			return p, usageError{err}
+		}
+		return p, nil
 	}
-	if !json.Valid([]byte(s)) {
-		return history.Payload{}, usagef("%s is not valid JSON: %q (quote strings: '\"text\"')", flag, s)
-	}
-	return history.Payload{Encoding: "json", Data: []byte(s)}, nil
 }
 
 // relative renders t relative to now ("3m ago", "in 2s").
@@ -127,13 +178,6 @@ func (g *globals) statusText(s api.Status) string {
 	return c + name + ansiReset
 }
 
-// printJSON writes v as indented JSON.
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
 // table writes aligned columns.
 func table(w io.Writer, header []string, rows [][]string) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -146,96 +190,23 @@ func table(w io.Writer, header []string, rows [][]string) {
 
 // showHistory renders a history one line per event.
 func showHistory(w io.Writer, evs []history.Event, full bool) {
-	types := map[int64]string{}
-	started := map[int64]time.Time{}
-	attempts := map[int64]int32{}
-	var t0 time.Time
-	if len(evs) > 0 {
-		t0 = evs[0].Time
-	}
 	width := 60
 	if full {
 		width = 1 << 30
 	}
 	rows := make([][]string, 0, len(evs))
-	for _, ev := range evs {
-		name, detail, dur := eventLine(ev, types, started, attempts)
+	for i, r := range view.Timeline(evs) {
+		detail := r.Detail
 		if full {
-			if b, err := json.Marshal(ev); err == nil {
+			if b, err := json.Marshal(evs[i]); err == nil {
 				detail = string(b)
 			}
 		}
-		rows = append(rows, []string{fmt.Sprint(ev.ID), "+" + roundDuration(ev.Time.Sub(t0)), ev.Type().String(), name, dur,
-			abbreviate(detail, width)})
+		dur := ""
+		if r.Duration > 0 {
+			dur = roundDuration(r.Duration)
+		}
+		rows = append(rows, []string{fmt.Sprint(r.ID), "+" + roundDuration(r.Offset), r.Type, r.Name, dur, abbreviate(detail, width)})
 	}
 	table(w, []string{"ID", "TIME", "EVENT", "NAME", "DURATION", "DETAILS"}, rows)
-}
-
-// eventLine names an event's activity, timer or signal, its duration where
-// it ends something, and a short detail.
-func eventLine(ev history.Event, types map[int64]string, started map[int64]time.Time, attempts map[int64]int32) (name, detail, dur string) {
-	since := func(id int64) string {
-		if t, ok := started[id]; ok {
-			return roundDuration(ev.Time.Sub(t))
-		}
-		return ""
-	}
-	switch a := ev.Attrs.(type) {
-	case *history.WorkflowStarted:
-		return a.WorkflowType, payloadText(a.Input), ""
-	case *history.ActivityScheduled:
-		types[ev.ID] = a.ActivityType
-		started[ev.ID] = ev.Time
-		d := payloadText(a.Input)
-		if a.Effect != history.Read {
-			d = fmt.Sprintf("%s key=%s %s", a.Effect, abbreviate(a.IdempotencyKey, 13), d)
-		}
-		return a.ActivityType, d, ""
-	case *history.ActivityStarted:
-		attempts[a.ScheduledEventID] = a.Attempt
-		d := fmt.Sprintf("attempt %d", a.Attempt)
-		if a.Reconcile {
-			d += " (reconcile lookup)"
-		}
-		return types[a.ScheduledEventID], d, ""
-	case *history.ActivityCompleted:
-		return types[a.ScheduledEventID], fmt.Sprintf("attempt %d → %s", attempts[a.ScheduledEventID], payloadText(a.Result)), since(a.ScheduledEventID)
-	case *history.ActivityFailed:
-		return types[a.ScheduledEventID], fmt.Sprintf("attempt %d: %s", a.Attempt, a.Failure.Error()), since(a.ScheduledEventID)
-	case *history.ActivityTimedOut:
-		return types[a.ScheduledEventID], a.Timeout, since(a.ScheduledEventID)
-	case *history.ActivityOutcomeUnknown:
-		return types[a.ScheduledEventID], a.Reason, since(a.ScheduledEventID)
-	case *history.ActivityResolved:
-		return types[a.ScheduledEventID], fmt.Sprintf("%s by %s: %s", a.Resolution, a.By, a.Reason), since(a.ScheduledEventID)
-	case *history.ActivityDeduplicated:
-		return types[a.ScheduledEventID], fmt.Sprintf("already done by run %s (key %s) → %s", abbreviate(a.OriginalRunID, 9),
-			abbreviate(a.IdempotencyKey, 13), payloadText(a.Result)), since(a.ScheduledEventID)
-	case *history.ActivityDuplicateDetected:
-		return types[a.ScheduledEventID], fmt.Sprintf("DUPLICATE EFFECT: stale attempt %d reported success", a.Attempt), ""
-	case *history.TimerStarted:
-		started[ev.ID] = ev.Time
-		return a.TimerID, a.Duration.String(), ""
-	case *history.TimerFired:
-		return a.TimerID, "", since(a.StartedEventID)
-	case *history.TimerCanceled:
-		return a.TimerID, "", since(a.StartedEventID)
-	case *history.SignalReceived:
-		return a.Name, payloadText(a.Input), ""
-	case *history.MarkerRecorded:
-		return a.Name, a.ID + " " + payloadText(a.Data), ""
-	case *history.ChildWorkflowStarted:
-		return a.WorkflowType, a.WorkflowID, ""
-	case *history.WorkflowCompleted:
-		return "", payloadText(a.Result), ""
-	case *history.WorkflowFailed:
-		return "", a.Failure.Error(), ""
-	case *history.WorkflowTerminated:
-		return "", a.Reason, ""
-	case *history.WorkflowTaskFailed:
-		return a.Cause, a.Failure.Error(), ""
-	case *history.WorkflowTaskCompleted:
-		return "", fmt.Sprintf("decided having seen event %d", a.SeenEventID), ""
-	}
-	return "", "", ""
 }

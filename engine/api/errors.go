@@ -40,6 +40,17 @@ var (
 	ErrUnauthenticated = errors.New("cairn: unauthenticated")
 	// ErrInternal: an unexpected failure inside the service.
 	ErrInternal = errors.New("cairn: internal error")
+	// ErrDataCorrupt: the stored data of the run (or of a record the call
+	// needs) is damaged. The run is quarantined: its writes are refused
+	// with this error until an operator restores it (docs/reliability.md,
+	// "Operations"); every other run is served. Where the store named the
+	// damage, the error also wraps history.ErrCorrupt.
+	ErrDataCorrupt = errors.New("cairn: data corrupt")
+	// ErrResourceExhausted: the server ran out of a resource it needs to
+	// write (the message starts "resource exhausted: disk full" for a full
+	// disk). Nothing was written; reads keep working and writes succeed
+	// again once the resource returns, so retry later.
+	ErrResourceExhausted = errors.New("resource exhausted")
 )
 
 // Code is the stable, transport-level name of an error.
@@ -62,6 +73,9 @@ const (
 	CodeInternal         Code = "internal"
 	CodeDeadlineExceeded Code = "deadline_exceeded"
 	CodeCanceled         Code = "canceled"
+	CodeDataCorrupt      Code = "data_corrupt"
+	// CodeResourceExhausted: ErrResourceExhausted.
+	CodeResourceExhausted Code = "resource_exhausted"
 )
 
 var codeErrors = []struct {
@@ -79,6 +93,8 @@ var codeErrors = []struct {
 	{CodeQueryFailed, ErrQueryFailed},
 	{CodeUnavailable, ErrUnavailable},
 	{CodeUnauthenticated, ErrUnauthenticated},
+	{CodeDataCorrupt, ErrDataCorrupt},
+	{CodeResourceExhausted, ErrResourceExhausted},
 }
 
 // ErrorCode returns the stable code for err (CodeOK for nil, CodeInternal

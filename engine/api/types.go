@@ -187,6 +187,17 @@ type WorkflowInfo struct {
 	ContinuedAsNewRunID string
 	// Pause explains a paused run.
 	Pause *PauseInfo
+	// Corrupt is set when the run is quarantined because its stored data
+	// is damaged: it says what was found, and where. Such a run is not
+	// served (its writes fail with ErrDataCorrupt) and its other fields
+	// are its last known good state, or only its ids when that state is
+	// what was damaged. Empty for a healthy run.
+	Corrupt string
+	// Duplicates counts the effects of this run judged duplicates or
+	// possible duplicates (see EffectReport); EffectConflicts those judged
+	// conflicts. Either nonzero needs a person's look.
+	Duplicates      int32 `msgpack:",omitempty" json:",omitempty"`
+	EffectConflicts int32 `msgpack:",omitempty" json:",omitempty"`
 }
 
 // PauseInfo says why a run is paused and what resolving it needs.
@@ -291,6 +302,9 @@ type DescribeWorkflowResponse struct {
 	PendingChildren   []PendingChild
 	WorkflowTask      *PendingWorkflowTask
 	CancelRequested   bool
+	// EffectReports are the judged late reports of this run's actions
+	// (duplicates, possible duplicates, confirmations, conflicts).
+	EffectReports []EffectReport `json:",omitempty"`
 	// Usage is what the run's activities reported (tokens and cost),
 	// failed and retried attempts included, by model.
 	Usage *UsageSummary
@@ -368,12 +382,87 @@ type ListWorkflowsRequest struct {
 	StartedBefore time.Time
 	PageSize      int // 0: 100
 	NextPageToken []byte
+	// Corrupt lists only the quarantined runs (WorkflowInfo.Corrupt set),
+	// in workflow id order; the other filters still apply.
+	Corrupt bool
+	// WorkflowIDPrefix keeps runs whose workflow id starts with it (empty:
+	// any). A workflow id is its own prefix, so this also lists one id's
+	// runs.
+	WorkflowIDPrefix string
 }
 
 // ListWorkflowsResponse is one page of runs.
 type ListWorkflowsResponse struct {
 	Workflows     []WorkflowInfo
 	NextPageToken []byte // nil on the last page
+}
+
+// CountWorkflowsRequest filters the runs to count as ListWorkflowsRequest
+// does.
+type CountWorkflowsRequest struct {
+	WorkflowType     string // empty: any
+	WorkflowIDPrefix string // empty: any
+	StartedAfter     time.Time
+	StartedBefore    time.Time
+}
+
+// CountWorkflowsResponse holds the counts.
+type CountWorkflowsResponse struct {
+	Total int64
+	// ByStatus has one entry per status with runs, in status order.
+	ByStatus []StatusCount
+}
+
+// StatusCount is how many runs have one status.
+type StatusCount struct {
+	Status Status
+	Count  int64
+}
+
+// DescribeTaskQueueRequest names a task queue.
+type DescribeTaskQueueRequest struct {
+	TaskQueue string
+}
+
+// DescribeTaskQueueResponse describes it.
+type DescribeTaskQueueResponse struct {
+	Queue TaskQueueInfo
+}
+
+// ListTaskQueuesRequest filters the queues listed.
+type ListTaskQueuesRequest struct {
+	NamePrefix string // empty: every queue
+}
+
+// ListTaskQueuesResponse describes the known task queues, by name.
+type ListTaskQueuesResponse struct {
+	Queues []TaskQueueInfo
+}
+
+// TaskQueueInfo is a task queue's backlog and its pollers.
+type TaskQueueInfo struct {
+	Name string
+	// WorkflowBacklog and ActivityBacklog count the tasks ready on the
+	// queue that no poller has taken (queries included).
+	WorkflowBacklog int
+	ActivityBacklog int
+	// WorkflowPollers and ActivityPollers are the workers that polled the
+	// queue within PollerRetention, by identity.
+	WorkflowPollers []PollerInfo
+	ActivityPollers []PollerInfo
+}
+
+// PollerRetention is how long the engine remembers a poller after its last
+// poll ended.
+const PollerRetention = 5 * time.Minute
+
+// PollerInfo is one worker polling a queue.
+type PollerInfo struct {
+	Identity string
+	// LastSeen is when its last poll began or ended (now, while one waits).
+	LastSeen time.Time
+	// Polling counts its polls waiting right now.
+	Polling int
 }
 
 // QueryWorkflowRequest asks a run a question.

@@ -59,6 +59,18 @@ type Options struct {
 	// RequestTimeout bounds every call but the long polls (default 30 s;
 	// long polls are bounded by the engine's poll timeout).
 	RequestTimeout time.Duration
+	// MaxSessions bounds the sessions open at once (default 1,024). An
+	// upgrade past it is answered 503 (unavailable); clients retry.
+	MaxSessions int
+	// SessionIdleTimeout closes a session that has had no call in flight
+	// and received no frame for this long (default 5 min). Workers keep
+	// long polls in flight, so their sessions are never idle; a client
+	// whose session was closed opens a new one at its next call.
+	SessionIdleTimeout time.Duration
+	// SessionFrameTimeout bounds how long a frame may take to arrive once
+	// its first byte has (default 1 min): a peer that stalls in the middle
+	// of a frame is disconnected rather than holding the bytes it sent.
+	SessionFrameTimeout time.Duration
 }
 
 // maxIdleRunners bounds the goroutines kept waiting for session calls.
@@ -86,6 +98,15 @@ func NewHandler(svc api.Service, opts Options) *Handler {
 	}
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = 30 * time.Second
+	}
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = 1024
+	}
+	if opts.SessionIdleTimeout <= 0 {
+		opts.SessionIdleTimeout = 5 * time.Minute
+	}
+	if opts.SessionFrameTimeout <= 0 {
+		opts.SessionFrameTimeout = time.Minute
 	}
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()
@@ -273,7 +294,7 @@ func (h *Handler) errorBody(method string, err error) (int, api.ErrorBody) {
 //	unauthenticated                                                   401
 //	deadline_exceeded                                                 504
 //	canceled                                                          499
-//	internal, and any other                                           500
+//	internal, data_corrupt, and any other                             500
 //
 // Errors raised before a method runs have their own status: an unknown
 // method 404 (not_found), a method other than POST 405, an unsupported
@@ -292,6 +313,8 @@ func StatusOf(code api.Code) int {
 		return http.StatusUnprocessableEntity
 	case api.CodeUnavailable:
 		return http.StatusServiceUnavailable
+	case api.CodeResourceExhausted:
+		return http.StatusInsufficientStorage
 	case api.CodeUnauthenticated:
 		return http.StatusUnauthorized
 	case api.CodeDeadlineExceeded:

@@ -321,3 +321,98 @@ func TestSessionBrokenConnection(t *testing.T) {
 		t.Fatalf("%d sessions, want a second one", n)
 	}
 }
+
+const upgradeHdr = "Connection: Upgrade\r\nUpgrade: " + wire.Protocol + "\r\nAuthorization: Bearer " + token + "\r\n"
+
+// waitClosed waits until the server closes conn (a read returns an error
+// other than the client's own deadline, which bounds the wait).
+func waitClosed(t *testing.T, conn net.Conn, br *bufio.Reader) {
+	t.Helper()
+	_ = conn.SetReadDeadline(time.Now().Add(time.Minute))
+	if _, err := br.ReadByte(); err == nil || isTimeout(err) {
+		t.Fatalf("the server did not close the session: %v", err)
+	}
+}
+
+// TestSessionCap: past MaxSessions an upgrade is refused with 503
+// (unavailable); a session closing makes room again.
+func TestSessionCap(t *testing.T) {
+	h := NewHandler(&stubService{}, Options{Token: token, MaxSessions: 2})
+	addr, _ := sessionServer(t, h)
+	var conns []net.Conn
+	for range 2 {
+		c, _, resp := rawSession(t, addr, upgradeHdr)
+		if resp.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("upgrade: %s", resp.Status)
+		}
+		conns = append(conns, c)
+	}
+	_, _, resp := rawSession(t, addr, upgradeHdr)
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), string(api.CodeUnavailable)) {
+		t.Fatalf("third session: %s %s, want 503 unavailable", resp.Status, body)
+	}
+	_ = conns[0].Close()
+	for {
+		h.sess.mu.Lock()
+		n := h.sess.count
+		h.sess.mu.Unlock()
+		if n < 2 {
+			break
+		}
+		runtime.Gosched()
+	}
+	if _, _, resp := rawSession(t, addr, upgradeHdr); resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade after one closed: %s", resp.Status)
+	}
+}
+
+// TestSessionIdleIsClosed: a silent session with no call in flight is
+// closed after SessionIdleTimeout; one whose call is in flight (a long
+// poll) is not, however long it stays silent.
+func TestSessionIdleIsClosed(t *testing.T) {
+	svc := newGatedService()
+	const idle = 20 * time.Millisecond
+	h := NewHandler(svc, Options{Token: token, SessionIdleTimeout: idle})
+	addr, _ := sessionServer(t, h)
+	conn, br, _ := rawSession(t, addr, upgradeHdr)
+	waitClosed(t, conn, br)
+
+	busy, bbr, _ := rawSession(t, addr, upgradeHdr)
+	w := wire.NewWriter(busy)
+	body, _ := api.MarshalMsgpack(&api.DescribeWorkflowRequest{WorkflowID: "w"})
+	if err := w.Send(wire.KindCall, 1, "DescribeWorkflow", body); err != nil {
+		t.Fatal(err)
+	}
+	<-svc.entered
+	// The call is held over several idle timeouts (the server's reader
+	// wakes at each and finds it in flight), then answered on the same
+	// session.
+	for h.sess.busyWakes.Load() < 3 {
+		runtime.Gosched()
+	}
+	close(svc.release)
+	f, err := wire.NewReader(bbr, 1<<20).Read()
+	if err != nil || f.Kind != wire.KindReply || f.ID != 1 {
+		t.Fatalf("reply on the busy session: %+v %v", f, err)
+	}
+	waitClosed(t, busy, bbr) // idle again: closed
+}
+
+// TestSessionStalledFrameIsCut: a peer that sends part of a frame and
+// stops is disconnected after SessionFrameTimeout; the server goes on.
+func TestSessionStalledFrameIsCut(t *testing.T) {
+	h := NewHandler(&stubService{}, Options{Token: token, SessionFrameTimeout: 20 * time.Millisecond})
+	addr, _ := sessionServer(t, h)
+	conn, br, _ := rawSession(t, addr, upgradeHdr)
+	var head [9]byte
+	binary.BigEndian.PutUint32(head[:4], 1<<20)
+	head[4] = byte(wire.KindCall)
+	if _, err := conn.Write(append(head[:], "\x10DescribeWorkflow"...)); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, conn, br)
+	if _, err := remote(t, addr).DescribeWorkflow(context.Background(), &api.DescribeWorkflowRequest{WorkflowID: "w"}); err != nil {
+		t.Fatalf("server stopped serving: %v", err)
+	}
+}

@@ -84,8 +84,24 @@ func (s *stubService) QueryWorkflow(_ context.Context, req *api.QueryWorkflowReq
 	return stubCall[api.QueryWorkflowResponse](s, "QueryWorkflow", req)
 }
 
+func (s *stubService) ListEffects(_ context.Context, req *api.ListEffectsRequest) (*api.ListEffectsResponse, error) {
+	return stubCall[api.ListEffectsResponse](s, "ListEffects", req)
+}
+
 func (s *stubService) ResolveActivity(_ context.Context, req *api.ResolveActivityRequest) (*api.ResolveActivityResponse, error) {
 	return stubCall[api.ResolveActivityResponse](s, "ResolveActivity", req)
+}
+
+func (s *stubService) CountWorkflows(_ context.Context, req *api.CountWorkflowsRequest) (*api.CountWorkflowsResponse, error) {
+	return stubCall[api.CountWorkflowsResponse](s, "CountWorkflows", req)
+}
+
+func (s *stubService) DescribeTaskQueue(_ context.Context, req *api.DescribeTaskQueueRequest) (*api.DescribeTaskQueueResponse, error) {
+	return stubCall[api.DescribeTaskQueueResponse](s, "DescribeTaskQueue", req)
+}
+
+func (s *stubService) ListTaskQueues(_ context.Context, req *api.ListTaskQueuesRequest) (*api.ListTaskQueuesResponse, error) {
+	return stubCall[api.ListTaskQueuesResponse](s, "ListTaskQueues", req)
 }
 
 func (s *stubService) PollWorkflowTask(_ context.Context, req *api.PollWorkflowTaskRequest) (*api.PollWorkflowTaskResponse, error) {

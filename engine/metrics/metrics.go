@@ -74,8 +74,17 @@ var (
 		"Runs that are open (running or paused).", nil, nil)
 	pausedRunsDesc = prometheus.NewDesc("cairn_engine_paused_runs",
 		"Open runs paused on an activity whose outcome is unknown, waiting for a person to resolve it.", nil, nil)
+	corruptRunsDesc = prometheus.NewDesc("cairn_runs_corrupt",
+		"Runs quarantined because their stored data is damaged: not served, their writes refused (cairn workflow list --corrupt).", nil, nil)
 	pendingTimersDesc = prometheus.NewDesc("cairn_engine_pending_timers",
 		"Deadlines waiting in the engine's timer queue.", nil, nil)
+	duplicatesDesc = prometheus.NewDesc("cairn_effects_duplicates_total",
+		"Late activity reports judged duplicates (two different attempts performed the action: verdict=\"duplicate\") or possible duplicates "+
+			"(one performed it, another may have: verdict=\"possible_duplicate\"), ever recorded in the effects ledger. Any increase needs a person.",
+		[]string{"verdict"}, nil)
+	lateReportsDesc = prometheus.NewDesc("cairn_effects_late_reports_total",
+		"Late activity reports judged since the engine started that are not duplicates, by verdict (confirmation, conflict); duplicates are cairn_effects_duplicates_total.",
+		[]string{"verdict"}, nil)
 	queueDepthDesc = prometheus.NewDesc("cairn_task_queue_depth",
 		"Tasks waiting on a task queue for a worker, by kind (workflow, activity).", []string{"queue", "kind"}, nil)
 	queuePollersDesc = prometheus.NewDesc("cairn_task_queue_pollers",
@@ -85,7 +94,7 @@ var (
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{commitsDesc, workflowTasksDesc, activityTasksDesc, activityCompletionsDesc,
-		timersFiredDesc, openRunsDesc, pausedRunsDesc, pendingTimersDesc, queueDepthDesc, queuePollersDesc} {
+		timersFiredDesc, openRunsDesc, pausedRunsDesc, corruptRunsDesc, pendingTimersDesc, duplicatesDesc, lateReportsDesc, queueDepthDesc, queuePollersDesc} {
 		ch <- d
 	}
 }
@@ -128,7 +137,16 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if n, ok := c.pausedRuns(); ok {
 		gauge(pausedRunsDesc, n)
 	}
+	gauge(corruptRunsDesc, s.CorruptRuns)
 	gauge(pendingTimersDesc, s.PendingTimers)
+	ch <- prometheus.MustNewConstMetric(duplicatesDesc, prometheus.CounterValue, float64(s.DuplicateEffects), api.VerdictDuplicate.String())
+	ch <- prometheus.MustNewConstMetric(duplicatesDesc, prometheus.CounterValue, float64(s.PossibleDuplicateEffects), api.VerdictPossibleDuplicate.String())
+	for _, v := range []struct {
+		verdict api.EffectVerdict
+		n       int64
+	}{{api.VerdictConfirmation, s.EffectConfirmations}, {api.VerdictConflict, s.EffectConflicts}} {
+		ch <- prometheus.MustNewConstMetric(lateReportsDesc, prometheus.CounterValue, float64(v.n), v.verdict.String())
+	}
 	if c.opts.Queues == nil {
 		return
 	}

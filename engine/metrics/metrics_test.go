@@ -53,12 +53,21 @@ func (f *fakeSource) QueueDepths(q string) (int, int, int, int) {
 
 func TestCollector(t *testing.T) {
 	src := &fakeSource{
-		stats:  engine.StatsSnapshot{Commits: 10, WorkflowTasks: 4, ActivityTasks: 3, ActivityCompletion: 2, TimersFired: 1, OpenRuns: 7, PendingTimers: 5},
+		stats: engine.StatsSnapshot{Commits: 10, WorkflowTasks: 4, ActivityTasks: 3, ActivityCompletion: 2, TimersFired: 1, OpenRuns: 7, PendingTimers: 5, CorruptRuns: 2,
+			DuplicateEffects: 1, PossibleDuplicateEffects: 2, EffectConfirmations: 6, EffectConflicts: 3},
 		depths: map[string][4]int{"agents": {1, 2, 3, 4}},
 		paused: 5,
 	}
 	c := metrics.NewCollector(src, metrics.Options{Queues: metrics.StaticQueues("agents", "idle", "agents")})
 	want := `
+# HELP cairn_effects_duplicates_total Late activity reports judged duplicates (two different attempts performed the action: verdict="duplicate") or possible duplicates (one performed it, another may have: verdict="possible_duplicate"), ever recorded in the effects ledger. Any increase needs a person.
+# TYPE cairn_effects_duplicates_total counter
+cairn_effects_duplicates_total{verdict="duplicate"} 1
+cairn_effects_duplicates_total{verdict="possible_duplicate"} 2
+# HELP cairn_effects_late_reports_total Late activity reports judged since the engine started that are not duplicates, by verdict (confirmation, conflict); duplicates are cairn_effects_duplicates_total.
+# TYPE cairn_effects_late_reports_total counter
+cairn_effects_late_reports_total{verdict="confirmation"} 6
+cairn_effects_late_reports_total{verdict="conflict"} 3
 # HELP cairn_engine_activity_completions_total Activity attempts whose outcome was recorded.
 # TYPE cairn_engine_activity_completions_total counter
 cairn_engine_activity_completions_total 2
@@ -83,6 +92,9 @@ cairn_engine_timers_fired_total 1
 # HELP cairn_engine_workflow_tasks_dispatched_total Workflow tasks handed to workers.
 # TYPE cairn_engine_workflow_tasks_dispatched_total counter
 cairn_engine_workflow_tasks_dispatched_total 4
+# HELP cairn_runs_corrupt Runs quarantined because their stored data is damaged: not served, their writes refused (cairn workflow list --corrupt).
+# TYPE cairn_runs_corrupt gauge
+cairn_runs_corrupt 2
 # HELP cairn_task_queue_depth Tasks waiting on a task queue for a worker, by kind (workflow, activity).
 # TYPE cairn_task_queue_depth gauge
 cairn_task_queue_depth{kind="activity",queue="agents"} 2
@@ -101,7 +113,7 @@ cairn_task_queue_pollers{kind="workflow",queue="idle"} 0
 	}
 	// Without queues: only the engine-wide series.
 	got := exposition(t, metrics.NewCollector(src, metrics.Options{}))
-	if strings.Contains(got, "cairn_task_queue") || strings.Count(got, "# TYPE") != 8 {
+	if strings.Contains(got, "cairn_task_queue") || strings.Count(got, "# TYPE") != 11 {
 		t.Fatalf("without queues:\n%s", got)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
+	"github.com/cairnflow/cairn/third_party/badger"
 
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/history/historytest"

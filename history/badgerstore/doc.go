@@ -1,5 +1,5 @@
 // Package badgerstore is the embedded history.Store: Cairn's event log and
-// record store on Badger (github.com/dgraph-io/badger/v4), in one directory
+// record store on Badger (github.com/cairnflow/cairn/third_party/badger), in one directory
 // owned by one process.
 //
 // It lives apart from package history so that importing the event types

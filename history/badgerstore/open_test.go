@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
+	"github.com/cairnflow/cairn/third_party/badger"
 	"github.com/rs/zerolog"
 
 	"github.com/cairnflow/cairn/history"

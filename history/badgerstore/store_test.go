@@ -3,7 +3,7 @@ package badgerstore
 import (
 	"testing"
 
-	"github.com/dgraph-io/badger/v4"
+	"github.com/cairnflow/cairn/third_party/badger"
 
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/history/historytest"

@@ -42,15 +42,27 @@ const WorkflowID = "invoice-INV-9"
 
 var inv = Invoice{ID: "INV-9", Vendor: "ACME", Amount: 4200}
 
+// Result is what the demo's scenarios ended with: the payments the
+// provider took in each.
+type Result struct {
+	Scenarios []Scenario
+}
+
+// Scenario is one scenario's outcome.
+type Scenario struct {
+	Title    string
+	Payments []Receipt
+}
+
 // Run plays the three scenarios of the founding article with real
 // processes: a server in this process, workers as child processes killed
 // with SIGKILL.
-func Run(ctx context.Context, opts Options) error {
+func Run(ctx context.Context, opts Options) (*Result, error) {
 	dir := opts.Dir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "cairn-demo-")
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer os.RemoveAll(d)
 		dir = d
@@ -64,19 +76,25 @@ func Run(ctx context.Context, opts Options) error {
 		{"WITH the guard (SendPayment registered as SideEffect, keyed on the invoice)", withGuard},
 		{"the case nobody can decide automatically", undecidable},
 	}
+	res := &Result{}
 	for i, sc := range scenarios {
 		p.title(sc.title)
 		s, err := newStage(ctx, filepath.Join(dir, fmt.Sprint(i)), opts, p)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		err = sc.run(ctx, s)
 		s.close()
 		if err != nil {
-			return fmt.Errorf("demo: %s: %w", sc.title, err)
+			return nil, fmt.Errorf("demo: %s: %w", sc.title, err)
 		}
+		ps, err := Payments(s.ledger)
+		if err != nil {
+			return nil, err
+		}
+		res.Scenarios = append(res.Scenarios, Scenario{Title: sc.title, Payments: ps})
 	}
-	return nil
+	return res, nil
 }
 
 // stage is one scenario's world: an engine served over HTTP, a provider

@@ -266,9 +266,15 @@ func TestServerTwoWorkersAndTheCLI(t *testing.T) {
 	if out := mustCLI(t, addr, "workflow", "list", "--status", "completed"); !strings.Contains(out, "greet-ada") {
 		t.Fatalf("list: %s", out)
 	}
-	var listed []map[string]any
-	if err := json.Unmarshal([]byte(mustCLI(t, addr, "workflow", "list", "--json")), &listed); err != nil || len(listed) != 1 {
-		t.Fatalf("list --json: %v %v", listed, err)
+	var listed struct {
+		Workflows []struct {
+			WorkflowID string `json:"workflowId"`
+			Status     string `json:"status"`
+		} `json:"workflows"`
+	}
+	if err := json.Unmarshal([]byte(mustCLI(t, addr, "workflow", "list", "--json")), &listed); err != nil || len(listed.Workflows) != 1 ||
+		listed.Workflows[0].WorkflowID != "greet-ada" || listed.Workflows[0].Status != "completed" {
+		t.Fatalf("list --json: %+v %v", listed, err)
 	}
 	file := filepath.Join(dir, "greet-ada.json")
 	mustCLI(t, addr, "history", "export", "greet-ada", "-o", file)
@@ -351,6 +357,21 @@ func TestResolveFromTheCLI(t *testing.T) {
 	}
 	if show := mustCLI(t, addr, "workflow", "show", "pay-INV-9"); !strings.Contains(show, "happened by clerk: the bank shows tx-42") {
 		t.Fatalf("show lacks the resolution:\n%s", show)
+	}
+	// The effects ledger shows the payment as completed, with its result.
+	ledger := mustCLI(t, addr, "effects", "list", "--workflow", "pay-INV-9")
+	for _, want := range []string{"Transfer", "SideEffect", "completed", `"tx-42"`} {
+		if !strings.Contains(ledger, want) {
+			t.Fatalf("effects list lacks %q:\n%s", want, ledger)
+		}
+	}
+	var effects []map[string]any
+	if err := json.Unmarshal([]byte(mustCLI(t, addr, "effects", "list", "--json")), &effects); err != nil || len(effects) != 1 ||
+		effects[0]["state"] != "completed" || effects[0]["attempts"] != 1.0 || effects[0]["workflowId"] != "pay-INV-9" {
+		t.Fatalf("effects list --json: %+v, %v", effects, err)
+	}
+	if out := mustCLI(t, addr, "effects", "list", "--duplicates"); strings.Count(out, "\n") != 1 {
+		t.Fatalf("effects list --duplicates with none:\n%s", out)
 	}
 }
 

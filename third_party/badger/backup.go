@@ -15,8 +15,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/dgraph-io/badger/v4/pb"
-	"github.com/dgraph-io/badger/v4/y"
+	"github.com/cairnflow/cairn/third_party/badger/pb"
+	"github.com/cairnflow/cairn/third_party/badger/y"
 	"github.com/dgraph-io/ristretto/v2/z"
 )
 

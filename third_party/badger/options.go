@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dgraph-io/badger/v4/options"
-	"github.com/dgraph-io/badger/v4/table"
-	"github.com/dgraph-io/badger/v4/y"
+	"github.com/cairnflow/cairn/third_party/badger/options"
+	"github.com/cairnflow/cairn/third_party/badger/table"
+	"github.com/cairnflow/cairn/third_party/badger/y"
 	"github.com/dgraph-io/ristretto/v2/z"
 )
 
@@ -41,10 +41,13 @@ type Options struct {
 	SyncWrites        bool
 	NumVersionsToKeep int
 	ReadOnly          bool
-	Logger            Logger
-	Compression       options.CompressionType
-	InMemory          bool
-	MetricsEnabled    bool
+
+	// Cairn patch (cairn_options.go): integrity checks.
+	cairnOptions
+	Logger         Logger
+	Compression    options.CompressionType
+	InMemory       bool
+	MetricsEnabled bool
 	// Sets the Stream.numGo field
 	NumGoroutines int
 

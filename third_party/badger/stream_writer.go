@@ -13,9 +13,9 @@ import (
 	"github.com/dustin/go-humanize"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/dgraph-io/badger/v4/pb"
-	"github.com/dgraph-io/badger/v4/table"
-	"github.com/dgraph-io/badger/v4/y"
+	"github.com/cairnflow/cairn/third_party/badger/pb"
+	"github.com/cairnflow/cairn/third_party/badger/table"
+	"github.com/cairnflow/cairn/third_party/badger/y"
 	"github.com/dgraph-io/ristretto/v2/z"
 )
 

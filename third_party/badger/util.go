@@ -12,8 +12,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/dgraph-io/badger/v4/table"
-	"github.com/dgraph-io/badger/v4/y"
+	"github.com/cairnflow/cairn/third_party/badger/table"
+	"github.com/cairnflow/cairn/third_party/badger/y"
 )
 
 func (s *levelsController) validate() error {

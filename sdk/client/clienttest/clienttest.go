@@ -75,7 +75,11 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 		{"History", testHistory},
 		{"HistoryLongPoll", testHistoryLongPoll},
 		{"List", testList},
+		{"Count", testCount},
+		{"TaskQueues", testTaskQueues},
 		{"ResolvePausedRun", testResolve},
+		{"ListEffects", testListEffects},
+		{"DuplicateVisible", testDuplicateVisible},
 		{"TypedErrors", testTypedErrors},
 		{"TaskErrors", testTaskErrors},
 		{"LongPollWorkflowTask", testLongPoll},
@@ -752,6 +756,11 @@ func testList(t *testing.T, s *suite) {
 	want("type Other", list(api.ListWorkflowsRequest{WorkflowType: "Other"}), "list-other")
 	want("type Idle, running, pages of 2", list(api.ListWorkflowsRequest{WorkflowType: "Idle", Status: api.StatusRunning, PageSize: 2}),
 		"list-0", "list-2", "list-4")
+	want("id prefix list-o", list(api.ListWorkflowsRequest{WorkflowIDPrefix: "list-o"}), "list-other")
+	want("id prefix list-, terminated, pages of 1", list(api.ListWorkflowsRequest{WorkflowIDPrefix: "list-", Status: api.StatusTerminated, PageSize: 1}),
+		"list-1", "list-3")
+	want("an id as its own prefix", list(api.ListWorkflowsRequest{WorkflowIDPrefix: "list-4"}), "list-4")
+	want("id prefix of nothing", list(api.ListWorkflowsRequest{WorkflowIDPrefix: "nothing-"}))
 
 	// Newest first.
 	resp, err := s.c.ListWorkflows(s.ctx, &api.ListWorkflowsRequest{})
@@ -763,6 +772,110 @@ func testList(t *testing.T, s *suite) {
 			t.Fatalf("not newest first: %s (%s) after %s (%s)", resp.Workflows[i].WorkflowID, resp.Workflows[i].StartTime,
 				resp.Workflows[i-1].WorkflowID, resp.Workflows[i-1].StartTime)
 		}
+	}
+}
+
+func testCount(t *testing.T, s *suite) {
+	// No worker: runs stay open unless terminated.
+	for i := range 4 {
+		s.start(s.opts(fmt.Sprintf("count-%d", i)), "Idle", nil)
+	}
+	s.start(s.opts("other-1"), "Other", nil)
+	for _, id := range []string{"count-1", "other-1"} {
+		if err := s.c.TerminateWorkflow(s.ctx, id, "", "count test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(req api.CountWorkflowsRequest) string {
+		t.Helper()
+		resp, err := s.c.CountWorkflows(s.ctx, &req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := fmt.Sprint(resp.Total)
+		for _, c := range resp.ByStatus {
+			out += fmt.Sprintf(" %s=%d", c.Status, c.Count)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		what string
+		req  api.CountWorkflowsRequest
+		want string
+	}{
+		{"all", api.CountWorkflowsRequest{}, "5 running=3 terminated=2"},
+		{"type Idle", api.CountWorkflowsRequest{WorkflowType: "Idle"}, "4 running=3 terminated=1"},
+		{"prefix other-", api.CountWorkflowsRequest{WorkflowIDPrefix: "other-"}, "1 terminated=1"},
+		{"started after now", api.CountWorkflowsRequest{StartedAfter: time.Now().Add(time.Hour)}, "0"},
+	} {
+		if got := count(tc.req); got != tc.want {
+			t.Errorf("count %s: %s, want %s", tc.what, got, tc.want)
+		}
+	}
+}
+
+func testTaskQueues(t *testing.T, s *suite) {
+	// A run on a queue nobody polls waits in its backlog.
+	if _, err := s.c.StartWorkflow(s.ctx, client.StartOptions{ID: "stuck", TaskQueue: "clienttest-nobody"}, "Checkout", Order{ID: "A"}); err != nil {
+		t.Fatal(err)
+	}
+	// A terminated run's task is no longer backlog, though its entry stays
+	// queued until polled.
+	if _, err := s.c.StartWorkflow(s.ctx, client.StartOptions{ID: "stuck-gone", TaskQueue: "clienttest-nobody"}, "Checkout", Order{ID: "B"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.c.TerminateWorkflow(s.ctx, "stuck-gone", "", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	q, err := s.c.DescribeTaskQueue(s.ctx, "clienttest-nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Name != "clienttest-nobody" || q.WorkflowBacklog != 1 || q.ActivityBacklog != 0 || len(q.WorkflowPollers)+len(q.ActivityPollers) != 0 {
+		t.Fatalf("queue nobody polls: %+v", q)
+	}
+	// Once the worker ran a workflow with an activity, it is a poller of
+	// both kinds, seen lately.
+	s.startWorker()
+	var r Receipt
+	if _, err := s.c.ExecuteWorkflow(s.ctx, s.opts("seen"), Checkout, Order{ID: "B", Amount: 1}, &r); err != nil {
+		t.Fatal(err)
+	}
+	q, err = s.c.DescribeTaskQueue(s.ctx, TaskQueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := func(ps []api.PollerInfo) bool {
+		for _, p := range ps {
+			if p.Identity == "clienttest-worker" && !p.LastSeen.IsZero() && time.Since(p.LastSeen) < api.PollerRetention {
+				return true
+			}
+		}
+		return false
+	}
+	if !seen(q.WorkflowPollers) || !seen(q.ActivityPollers) || q.WorkflowBacklog != 0 {
+		t.Fatalf("polled queue: %+v", q)
+	}
+	qs, err := s.c.ListTaskQueues(s.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, q := range qs {
+		names = append(names, q.Name)
+		if q.Name == "clienttest-nobody" && q.WorkflowBacklog != 1 {
+			t.Fatalf("listed queue nobody polls: %+v", q)
+		}
+	}
+	if strings.Join(names, " ") != TaskQueue+" clienttest-nobody" {
+		t.Fatalf("listed queues %v, want %s and clienttest-nobody (no sticky queue)", names, TaskQueue)
+	}
+	only, err := s.svc.ListTaskQueues(s.ctx, &api.ListTaskQueuesRequest{NamePrefix: "clienttest-"})
+	if err != nil || len(only.Queues) != 1 || only.Queues[0].Name != "clienttest-nobody" {
+		t.Fatalf("ListTaskQueues with a prefix: %+v %v", only, err)
+	}
+	if _, err := s.c.DescribeTaskQueue(s.ctx, ""); !errors.Is(err, api.ErrInvalidArgument) {
+		t.Fatalf("DescribeTaskQueue of no name: %v, want ErrInvalidArgument", err)
 	}
 }
 
@@ -826,6 +939,156 @@ func testResolve(t *testing.T, s *suite) {
 	// Resolving again: the run is closed.
 	err = s.c.ResolveActivity(s.ctx, client.ResolveRequest{WorkflowID: "pay", Resolution: history.ResolvedHappened, Result: paid})
 	wantCode(t, "resolve a closed run", err, api.ErrWorkflowClosed)
+}
+
+// listEffects reads every page of the effects ledger for req.
+func (s *suite) listEffects(req api.ListEffectsRequest) []api.EffectInfo {
+	s.t.Helper()
+	var got []api.EffectInfo
+	for pages := 0; ; pages++ {
+		if pages > 20 {
+			s.t.Fatal("ListEffects paging does not end")
+		}
+		resp, err := s.c.ListEffects(s.ctx, &req)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		got = append(got, resp.Effects...)
+		if resp.NextPageToken == nil {
+			return got
+		}
+		req.NextPageToken = resp.NextPageToken
+	}
+}
+
+func testListEffects(t *testing.T, s *suite) {
+	s.startWorker()
+	keys := map[string]string{}
+	for _, id := range []string{"effects-a", "effects-b"} {
+		r := s.start(s.opts(id), Pay, Order{ID: id, Amount: 7})
+		ou := s.waitEvent(id, r.RunID(), 1, history.TypeActivityOutcomeUnknown).Attrs.(*history.ActivityOutcomeUnknown)
+		keys[id] = ou.IdempotencyKey
+	}
+	one := s.listEffects(api.ListEffectsRequest{WorkflowID: "effects-a"})
+	if len(one) != 1 {
+		t.Fatalf("effects of effects-a: %+v", one)
+	}
+	e := one[0]
+	d := s.describe("effects-a", "")
+	if e.WorkflowID != "effects-a" || e.IdempotencyKey != keys["effects-a"] || e.ActivityType != "Charge" ||
+		e.Effect != history.SideEffect || e.State != api.EffectUnknown || e.Attempts != 1 || e.Duplicates != 0 ||
+		e.RunID != d.Info.RunID || !slices.Equal(e.RunIDs, []string{d.Info.RunID}) || e.Created.IsZero() || e.Updated.Before(e.Created) {
+		t.Fatalf("ledger entry of a paused payment: %+v", e)
+	}
+	ids := func(es []api.EffectInfo) []string {
+		var out []string
+		for _, e := range es {
+			out = append(out, e.WorkflowID)
+		}
+		return out
+	}
+	if got := ids(s.listEffects(api.ListEffectsRequest{PageSize: 1})); !slices.Equal(got, []string{"effects-a", "effects-b"}) {
+		t.Fatalf("all effects, pages of 1: %v", got)
+	}
+	if got := s.listEffects(api.ListEffectsRequest{WorkflowID: "effects-b", KeyPrefix: keys["effects-b"][:6]}); len(got) != 1 {
+		t.Fatalf("effects-b by key prefix: %+v", got)
+	}
+	if got := s.listEffects(api.ListEffectsRequest{KeyPrefix: keys["effects-a"][:8]}); len(got) != 1 || got[0].WorkflowID != "effects-a" {
+		t.Fatalf("all workflows by key prefix: %+v", got)
+	}
+	if got := s.listEffects(api.ListEffectsRequest{WorkflowID: "effects-a", KeyPrefix: "zz"}); len(got) != 0 {
+		t.Fatalf("a prefix no key has: %+v", got)
+	}
+	if got := s.listEffects(api.ListEffectsRequest{DuplicatesOnly: true}); len(got) != 0 {
+		t.Fatalf("duplicates where there are none: %+v", got)
+	}
+	paid := Receipt{OrderID: "effects-a", Total: 7, Note: "found at the bank"}
+	if err := s.c.ResolveActivity(s.ctx, client.ResolveRequest{WorkflowID: "effects-a", Resolution: history.ResolvedHappened,
+		Result: paid, By: "ops", Reason: "bank statement"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.c.ResolveActivity(s.ctx, client.ResolveRequest{WorkflowID: "effects-b", Resolution: history.ResolvedFailed,
+		By: "ops", Reason: "declined"}); err != nil {
+		t.Fatal(err)
+	}
+	all := s.listEffects(api.ListEffectsRequest{})
+	if len(all) != 2 || all[0].State != api.EffectCompleted || all[1].State != api.EffectNotHappened {
+		t.Fatalf("effects after resolving: %+v", all)
+	}
+	var got Receipt
+	if err := s.c.Converter().FromPayload(all[0].Result, &got); err != nil || got != paid {
+		t.Fatalf("ledger result %+v, %v; want %+v", got, err, paid)
+	}
+	_, err := s.c.ListEffects(s.ctx, &api.ListEffectsRequest{WorkflowID: strings.Repeat("x", 4<<10)})
+	wantCode(t, "list effects of an oversized id", err, api.ErrLimitExceeded)
+}
+
+// testDuplicateVisible makes an effect happen twice by hand — attempt 1
+// loses its lease, a person says it did not happen, attempt 2 pays, then
+// attempt 1 reports that it paid too — and checks that the duplicate shows
+// everywhere a person looks.
+func testDuplicateVisible(t *testing.T, s *suite) {
+	const queue = "raw-duplicate"
+	if _, err := s.c.StartWorkflow(s.ctx, client.StartOptions{ID: "dup", TaskQueue: queue}, "Raw", nil); err != nil {
+		t.Fatal(err)
+	}
+	wft := s.pollWFT(queue)
+	schedule := api.Command{Type: api.CommandScheduleActivity, ScheduleActivity: &api.ScheduleActivityCommand{
+		ActivityID: "1", ActivityType: "RawCharge", Effect: history.SideEffect, Input: api.Payload{Encoding: "json", Data: []byte(`1`)},
+		Options: api.ActivityOptions{StartToCloseTimeout: 200 * time.Millisecond}}}
+	if _, err := s.svc.CompleteWorkflowTask(s.ctx, &api.CompleteWorkflowTaskRequest{TaskToken: wft.TaskToken,
+		Commands: []api.Command{schedule}}); err != nil {
+		t.Fatal(err)
+	}
+	first := s.pollActivity(queue)
+	ou := s.waitEvent("dup", wft.RunID, 1, history.TypeActivityOutcomeUnknown).Attrs.(*history.ActivityOutcomeUnknown)
+	if err := s.c.ResolveActivity(s.ctx, client.ResolveRequest{WorkflowID: "dup", Resolution: history.ResolvedNotHappened,
+		By: "ops", Reason: "nothing at the provider yet"}); err != nil {
+		t.Fatal(err)
+	}
+	second := s.pollActivity(queue)
+	if second.Attempt != 2 || second.IdempotencyKey != ou.IdempotencyKey {
+		t.Fatalf("retry: attempt %d key %s, want 2 and %s", second.Attempt, second.IdempotencyKey, ou.IdempotencyKey)
+	}
+	if _, err := s.svc.CompleteActivity(s.ctx, &api.CompleteActivityRequest{TaskToken: second.TaskToken,
+		Result: api.Payload{Encoding: "json", Data: []byte(`"pay_2"`)}, Identity: "second"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.svc.CompleteActivity(s.ctx, &api.CompleteActivityRequest{TaskToken: first.TaskToken,
+		Result: api.Payload{Encoding: "json", Data: []byte(`"pay_1"`)}, Identity: "woke-up"})
+	wantCode(t, "the stale attempt's success", err, api.ErrStaleAttempt)
+
+	dups := s.listEffects(api.ListEffectsRequest{DuplicatesOnly: true})
+	if len(dups) != 1 || dups[0].WorkflowID != "dup" || dups[0].Duplicates != 1 || len(dups[0].Reports) != 1 {
+		t.Fatalf("duplicates: %+v", dups)
+	}
+	r := dups[0].Reports[0]
+	if r.Verdict != api.VerdictDuplicate || r.Attempt != 1 || r.Identity != "woke-up" || r.RunID != wft.RunID ||
+		r.IdempotencyKey != ou.IdempotencyKey || string(r.Result.Data) != `"pay_1"` || r.AfterClose {
+		t.Fatalf("duplicate report: %+v", r)
+	}
+	d := s.describe("dup", "")
+	if d.Info.Duplicates != 1 || len(d.EffectReports) != 1 || d.EffectReports[0].Verdict != api.VerdictDuplicate {
+		t.Fatalf("describe of a run with a duplicate: info %+v, reports %+v", d.Info, d.EffectReports)
+	}
+	s.waitEvent("dup", wft.RunID, 1, history.TypeActivityDuplicateDetected)
+	lw, err := s.c.ListWorkflows(s.ctx, &api.ListWorkflowsRequest{})
+	if err != nil || len(lw.Workflows) != 1 || lw.Workflows[0].Duplicates != 1 {
+		t.Fatalf("list of a run with a duplicate: %+v, %v", lw, err)
+	}
+}
+
+func (s *suite) pollActivity(queue string) *api.ActivityTask {
+	s.t.Helper()
+	for {
+		resp, err := s.svc.PollActivityTask(s.ctx, &api.PollActivityTaskRequest{TaskQueue: queue, Identity: "by-hand"})
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if resp.Task != nil {
+			return resp.Task
+		}
+	}
 }
 
 // testTypedErrors checks that each typed error of the contract reaches the

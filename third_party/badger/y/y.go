@@ -20,7 +20,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/dgraph-io/badger/v4/pb"
+	"github.com/cairnflow/cairn/third_party/badger/pb"
 	"github.com/dgraph-io/ristretto/v2/z"
 )
 

@@ -1,0 +1,97 @@
+package badgerstore
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// moduleRoot returns the directory of Cairn's go.mod.
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+		t.Fatalf("no go.mod at %s: %v", dir, err)
+	}
+	return dir
+}
+
+// TestNoReplaceDirective: Go ignores a dependency's replace directives, so
+// a replace in Cairn's go.mod would give programs that import Cairn other
+// code than Cairn's tests run. The Badger Cairn uses lives inside this
+// module (third_party/badger) instead.
+func TestNoReplaceDirective(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(moduleRoot(t), "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(line, "replace") {
+			t.Errorf("go.mod:%d: %q: importers of Cairn would not get it", n, line)
+		}
+		if strings.Contains(line, "dgraph-io/badger") {
+			t.Errorf("go.mod:%d: %q: Cairn's Badger is third_party/badger, inside this module", n, line)
+		}
+	}
+}
+
+// TestImporterBuildsThisBadger builds the package list of a program in its
+// own module that imports the Badger store, exactly as a user's program
+// would (its go.mod points at this tree; Cairn's own go.mod is then only a
+// dependency's), and checks that the Badger it links is this module's
+// third_party/badger and no other.
+func TestImporterBuildsThisBadger(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	root := moduleRoot(t)
+	user := t.TempDir()
+	goMod := "module example.com/user\n\ngo 1.26.0\n\nrequire github.com/cairnflow/cairn v0.0.0\n\n" +
+		"replace github.com/cairnflow/cairn => " + root + "\n"
+	mainGo := "package main\n\nimport _ \"github.com/cairnflow/cairn/history/badgerstore\"\n\nfunc main() {}\n"
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"go.mod": []byte(goMod), "main.go": []byte(mainGo), "go.sum": sum} {
+		if err := os.WriteFile(filepath.Join(user, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(gobin, "list", "-mod=mod", "-deps", "-f", "{{.ImportPath}}\t{{.Dir}}", ".")
+	cmd.Dir = user
+	// Only the module cache: a dependency missing from it (such as an
+	// upstream Badger pulled in by a replace the importer does not see)
+	// fails the build here instead of being downloaded.
+	cmd.Env = append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod=mod", "GOWORK=off")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list in an importing module: %v\n%s", err, out)
+	}
+	var found bool
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		path, dir, _ := strings.Cut(line, "\t")
+		if strings.Contains(path, "dgraph-io/badger") {
+			t.Errorf("the importer links %s (%s), not Cairn's Badger", path, dir)
+		}
+		if path == "github.com/cairnflow/cairn/third_party/badger" {
+			found = true
+			if want := filepath.Join(root, "third_party", "badger"); dir != want {
+				t.Errorf("Badger built from %s, want %s", dir, want)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("the importer does not link github.com/cairnflow/cairn/third_party/badger:\n%s", out)
+	}
+}

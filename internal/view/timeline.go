@@ -1,0 +1,163 @@
+package view
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/cairnflow/cairn/history"
+)
+
+// Row is one event of a history as a timeline shows it.
+type Row struct {
+	ID     int64
+	Time   time.Time
+	Offset time.Duration // since the first event
+	Type   string        // the event type, e.g. "ActivityCompleted"
+	// Name is what the event is about: the workflow, activity or child
+	// type, the timer id, the signal or marker name.
+	Name string
+	// Detail is a one-line summary (payloads as JSON).
+	Detail string
+	// Duration is, for an event that ends something (an activity, a
+	// timer), the time since it began.
+	Duration time.Duration
+	// Attempt is the activity attempt the event belongs to (0: none).
+	Attempt int32
+	// Related is the event this one follows up (its ActivityScheduled,
+	// TimerStarted or ChildWorkflowStarted); 0 for none.
+	Related int64
+	// Tone says how to colour the row: "ok", "bad", "warn" or "".
+	Tone string
+}
+
+// Timeline lays out a history (in order, from its first event) as rows.
+func Timeline(evs []history.Event) []Row {
+	t := timeline{types: map[int64]string{}, started: map[int64]time.Time{}, attempts: map[int64]int32{}}
+	rows := make([]Row, 0, len(evs))
+	var t0 time.Time
+	if len(evs) > 0 {
+		t0 = evs[0].Time
+	}
+	for _, ev := range evs {
+		r := t.row(ev)
+		r.ID, r.Time, r.Offset, r.Type = ev.ID, ev.Time, ev.Time.Sub(t0), ev.Type().String()
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+type timeline struct {
+	types    map[int64]string    // scheduled/initiated event → activity or child type
+	started  map[int64]time.Time // scheduled/started event → its time
+	attempts map[int64]int32     // scheduled event → the attempt last started
+}
+
+func (t *timeline) since(ev history.Event, id int64) time.Duration {
+	if s, ok := t.started[id]; ok {
+		return ev.Time.Sub(s)
+	}
+	return 0
+}
+
+// activity fills the fields an activity's follow-up event shares.
+func (t *timeline) activity(ev history.Event, sched int64, detail, tone string) Row {
+	return Row{Name: t.types[sched], Detail: detail, Duration: t.since(ev, sched), Attempt: t.attempts[sched], Related: sched, Tone: tone}
+}
+
+func (t *timeline) row(ev history.Event) Row {
+	switch a := ev.Attrs.(type) {
+	case *history.WorkflowStarted:
+		return Row{Name: a.WorkflowType, Detail: PayloadText(a.Input)}
+	case *history.ActivityScheduled:
+		t.types[ev.ID] = a.ActivityType
+		t.started[ev.ID] = ev.Time
+		d := PayloadText(a.Input)
+		if a.Effect != history.Read {
+			d = fmt.Sprintf("%s key=%s %s", a.Effect, abbreviate(a.IdempotencyKey, 13), d)
+		}
+		return Row{Name: a.ActivityType, Detail: d}
+	case *history.ActivityStarted:
+		t.attempts[a.ScheduledEventID] = a.Attempt
+		d := fmt.Sprintf("attempt %d", a.Attempt)
+		if a.Reconcile {
+			d += " (reconcile lookup)"
+		}
+		if a.Identity != "" {
+			d += " by " + a.Identity
+		}
+		return Row{Name: t.types[a.ScheduledEventID], Detail: d, Attempt: a.Attempt, Related: a.ScheduledEventID}
+	case *history.ActivityCompleted:
+		return t.activity(ev, a.ScheduledEventID, fmt.Sprintf("attempt %d → %s", t.attempts[a.ScheduledEventID], PayloadText(a.Result)), "ok")
+	case *history.ActivityFailed:
+		r := t.activity(ev, a.ScheduledEventID, fmt.Sprintf("attempt %d: %s", a.Attempt, a.Failure.Error()), "bad")
+		r.Attempt = a.Attempt
+		return r
+	case *history.ActivityTimedOut:
+		r := t.activity(ev, a.ScheduledEventID, a.Timeout+" timeout", "bad")
+		r.Attempt = a.Attempt
+		return r
+	case *history.ActivityCanceled:
+		return t.activity(ev, a.ScheduledEventID, "canceled", "warn")
+	case *history.ActivityCancelRequested:
+		return Row{Name: t.types[a.ScheduledEventID], Related: a.ScheduledEventID}
+	case *history.ActivityOutcomeUnknown:
+		r := t.activity(ev, a.ScheduledEventID, a.Reason, "warn")
+		r.Attempt = a.Attempt
+		return r
+	case *history.ActivityResolved:
+		d := fmt.Sprintf("%s by %s: %s", a.Resolution, a.By, a.Reason)
+		if !a.Result.IsZero() {
+			d += " → " + PayloadText(a.Result)
+		}
+		return t.activity(ev, a.ScheduledEventID, d, "ok")
+	case *history.ActivityDeduplicated:
+		return t.activity(ev, a.ScheduledEventID, fmt.Sprintf("already done by run %s (key %s) → %s", abbreviate(a.OriginalRunID, 12),
+			abbreviate(a.IdempotencyKey, 13), PayloadText(a.Result)), "ok")
+	case *history.ActivityDuplicateDetected:
+		r := t.activity(ev, a.ScheduledEventID, fmt.Sprintf("DUPLICATE EFFECT: stale attempt %d reported success", a.Attempt), "bad")
+		r.Duration, r.Attempt = 0, a.Attempt
+		return r
+	case *history.TimerStarted:
+		t.started[ev.ID] = ev.Time
+		return Row{Name: a.TimerID, Detail: a.Duration.String()}
+	case *history.TimerFired:
+		return Row{Name: a.TimerID, Duration: t.since(ev, a.StartedEventID), Related: a.StartedEventID}
+	case *history.TimerCanceled:
+		return Row{Name: a.TimerID, Duration: t.since(ev, a.StartedEventID), Related: a.StartedEventID}
+	case *history.SignalReceived:
+		return Row{Name: a.Name, Detail: PayloadText(a.Input)}
+	case *history.SignalExternalSent:
+		return Row{Name: a.Name, Detail: a.WorkflowID}
+	case *history.MarkerRecorded:
+		return Row{Name: a.Name, Detail: a.ID + " " + PayloadText(a.Data)}
+	case *history.ChildWorkflowStarted:
+		t.types[ev.ID] = a.WorkflowType
+		t.started[ev.ID] = ev.Time
+		return Row{Name: a.WorkflowType, Detail: a.WorkflowID}
+	case *history.ChildWorkflowCompleted:
+		return Row{Name: t.types[a.InitiatedEventID], Detail: PayloadText(a.Result), Duration: t.since(ev, a.InitiatedEventID),
+			Related: a.InitiatedEventID, Tone: "ok"}
+	case *history.ChildWorkflowFailed:
+		return Row{Name: t.types[a.InitiatedEventID], Detail: a.Failure.Error(), Duration: t.since(ev, a.InitiatedEventID),
+			Related: a.InitiatedEventID, Tone: "bad"}
+	case *history.WorkflowCompleted:
+		return Row{Detail: PayloadText(a.Result), Tone: "ok"}
+	case *history.WorkflowFailed:
+		return Row{Detail: a.Failure.Error(), Tone: "bad"}
+	case *history.WorkflowCanceled:
+		return Row{Detail: PayloadText(a.Details), Tone: "warn"}
+	case *history.WorkflowTerminated:
+		return Row{Detail: a.Reason, Tone: "bad"}
+	case *history.WorkflowTimedOut:
+		return Row{Detail: a.Timeout + " timeout", Tone: "bad"}
+	case *history.WorkflowContinuedAsNew:
+		return Row{Detail: "next run " + a.NewRunID, Tone: "ok"}
+	case *history.WorkflowCancelRequested:
+		return Row{Detail: a.Reason, Tone: "warn"}
+	case *history.WorkflowTaskFailed:
+		return Row{Name: a.Cause, Detail: a.Failure.Error(), Tone: "bad"}
+	case *history.WorkflowTaskCompleted:
+		return Row{Detail: fmt.Sprintf("decided having seen event %d", a.SeenEventID)}
+	}
+	return Row{}
+}

@@ -115,9 +115,10 @@ func (w *Worker) report(task *api.ActivityTask, result history.Payload, err erro
 	var rerr error
 	switch {
 	case err == nil:
-		_, rerr = w.svc.CompleteActivity(ctx, &api.CompleteActivityRequest{TaskToken: task.TaskToken, Result: result, Identity: w.opts.Identity})
+		rerr = w.completeActivity(ctx, task, result)
 	default:
 		req := &api.FailActivityRequest{TaskToken: task.TaskToken, Failure: sdk.ErrorToFailure(err), Identity: w.opts.Identity}
+		w.fitFailure(task, &req.Failure)
 		switch {
 		case errors.Is(err, activities.ErrNotHappened):
 			req.NotHappened = true
@@ -291,7 +292,7 @@ func (h *heartbeater) send() {
 			log := h.w.activityLog(h.task)
 			log.Warn().Err(err).Msg("heartbeat details not encodable; sending none")
 		}
-		req.Details = p
+		req.Details = h.fitHeartbeat(p)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -135,6 +135,7 @@ type Engine struct {
 
 	queriesMu sync.Mutex
 	queries   map[string]*pendingQuery
+	pollers   pollers // who polled which queue lately (service_queues.go)
 
 	closed atomic.Bool
 	// running is set once Open has rebuilt the engine's memory.
@@ -405,6 +406,8 @@ func storeErr(err error) error {
 		return err
 	case errors.Is(err, history.ErrTooLarge):
 		return fmt.Errorf("%w: %w", api.ErrLimitExceeded, err)
+	case errors.Is(err, history.ErrNoSpace):
+		return fmt.Errorf("%w: disk full: %w", api.ErrResourceExhausted, err)
 	}
 	return fmt.Errorf("%w: %w", api.ErrInternal, err)
 }

@@ -58,6 +58,7 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *api.PollWorkflowTask
 	if err := e.m.checkID("task queue", req.TaskQueue, true); err != nil {
 		return nil, err
 	}
+	defer e.pollers.begin(req.TaskQueue, req.Identity, false, e.now)()
 	ctx, cancel := context.WithTimeout(ctx, e.opts.PollTimeout)
 	defer cancel()
 	for {
@@ -357,6 +358,7 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *api.PollActivityTask
 	if err := e.m.checkID("task queue", req.TaskQueue, true); err != nil {
 		return nil, err
 	}
+	defer e.pollers.begin(req.TaskQueue, req.Identity, true, e.now)()
 	ctx, cancel := context.WithTimeout(ctx, e.opts.PollTimeout)
 	defer cancel()
 	for {

@@ -21,7 +21,7 @@ import (
 
 func workflowCommand(g *globals) *cobra.Command {
 	return clientFlags(group("workflow", "Start, inspect and steer workflows",
-		wfStart(g), wfList(g), wfDescribe(g), wfShow(g), wfSignal(g), wfQuery(g), wfStack(g), wfCancel(g), wfTerminate(g),
+		wfStart(g), wfList(g), wfCount(g), wfDescribe(g), wfShow(g), wfSignal(g), wfQuery(g), wfStack(g), wfCancel(g), wfTerminate(g),
 		wfResult(g), wfResolve(g)), g)
 }
 
@@ -85,11 +85,17 @@ type listFilter struct {
 func (lf *listFilter) flags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&lf.status, "status", "", "only runs with this status (running, paused, completed, failed, canceled, terminated, timed_out, continued_as_new)")
+	f.BoolVar(&lf.corrupt, "corrupt", false, "only runs quarantined because their stored data is damaged")
+	lf.filterFlags(cmd)
+}
+
+// filterFlags are the filters count shares with list.
+func (lf *listFilter) filterFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
 	f.StringVar(&lf.typ, "type", "", "only runs of this workflow type")
 	f.StringVar(&lf.idPrefix, "id-prefix", "", "only workflow ids starting with this")
 	f.StringVar(&lf.after, "started-after", "", "only runs started after this time (RFC 3339, or a duration ago: 1h)")
 	f.StringVar(&lf.before, "started-before", "", "only runs started before this time (RFC 3339, or a duration ago: 10m)")
-	f.BoolVar(&lf.corrupt, "corrupt", false, "only runs quarantined because their stored data is damaged")
 }
 
 // request builds the list request of the filter flags.
@@ -185,6 +191,42 @@ func printList(g *globals, w io.Writer, resp *api.ListWorkflowsResponse) {
 	if resp.NextPageToken != nil {
 		fmt.Fprintf(w, "(more: --page-token %s)\n", base64.StdEncoding.EncodeToString(resp.NextPageToken))
 	}
+}
+
+func wfCount(g *globals) *cobra.Command {
+	var lf listFilter
+	cmd := &cobra.Command{
+		Use:   "count [--type T] [--id-prefix P] [--started-after T] [--started-before T]",
+		Short: "Count runs, by status",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			lreq, err := lf.request(time.Now())
+			if err != nil {
+				return err
+			}
+			c, err := g.dial()
+			if err != nil {
+				return err
+			}
+			resp, err := c.CountWorkflows(cmd.Context(), &api.CountWorkflowsRequest{WorkflowType: lreq.WorkflowType,
+				WorkflowIDPrefix: lreq.WorkflowIDPrefix, StartedAfter: lreq.StartedAfter, StartedBefore: lreq.StartedBefore})
+			if err != nil {
+				return err
+			}
+			return g.emit(resp, func(w io.Writer) {
+				fmt.Fprintf(w, "%d runs\n", resp.Total)
+				rows := [][]string{}
+				for _, c := range resp.ByStatus {
+					rows = append(rows, []string{g.statusText(c.Status), fmt.Sprint(c.Count)})
+				}
+				if len(rows) > 0 {
+					table(w, []string{"STATUS", "RUNS"}, rows)
+				}
+			})
+		},
+	}
+	lf.filterFlags(cmd)
+	return cmd
 }
 
 // shortRun is how tables show a run id: a prefix every --run flag takes.
@@ -491,14 +533,39 @@ func (g *globals) query(ctx context.Context, c client.Client, workflowID, runID,
 		return out, err
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, api.ErrUnavailable) && qctx.Err() != nil {
-		queue := "its task queue"
-		if d, derr := c.DescribeWorkflow(ctx, workflowID, runID); derr == nil {
-			queue = "task queue " + d.Info.TaskQueue
-		}
-		return out, noAnswerError{fmt.Sprintf("no worker answered the %s query on %s within %s: is a worker for it running?",
-			queryType, queue, timeout)}
+		return out, noAnswerError{fmt.Sprintf("no worker answered the %s query on %s within %s%s",
+			queryType, queueName(ctx, c, workflowID, runID), timeout, whyNoAnswer(ctx, c, workflowID, runID))}
 	}
 	return out, err
+}
+
+// queueName names the run's task queue for a message.
+func queueName(ctx context.Context, c client.Client, workflowID, runID string) string {
+	if d, err := c.DescribeWorkflow(ctx, workflowID, runID); err == nil {
+		return "task queue " + d.Info.TaskQueue
+	}
+	return "its task queue"
+}
+
+// whyNoAnswer says what the run's task queue looks like: nobody polls it,
+// or who does.
+func whyNoAnswer(ctx context.Context, c client.Client, workflowID, runID string) string {
+	d, err := c.DescribeWorkflow(ctx, workflowID, runID)
+	if err != nil {
+		return ""
+	}
+	q, err := c.DescribeTaskQueue(ctx, d.Info.TaskQueue)
+	if err != nil {
+		return ""
+	}
+	if len(q.WorkflowPollers) == 0 {
+		return fmt.Sprintf(": no worker polled it in the last %s (is one running? see: cairn task-queue describe %s)", api.PollerRetention, q.Name)
+	}
+	names := make([]string, len(q.WorkflowPollers))
+	for i, p := range q.WorkflowPollers {
+		names[i] = p.Identity
+	}
+	return fmt.Sprintf(": its workers (%s) did not answer in time", strings.Join(names, ", "))
 }
 
 // noAnswerError says no worker answered a query in time; it wraps

@@ -53,6 +53,15 @@ type Service interface {
 	// ResolveActivity decides an activity whose outcome is unknown (the run
 	// is paused on it): happened, not happened, or failed.
 	ResolveActivity(ctx context.Context, req *ResolveActivityRequest) (*ResolveActivityResponse, error)
+	// CountWorkflows counts runs by status, with ListWorkflows' filters.
+	// It reads every matching run's list entry: O(runs matched).
+	CountWorkflows(ctx context.Context, req *CountWorkflowsRequest) (*CountWorkflowsResponse, error)
+	// DescribeTaskQueue returns a task queue's backlog and the pollers seen
+	// on it lately, so that a queue nobody polls shows as such.
+	DescribeTaskQueue(ctx context.Context, req *DescribeTaskQueueRequest) (*DescribeTaskQueueResponse, error)
+	// ListTaskQueues describes every task queue with a backlog or a poller
+	// seen lately (workers' sticky queues left out), by name.
+	ListTaskQueues(ctx context.Context, req *ListTaskQueuesRequest) (*ListTaskQueuesResponse, error)
 	// ListEffects reads the effects ledger: every action with an
 	// idempotency key, its state, attempts, duplicates and result, across
 	// the runs of its workflow id.

@@ -353,6 +353,74 @@ type ListWorkflowsResponse struct {
 	NextPageToken []byte // nil on the last page
 }
 
+// CountWorkflowsRequest filters the runs to count as ListWorkflowsRequest
+// does.
+type CountWorkflowsRequest struct {
+	WorkflowType     string // empty: any
+	WorkflowIDPrefix string // empty: any
+	StartedAfter     time.Time
+	StartedBefore    time.Time
+}
+
+// CountWorkflowsResponse holds the counts.
+type CountWorkflowsResponse struct {
+	Total int64
+	// ByStatus has one entry per status with runs, in status order.
+	ByStatus []StatusCount
+}
+
+// StatusCount is how many runs have one status.
+type StatusCount struct {
+	Status Status
+	Count  int64
+}
+
+// DescribeTaskQueueRequest names a task queue.
+type DescribeTaskQueueRequest struct {
+	TaskQueue string
+}
+
+// DescribeTaskQueueResponse describes it.
+type DescribeTaskQueueResponse struct {
+	Queue TaskQueueInfo
+}
+
+// ListTaskQueuesRequest filters the queues listed.
+type ListTaskQueuesRequest struct {
+	NamePrefix string // empty: every queue
+}
+
+// ListTaskQueuesResponse describes the known task queues, by name.
+type ListTaskQueuesResponse struct {
+	Queues []TaskQueueInfo
+}
+
+// TaskQueueInfo is a task queue's backlog and its pollers.
+type TaskQueueInfo struct {
+	Name string
+	// WorkflowBacklog and ActivityBacklog count the tasks ready on the
+	// queue that no poller has taken (queries included).
+	WorkflowBacklog int
+	ActivityBacklog int
+	// WorkflowPollers and ActivityPollers are the workers that polled the
+	// queue within PollerRetention, by identity.
+	WorkflowPollers []PollerInfo
+	ActivityPollers []PollerInfo
+}
+
+// PollerRetention is how long the engine remembers a poller after its last
+// poll ended.
+const PollerRetention = 5 * time.Minute
+
+// PollerInfo is one worker polling a queue.
+type PollerInfo struct {
+	Identity string
+	// LastSeen is when its last poll began or ended (now, while one waits).
+	LastSeen time.Time
+	// Polling counts its polls waiting right now.
+	Polling int
+}
+
 // QueryWorkflowRequest asks a run a question.
 type QueryWorkflowRequest struct {
 	WorkflowID string

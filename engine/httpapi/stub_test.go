@@ -98,6 +98,18 @@ func (s *stubService) ResolveActivity(_ context.Context, req *api.ResolveActivit
 	return stubCall[api.ResolveActivityResponse](s, "ResolveActivity", req)
 }
 
+func (s *stubService) CountWorkflows(_ context.Context, req *api.CountWorkflowsRequest) (*api.CountWorkflowsResponse, error) {
+	return stubCall[api.CountWorkflowsResponse](s, "CountWorkflows", req)
+}
+
+func (s *stubService) DescribeTaskQueue(_ context.Context, req *api.DescribeTaskQueueRequest) (*api.DescribeTaskQueueResponse, error) {
+	return stubCall[api.DescribeTaskQueueResponse](s, "DescribeTaskQueue", req)
+}
+
+func (s *stubService) ListTaskQueues(_ context.Context, req *api.ListTaskQueuesRequest) (*api.ListTaskQueuesResponse, error) {
+	return stubCall[api.ListTaskQueuesResponse](s, "ListTaskQueues", req)
+}
+
 func (s *stubService) PollWorkflowTask(_ context.Context, req *api.PollWorkflowTaskRequest) (*api.PollWorkflowTaskResponse, error) {
 	return stubCall[api.PollWorkflowTaskResponse](s, "PollWorkflowTask", req)
 }

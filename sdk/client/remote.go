@@ -250,6 +250,21 @@ func (r *RemoteService) ResolveActivity(ctx context.Context, req *api.ResolveAct
 	return call[api.ResolveActivityRequest, api.ResolveActivityResponse](ctx, r, "ResolveActivity", req)
 }
 
+// CountWorkflows implements api.Service.
+func (r *RemoteService) CountWorkflows(ctx context.Context, req *api.CountWorkflowsRequest) (*api.CountWorkflowsResponse, error) {
+	return call[api.CountWorkflowsRequest, api.CountWorkflowsResponse](ctx, r, "CountWorkflows", req)
+}
+
+// DescribeTaskQueue implements api.Service.
+func (r *RemoteService) DescribeTaskQueue(ctx context.Context, req *api.DescribeTaskQueueRequest) (*api.DescribeTaskQueueResponse, error) {
+	return call[api.DescribeTaskQueueRequest, api.DescribeTaskQueueResponse](ctx, r, "DescribeTaskQueue", req)
+}
+
+// ListTaskQueues implements api.Service.
+func (r *RemoteService) ListTaskQueues(ctx context.Context, req *api.ListTaskQueuesRequest) (*api.ListTaskQueuesResponse, error) {
+	return call[api.ListTaskQueuesRequest, api.ListTaskQueuesResponse](ctx, r, "ListTaskQueues", req)
+}
+
 // ListEffects implements api.Service.
 func (r *RemoteService) ListEffects(ctx context.Context, req *api.ListEffectsRequest) (*api.ListEffectsResponse, error) {
 	return call[api.ListEffectsRequest, api.ListEffectsResponse](ctx, r, "ListEffects", req)

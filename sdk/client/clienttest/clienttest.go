@@ -74,6 +74,8 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 		{"History", testHistory},
 		{"HistoryLongPoll", testHistoryLongPoll},
 		{"List", testList},
+		{"Count", testCount},
+		{"TaskQueues", testTaskQueues},
 		{"ResolvePausedRun", testResolve},
 		{"ListEffects", testListEffects},
 		{"DuplicateVisible", testDuplicateVisible},
@@ -767,6 +769,110 @@ func testList(t *testing.T, s *suite) {
 			t.Fatalf("not newest first: %s (%s) after %s (%s)", resp.Workflows[i].WorkflowID, resp.Workflows[i].StartTime,
 				resp.Workflows[i-1].WorkflowID, resp.Workflows[i-1].StartTime)
 		}
+	}
+}
+
+func testCount(t *testing.T, s *suite) {
+	// No worker: runs stay open unless terminated.
+	for i := range 4 {
+		s.start(s.opts(fmt.Sprintf("count-%d", i)), "Idle", nil)
+	}
+	s.start(s.opts("other-1"), "Other", nil)
+	for _, id := range []string{"count-1", "other-1"} {
+		if err := s.c.TerminateWorkflow(s.ctx, id, "", "count test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(req api.CountWorkflowsRequest) string {
+		t.Helper()
+		resp, err := s.c.CountWorkflows(s.ctx, &req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := fmt.Sprint(resp.Total)
+		for _, c := range resp.ByStatus {
+			out += fmt.Sprintf(" %s=%d", c.Status, c.Count)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		what string
+		req  api.CountWorkflowsRequest
+		want string
+	}{
+		{"all", api.CountWorkflowsRequest{}, "5 running=3 terminated=2"},
+		{"type Idle", api.CountWorkflowsRequest{WorkflowType: "Idle"}, "4 running=3 terminated=1"},
+		{"prefix other-", api.CountWorkflowsRequest{WorkflowIDPrefix: "other-"}, "1 terminated=1"},
+		{"started after now", api.CountWorkflowsRequest{StartedAfter: time.Now().Add(time.Hour)}, "0"},
+	} {
+		if got := count(tc.req); got != tc.want {
+			t.Errorf("count %s: %s, want %s", tc.what, got, tc.want)
+		}
+	}
+}
+
+func testTaskQueues(t *testing.T, s *suite) {
+	// A run on a queue nobody polls waits in its backlog.
+	if _, err := s.c.StartWorkflow(s.ctx, client.StartOptions{ID: "stuck", TaskQueue: "clienttest-nobody"}, "Checkout", Order{ID: "A"}); err != nil {
+		t.Fatal(err)
+	}
+	// A terminated run's task is no longer backlog, though its entry stays
+	// queued until polled.
+	if _, err := s.c.StartWorkflow(s.ctx, client.StartOptions{ID: "stuck-gone", TaskQueue: "clienttest-nobody"}, "Checkout", Order{ID: "B"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.c.TerminateWorkflow(s.ctx, "stuck-gone", "", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	q, err := s.c.DescribeTaskQueue(s.ctx, "clienttest-nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Name != "clienttest-nobody" || q.WorkflowBacklog != 1 || q.ActivityBacklog != 0 || len(q.WorkflowPollers)+len(q.ActivityPollers) != 0 {
+		t.Fatalf("queue nobody polls: %+v", q)
+	}
+	// Once the worker ran a workflow with an activity, it is a poller of
+	// both kinds, seen lately.
+	s.startWorker()
+	var r Receipt
+	if _, err := s.c.ExecuteWorkflow(s.ctx, s.opts("seen"), Checkout, Order{ID: "B", Amount: 1}, &r); err != nil {
+		t.Fatal(err)
+	}
+	q, err = s.c.DescribeTaskQueue(s.ctx, TaskQueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := func(ps []api.PollerInfo) bool {
+		for _, p := range ps {
+			if p.Identity == "clienttest-worker" && !p.LastSeen.IsZero() && time.Since(p.LastSeen) < api.PollerRetention {
+				return true
+			}
+		}
+		return false
+	}
+	if !seen(q.WorkflowPollers) || !seen(q.ActivityPollers) || q.WorkflowBacklog != 0 {
+		t.Fatalf("polled queue: %+v", q)
+	}
+	qs, err := s.c.ListTaskQueues(s.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, q := range qs {
+		names = append(names, q.Name)
+		if q.Name == "clienttest-nobody" && q.WorkflowBacklog != 1 {
+			t.Fatalf("listed queue nobody polls: %+v", q)
+		}
+	}
+	if strings.Join(names, " ") != TaskQueue+" clienttest-nobody" {
+		t.Fatalf("listed queues %v, want %s and clienttest-nobody (no sticky queue)", names, TaskQueue)
+	}
+	only, err := s.svc.ListTaskQueues(s.ctx, &api.ListTaskQueuesRequest{NamePrefix: "clienttest-"})
+	if err != nil || len(only.Queues) != 1 || only.Queues[0].Name != "clienttest-nobody" {
+		t.Fatalf("ListTaskQueues with a prefix: %+v %v", only, err)
+	}
+	if _, err := s.c.DescribeTaskQueue(s.ctx, ""); !errors.Is(err, api.ErrInvalidArgument) {
+		t.Fatalf("DescribeTaskQueue of no name: %v, want ErrInvalidArgument", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/cairnflow/cairn/engine/api"
@@ -159,8 +160,10 @@ func (m *Machine) Heartbeat(st *RunState, schedID, epoch int64, details history.
 	if err != nil {
 		return time.Time{}, false, err
 	}
-	if err := m.checkPayload("heartbeat details", details); err != nil {
-		return time.Time{}, false, err
+	if m.checkPayload("heartbeat details", details) != nil {
+		// Too large to keep: the heartbeat still extends the lease (an
+		// activity making progress must not lose it over its details).
+		details = history.Payload{}
 	}
 	a.LastHeartbeat = now
 	if !details.IsZero() {
@@ -175,26 +178,53 @@ func (m *Machine) Heartbeat(st *RunState, schedID, epoch int64, details history.
 // ActivityCompleted records the current attempt's result. A completion of
 // the current attempt that arrives while the run is paused on it resolves
 // the pause: the effect evidently happened.
-func (m *Machine) ActivityCompleted(st *RunState, schedID, epoch int64, result history.Payload, identity string, usage history.Usage, now time.Time) (Output, error) {
+//
+// A result over the payload limit is not refused (the worker could only
+// let its lease expire, and a side effect would then look unknown): the
+// activity is recorded as completed without its result (ResultOmitted),
+// and the workflow code gets a non-retryable ResultTooLarge error. omitted
+// is the worker's own reason for sending no result, if it checked first.
+// Outcomes of work already under way are recorded even past the history
+// limit: the run's next workflow task enforces it.
+func (m *Machine) ActivityCompleted(st *RunState, schedID, epoch int64, result history.Payload, omitted, identity string, usage history.Usage, now time.Time) (Output, error) {
 	a, err := m.current(st, schedID, epoch)
 	if err != nil {
 		return Output{}, err
 	}
-	if err := firstErr(m.checkPayload("activity result", result), m.checkGrowth(st, 2)); err != nil {
-		return Output{}, err
-	}
+	result, omitted = m.fitResult(result, omitted)
 	t := m.begin(st, now)
 	t.addUsage(a, usage)
 	if a.Reconciling {
 		t.add(&history.ActivityResolved{ScheduledEventID: schedID, Resolution: history.ResolvedHappened, Result: result,
-			By: "reconcile", Reason: "the Reconcile lookup found the action"})
+			By: "reconcile", Reason: "the Reconcile lookup found the action", ResultOmitted: omitted})
 	} else {
 		t.startedForRead(a)
 		t.add(&history.ActivityCompleted{ScheduledEventID: schedID, StartedEventID: a.StartedEventID, Result: result, Identity: identity,
-			Usage: a.Usage})
+			ResultOmitted: omitted, Usage: a.Usage})
 	}
 	t.finishActivity(a, LedgerCompleted, result)
+	t.omitted(a, omitted)
 	return t.out, nil
+}
+
+// fitResult drops a result over the payload limit, saying why.
+func (m *Machine) fitResult(result history.Payload, omitted string) (history.Payload, string) {
+	if omitted != "" {
+		return history.Payload{}, omitted
+	}
+	if err := m.checkPayload("activity result", result); err != nil {
+		return history.Payload{}, fmt.Sprintf("the activity result is %d bytes, over the limit of %d (Limits.MaxPayloadBytes)",
+			len(result.Data), m.Limits.MaxPayloadBytes)
+	}
+	return result, ""
+}
+
+// omitted marks a's ledger change, just made, as completed without its
+// result.
+func (t *transition) omitted(a *ActivityInfo, reason string) {
+	if n := len(t.out.Ledger); reason != "" && n > 0 && a.IdempotencyKey != "" && t.out.Ledger[n-1].Key == a.IdempotencyKey {
+		t.out.Ledger[n-1].ResultOmitted = reason
+	}
 }
 
 // startedForRead writes the ActivityStarted of a Read attempt, which is
@@ -252,9 +282,6 @@ func (m *Machine) ActivityFailed(st *RunState, schedID, epoch int64, f history.F
 	kind := r.Kind
 	a, err := m.current(st, schedID, epoch)
 	if err != nil {
-		return Output{}, err
-	}
-	if err := m.checkGrowth(st, 3); err != nil {
 		return Output{}, err
 	}
 	t := m.begin(st, now)
@@ -411,20 +438,19 @@ func (t *transition) lateReport(r api.EffectReport, effect history.EffectClass) 
 // which answers the question the lookup was asking — not a duplicate. ok is
 // false when the completion is not that (the caller then treats it as
 // stale).
-func (m *Machine) LateCompletion(st *RunState, schedID int64, attempt int32, result history.Payload, identity string, now time.Time) (out Output, ok bool, err error) {
+func (m *Machine) LateCompletion(st *RunState, schedID int64, attempt int32, result history.Payload, omitted, identity string, now time.Time) (out Output, ok bool, err error) {
 	a, found := st.Activities[schedID]
 	if !found || !st.Status.Open() || a.Effect != history.SideEffect || a.Attempt != attempt ||
 		(!a.Reconciling && a.State != api.ActivityStateUnknown) {
 		return Output{}, false, nil
 	}
-	if err := firstErr(m.checkPayload("activity result", result), m.checkGrowth(st, 1)); err != nil {
-		return Output{}, false, err
-	}
+	result, omitted = m.fitResult(result, omitted)
 	t := m.begin(st, now)
 	// The attempt's ActivityStarted is not at hand any more (the lookup's
 	// dispatch replaced it): StartedEventID stays 0.
-	t.add(&history.ActivityCompleted{ScheduledEventID: schedID, Result: result, Identity: identity})
+	t.add(&history.ActivityCompleted{ScheduledEventID: schedID, Result: result, Identity: identity, ResultOmitted: omitted})
 	t.finishActivity(a, LedgerCompleted, result)
+	t.omitted(a, omitted)
 	return t.out, true, nil
 }
 
@@ -438,7 +464,9 @@ func (m *Machine) Resolve(st *RunState, req *api.ResolveActivityRequest, now tim
 		return Output{}, api.Errorf(api.ErrNotPaused, "workflow %q has no activity with an unknown outcome matching %d/%q",
 			st.WorkflowID, req.ScheduledEventID, req.ActivityID)
 	}
-	if err := firstErr(m.checkPayload("result", req.Result), m.checkGrowth(st, 1)); err != nil {
+	// No history limit here: a paused run must stay resolvable (its next
+	// workflow task enforces the limit).
+	if err := m.checkPayload("result", req.Result); err != nil {
 		return Output{}, err
 	}
 	t := m.begin(st, now)
@@ -487,7 +515,7 @@ func findActivity(st *RunState, schedID int64, activityID string) *ActivityInfo 
 // Deduplicate answers a scheduled activity from the effects ledger: the
 // action already happened under the same idempotency key (in this run or an
 // earlier run of the workflow id).
-func (m *Machine) Deduplicate(st *RunState, schedID int64, result history.Payload, originalRun string, originalEvent int64, now time.Time) Output {
+func (m *Machine) Deduplicate(st *RunState, schedID int64, result history.Payload, omitted, originalRun string, originalEvent int64, now time.Time) Output {
 	t := m.begin(st, now)
 	a, ok := st.Activities[schedID]
 	if !ok {
@@ -495,7 +523,7 @@ func (m *Machine) Deduplicate(st *RunState, schedID int64, result history.Payloa
 	}
 	delete(st.Activities, schedID)
 	t.add(&history.ActivityDeduplicated{ScheduledEventID: schedID, IdempotencyKey: a.IdempotencyKey, Result: result,
-		OriginalRunID: originalRun, OriginalEventID: originalEvent})
+		OriginalRunID: originalRun, OriginalEventID: originalEvent, ResultOmitted: omitted})
 	t.out.Ledger = append(t.out.Ledger, LedgerChange{Key: a.IdempotencyKey, KeepState: true}) // note the run
 	t.needWFT()
 	return t.out

@@ -202,7 +202,7 @@ func TestMachineOneActivity(t *testing.T) {
 	ep := s.dispatchActivity(3)
 	s.advance(time.Second)
 	s.step("activity completed", func() (Output, error) {
-		return s.m.ActivityCompleted(s.st, 3, ep, jsonPayload(`"hi"`), "w1", history.Usage{}, s.now)
+		return s.m.ActivityCompleted(s.st, 3, ep, jsonPayload(`"hi"`), "", "w1", history.Usage{}, s.now)
 	})
 	s.complete(completeWF(`"done"`))
 	s.golden()
@@ -223,10 +223,10 @@ func TestMachineRetryThenSuccess(t *testing.T) {
 	}
 	ep := s.dispatchActivity(3)
 	s.step("activity completed", func() (Output, error) {
-		return s.m.ActivityCompleted(s.st, 3, ep, jsonPayload(`"ok"`), "w1", history.Usage{}, s.now)
+		return s.m.ActivityCompleted(s.st, 3, ep, jsonPayload(`"ok"`), "", "w1", history.Usage{}, s.now)
 	})
 	s.step("stale completion from attempt 1", func() (Output, error) {
-		return s.m.ActivityCompleted(s.st, 3, 1, jsonPayload(`"late"`), "w1", history.Usage{}, s.now)
+		return s.m.ActivityCompleted(s.st, 3, 1, jsonPayload(`"late"`), "", "w1", history.Usage{}, s.now)
 	})
 	s.golden()
 }
@@ -303,7 +303,7 @@ func TestMachineReconcile(t *testing.T) {
 	})
 	ep = s.dispatchActivity(3)
 	s.step("activity completed", func() (Output, error) {
-		return s.m.ActivityCompleted(s.st, 3, ep, jsonPayload(`"paid"`), "w1", history.Usage{}, s.now)
+		return s.m.ActivityCompleted(s.st, 3, ep, jsonPayload(`"paid"`), "", "w1", history.Usage{}, s.now)
 	})
 	s.golden()
 }

@@ -57,6 +57,9 @@ type RunState struct {
 	Duplicates      int32 `msgpack:",omitempty"`
 	EffectConflicts int32 `msgpack:",omitempty"`
 
+	// Signals counts the signals the run received (Limits.MaxSignals).
+	Signals int32 `msgpack:",omitempty"`
+
 	// Budget bounds the metered activities; Usage and UsageByModel are
 	// what the run's activities reported; Turns counts the metered
 	// activities scheduled.
@@ -86,6 +89,9 @@ type WFTState struct {
 	LastFailure *history.Failure `msgpack:",omitempty"`
 	// BackoffUntil delays a retried task after repeated failures.
 	BackoffUntil time.Time `msgpack:",omitempty"`
+	// Refusals counts the workflow tasks in a row refused for breaking a
+	// limit (Limits.MaxWorkflowTaskRefusals).
+	Refusals int32 `msgpack:",omitempty"`
 
 	// In memory only: the current dispatch.
 	Started   bool      `msgpack:"-"`

@@ -395,6 +395,11 @@ type ActivityCompleted struct {
 	StartedEventID   int64   `msgpack:"st,omitempty"`
 	Result           Payload `msgpack:"r,omitempty"`
 	Identity         string  `msgpack:"id,omitempty"`
+	// ResultOmitted, when set, says why the result is not recorded (it
+	// was larger than the engine's payload limit): the activity completed
+	// — its effect happened — but workflow code gets a non-retryable
+	// ResultTooLarge error instead of a value.
+	ResultOmitted string `msgpack:"ro,omitempty"`
 	// Usage sums what every attempt of the activity reported, failed
 	// attempts included.
 	Usage Usage `msgpack:"u,omitempty"`
@@ -480,6 +485,9 @@ type ActivityResolved struct {
 	Failure          *Failure   `msgpack:"f,omitempty"`
 	By               string     `msgpack:"by,omitempty"` // a person's identity or "reconcile"
 	Reason           string     `msgpack:"why,omitempty"`
+	// ResultOmitted: as in ActivityCompleted, for a Reconcile lookup's
+	// result.
+	ResultOmitted string `msgpack:"ro,omitempty"`
 }
 
 // ActivityDeduplicated records that an activity was not dispatched because
@@ -490,6 +498,9 @@ type ActivityDeduplicated struct {
 	Result           Payload `msgpack:"r,omitempty"`
 	OriginalRunID    string  `msgpack:"or,omitempty"`
 	OriginalEventID  int64   `msgpack:"oe,omitempty"`
+	// ResultOmitted: as in ActivityCompleted — the action happened but its
+	// result was never recorded.
+	ResultOmitted string `msgpack:"ro,omitempty"`
 }
 
 // ActivityDuplicateDetected records, loudly, a completion from a stale attempt

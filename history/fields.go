@@ -170,6 +170,7 @@ func (a *ActivityCompleted) fields(v fieldVisitor) {
 	v.int64("startedEventId", &a.StartedEventID)
 	v.payload("result", &a.Result)
 	v.str("identity", &a.Identity)
+	v.str("resultOmitted", &a.ResultOmitted)
 	v.object("usage", &a.Usage)
 }
 
@@ -218,6 +219,7 @@ func (a *ActivityResolved) fields(v fieldVisitor) {
 	v.failurePtr("failure", &a.Failure)
 	v.str("by", &a.By)
 	v.str("reason", &a.Reason)
+	v.str("resultOmitted", &a.ResultOmitted)
 }
 
 func (a *ActivityDeduplicated) fields(v fieldVisitor) {
@@ -226,6 +228,7 @@ func (a *ActivityDeduplicated) fields(v fieldVisitor) {
 	v.payload("result", &a.Result)
 	v.str("originalRunId", &a.OriginalRunID)
 	v.int64("originalEventId", &a.OriginalEventID)
+	v.str("resultOmitted", &a.ResultOmitted)
 }
 
 func (a *ActivityDuplicateDetected) fields(v fieldVisitor) {

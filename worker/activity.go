@@ -125,10 +125,10 @@ func (w *Worker) report(task *api.ActivityTask, result history.Payload, err erro
 	var rerr error
 	switch {
 	case err == nil:
-		_, rerr = w.svc.CompleteActivity(ctx, &api.CompleteActivityRequest{TaskToken: task.TaskToken, Result: result, Identity: w.opts.Identity,
-			Usage: usage})
+		rerr = w.completeActivity(ctx, task, result, usage)
 	default:
 		req := &api.FailActivityRequest{TaskToken: task.TaskToken, Failure: sdk.ErrorToFailure(err), Identity: w.opts.Identity, Usage: usage}
+		w.fitFailure(task, &req.Failure)
 		var ra *activities.RetryAfterError
 		if errors.As(err, &ra) {
 			req.RetryAfter = ra.Delay
@@ -306,7 +306,7 @@ func (h *heartbeater) send() {
 			log := h.w.activityLog(h.task)
 			log.Warn().Err(err).Msg("heartbeat details not encodable; sending none")
 		}
-		req.Details = p
+		req.Details = h.fitHeartbeat(p)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

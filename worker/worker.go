@@ -68,7 +68,9 @@ type Options struct {
 	Identity string
 	// Converter encodes and decodes payloads (default: the client's).
 	Converter sdk.Converter
-	// Logger receives structured logs (default: discarded).
+	// Logger receives structured logs (default: warnings and errors, as
+	// JSON lines on standard error — a worker that cannot report what it
+	// did must be heard).
 	Logger *zerolog.Logger
 	// GracefulStop bounds how long in-flight tasks may run after the worker
 	// is asked to stop (default 10 s). Activities still running then are
@@ -140,7 +142,7 @@ func (o *Options) fillDefaults(c client.Client) {
 		o.Converter = c.Converter()
 	}
 	if o.Logger == nil {
-		l := zerolog.Nop()
+		l := zerolog.New(os.Stderr).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 		o.Logger = &l
 	}
 	if o.GracefulStop == 0 {

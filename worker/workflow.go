@@ -86,13 +86,23 @@ func (w *Worker) runWorkflowTask(c *cached, task *api.WorkflowTask) (keep bool) 
 		}
 		return false
 	}
+	if reason := commandsOverLimit(task, cmds); reason != "" {
+		w.failForLimit(ctx, task, reason)
+		return false
+	}
 	req := &api.CompleteWorkflowTaskRequest{TaskToken: task.TaskToken, Commands: cmds, Identity: w.opts.Identity}
 	keep = w.cache != nil && !c.exec.WorkflowClosed()
 	if keep {
 		req.StickyQueue = w.sticky
 	}
 	if _, err := w.svc.CompleteWorkflowTask(ctx, req); err != nil {
-		if !errors.Is(err, api.ErrStaleTask) && !errors.Is(err, api.ErrWorkflowClosed) {
+		switch {
+		case errors.Is(err, api.ErrStaleTask), errors.Is(err, api.ErrWorkflowClosed):
+		case errors.Is(err, api.ErrLimitExceeded):
+			// Refused for its size (the engine records that itself; a
+			// transport's body limit does not): make it a durable failure.
+			w.failForLimit(ctx, task, err.Error())
+		default:
 			log := w.taskLog(task)
 			log.Warn().Err(err).Msg("workflow task completion refused")
 		}

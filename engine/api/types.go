@@ -531,6 +531,11 @@ type WorkflowTask struct {
 	// least this long", which replays exactly; 0 means unknown.
 	SuggestContinueAsNewAt int64
 	Query                  *WorkflowQuery
+	// MaxPayloadBytes is the engine's payload limit (0: unknown). A worker
+	// checks its commands' payloads against it before completing the
+	// task, and fails the task with cause CauseLimitExceeded instead of
+	// sending what would be refused.
+	MaxPayloadBytes int
 }
 
 // WorkflowQuery is a query to answer from the run's current state.
@@ -702,10 +707,22 @@ type CompleteWorkflowTaskResponse struct{}
 // FailWorkflowTaskRequest reports a failed workflow task.
 type FailWorkflowTaskRequest struct {
 	TaskToken []byte
-	Cause     string // "panic", "nondeterminism", "blocked", …
+	Cause     string // "panic", "nondeterminism", "blocked", CauseLimitExceeded, …
 	Failure   Failure
 	Identity  string
 }
+
+// Workflow task failure causes the engine acts on. A task failed (or
+// whose completion is refused) with one of them would fail the same way
+// on every retry: after Limits.MaxWorkflowTaskRefusals such failures in a
+// row the engine terminates the run with the cause as its reason.
+const (
+	// CauseLimitExceeded: the commands break a limit (a payload, the
+	// pending activities, timers or children, the request size).
+	CauseLimitExceeded = "limit_exceeded"
+	// CauseBadCommands: the commands are malformed.
+	CauseBadCommands = "bad_commands"
+)
 
 // FailWorkflowTaskResponse is empty.
 type FailWorkflowTaskResponse struct{}
@@ -754,6 +771,10 @@ type ActivityTask struct {
 	StartToCloseTimeout time.Duration
 	HeartbeatTimeout    time.Duration
 	HeartbeatDetails    Payload
+	// MaxResultBytes is the largest result (and heartbeat or failure
+	// details) the engine records (0: unknown). A worker whose result is
+	// larger completes the attempt with ResultOmitted set instead.
+	MaxResultBytes int
 }
 
 // HeartbeatRequest extends an attempt's lease.
@@ -774,6 +795,12 @@ type CompleteActivityRequest struct {
 	TaskToken []byte
 	Result    Payload
 	Identity  string
+	// ResultOmitted, with an empty Result, says the activity succeeded but
+	// its result is not sent (it is over MaxResultBytes): the engine
+	// records it as completed without a result (see
+	// history.ActivityCompleted.ResultOmitted). The engine does the same
+	// by itself with a result over its limit.
+	ResultOmitted string
 	// Usage is what the attempt consumed (a model call's tokens).
 	Usage history.Usage
 }

@@ -22,6 +22,12 @@ func (s *stubService) setErr(err error) {
 	s.mu.Unlock()
 }
 
+func (s *stubService) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.calls)
+}
+
 func (s *stubService) lastCall() (string, any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -406,6 +406,8 @@ func storeErr(err error) error {
 		return err
 	case errors.Is(err, history.ErrTooLarge):
 		return fmt.Errorf("%w: %w", api.ErrLimitExceeded, err)
+	case errors.Is(err, history.ErrNoSpace):
+		return fmt.Errorf("%w: disk full: %w", api.ErrResourceExhausted, err)
 	}
 	return fmt.Errorf("%w: %w", api.ErrInternal, err)
 }

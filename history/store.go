@@ -26,6 +26,10 @@ var (
 	ErrLocked = errors.New("history: directory locked by another process")
 	// ErrTooLarge: a single batch exceeds what the store can commit atomically.
 	ErrTooLarge = errors.New("history: batch too large")
+	// ErrNoSpace: the store's filesystem is full (or below the store's
+	// free-space floor). Nothing of the batch was written; commits succeed
+	// again once space returns. Reads keep working.
+	ErrNoSpace = errors.New("history: disk full")
 )
 
 // Space names a key space for the engine's small keyed records. Each space

@@ -18,12 +18,14 @@ import (
 	"github.com/cairnflow/cairn/engine"
 	"github.com/cairnflow/cairn/engine/httpapi"
 	"github.com/cairnflow/cairn/engine/metrics"
+	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/history/badgerstore"
 	"github.com/cairnflow/cairn/internal/gctune"
 )
 
 type serverFlags struct {
 	data, listen, tokenFile, tlsCert, tlsKey, logLevel string
+	acceptDataLoss                                     bool
 	maxSessions                                        int
 }
 
@@ -49,6 +51,8 @@ not a loopback address: the server refuses to start open to the network.`,
 	cmd.Flags().StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (with --tls-key)")
 	cmd.Flags().StringVar(&f.tlsKey, "tls-key", "", "TLS key file (with --tls-cert)")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "log level (debug, info, warn, error)")
+	cmd.Flags().BoolVar(&f.acceptDataLoss, "accept-data-loss", false,
+		"open a data directory whose acknowledged data was lost or damaged, recording durably what was lost (instead: restore a backup)")
 	cmd.Flags().IntVar(&f.maxSessions, "max-sessions", 1024, "most client sessions (upgraded connections) open at once")
 	return cmd
 }
@@ -103,7 +107,12 @@ func serve(ctx context.Context, g *globals, f serverFlags) error {
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return usagef("--tls-cert and --tls-key go together")
 	}
-	st, err := badgerstore.Open(badgerstore.Options{Dir: f.data, Logger: &log})
+	st, err := badgerstore.Open(badgerstore.Options{Dir: f.data, Logger: &log, AcceptDataLoss: f.acceptDataLoss})
+	if errors.Is(err, history.ErrCorrupt) {
+		log.Error().Err(err).Str("data", f.data).Msg("refusing to serve: the data directory is damaged or lost acknowledged commits; " +
+			"restore a backup (cairn restore), or start with --accept-data-loss to go on without the lost data (the loss is recorded)")
+		return corruptError{err}
+	}
 	if err != nil {
 		return err
 	}

@@ -46,6 +46,11 @@ var (
 	// "Operations"); every other run is served. Where the store named the
 	// damage, the error also wraps history.ErrCorrupt.
 	ErrDataCorrupt = errors.New("cairn: data corrupt")
+	// ErrResourceExhausted: the server ran out of a resource it needs to
+	// write (the message starts "resource exhausted: disk full" for a full
+	// disk). Nothing was written; reads keep working and writes succeed
+	// again once the resource returns, so retry later.
+	ErrResourceExhausted = errors.New("resource exhausted")
 )
 
 // Code is the stable, transport-level name of an error.
@@ -69,6 +74,8 @@ const (
 	CodeDeadlineExceeded Code = "deadline_exceeded"
 	CodeCanceled         Code = "canceled"
 	CodeDataCorrupt      Code = "data_corrupt"
+	// CodeResourceExhausted: ErrResourceExhausted.
+	CodeResourceExhausted Code = "resource_exhausted"
 )
 
 var codeErrors = []struct {
@@ -87,6 +94,7 @@ var codeErrors = []struct {
 	{CodeUnavailable, ErrUnavailable},
 	{CodeUnauthenticated, ErrUnauthenticated},
 	{CodeDataCorrupt, ErrDataCorrupt},
+	{CodeResourceExhausted, ErrResourceExhausted},
 }
 
 // ErrorCode returns the stable code for err (CodeOK for nil, CodeInternal

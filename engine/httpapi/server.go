@@ -312,6 +312,8 @@ func StatusOf(code api.Code) int {
 		return http.StatusUnprocessableEntity
 	case api.CodeUnavailable:
 		return http.StatusServiceUnavailable
+	case api.CodeResourceExhausted:
+		return http.StatusInsufficientStorage
 	case api.CodeUnauthenticated:
 		return http.StatusUnauthorized
 	case api.CodeDeadlineExceeded:

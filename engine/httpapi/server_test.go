@@ -430,6 +430,7 @@ func TestErrorCodes(t *testing.T) {
 		{api.ErrQueryFailed, api.CodeQueryFailed, 422},
 		{api.ErrUnavailable, api.CodeUnavailable, 503},
 		{api.ErrUnauthenticated, api.CodeUnauthenticated, 401},
+		{api.ErrResourceExhausted, api.CodeResourceExhausted, 507},
 		{api.ErrInternal, api.CodeInternal, 500},
 		{api.ErrDataCorrupt, api.CodeDataCorrupt, 500},
 		{errors.New("an error the contract does not name"), api.CodeInternal, 500},

@@ -24,8 +24,11 @@ const (
 // formatKey holds the on-disk format version; formatVersion is the one this
 // code writes and reads.
 var (
-	formatKey     = []byte("\x00cairn.format")
-	formatVersion = []byte{1}
+	formatKey = []byte("\x00cairn.format")
+	// formatVersion 2: every record value sealed in its envelope
+	// (envelope.go). Format 1 stored record values bare; Open migrates it.
+	formatVersion = []byte{2}
+	formatV1      = []byte{1}
 )
 
 // maxKeyLen bounds record keys (Badger's own limit is 65000 bytes, including

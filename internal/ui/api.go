@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -89,13 +88,7 @@ func (h *Handler) action(fn func(r *http.Request, body []byte) (any, error)) htt
 
 func (h *Handler) reply(w http.ResponseWriter, v any, err error) {
 	if err != nil {
-		code := api.ErrorCode(err)
-		switch {
-		case errors.Is(err, context.DeadlineExceeded):
-			code = api.CodeDeadlineExceeded
-		case errors.Is(err, context.Canceled):
-			code = api.CodeCanceled
-		}
+		code := api.TransportCode(err)
 		status := httpapi.StatusOf(code)
 		if status >= 500 {
 			h.log.Error().Err(err).Msg("ui request failed")
@@ -118,7 +111,9 @@ func writeError(w http.ResponseWriter, status int, code api.Code, msg string) {
 	_ = json.NewEncoder(w).Encode(api.ErrorBody{Code: code, Message: msg})
 }
 
-func invalid(format string, args ...any) error { return api.Errorf(api.ErrInvalidArgument, format, args...) }
+func invalid(format string, args ...any) error {
+	return api.Errorf(api.ErrInvalidArgument, format, args...)
+}
 
 func ctxOf(r *http.Request) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.Context(), requestTimeout)

@@ -141,9 +141,9 @@ export function confirmDialog({ title, body, confirm, danger, fields = [] }) {
     d.innerHTML = html`<form method="dialog">
       <h2>${title}</h2>
       <div>${body}</div>
-      ${fields.map((f) => html`<div style="margin-top:.6rem"><label for="f-${f.name}">${f.label}</label>
+      ${fields.map((f) => html`<div class="field"><label for="f-${f.name}">${f.label}</label>
         ${f.textarea ? html`<textarea id="f-${f.name}" name="${f.name}" placeholder="${f.placeholder || ""}"></textarea>`
-                     : html`<input id="f-${f.name}" name="${f.name}" value="${f.value || ""}" placeholder="${f.placeholder || ""}" ${f.required ? raw("required") : ""} style="width:100%">`}</div>`)}
+                     : html`<input id="f-${f.name}" name="${f.name}" value="${f.value || ""}" placeholder="${f.placeholder || ""}" ${f.required ? raw("required") : ""}>`}</div>`)}
       <div class="buttons"><button value="cancel" formnovalidate>Cancel</button>
       <button value="ok" class="${danger ? "danger" : "primary"}" id="confirm-ok">${confirm}</button></div></form>`.s;
     document.body.append(d);
@@ -232,6 +232,7 @@ function applyTheme(t) {
 function toggleTheme() {
   const dark = document.documentElement.dataset.theme === "dark" ||
     (!document.documentElement.dataset.theme && matchMedia("(prefers-color-scheme: dark)").matches);
+  // (the colours follow color-scheme: see style.css)
   const t = dark ? "light" : "dark";
   localStorage.setItem("cairn.theme", t);
   applyTheme(t);

@@ -16,7 +16,7 @@ export function resolveForm(run, pause) {
       <div class="result-field" hidden><label for="res-${k}">Its result, as JSON (what the workflow gets)</label>
         <textarea id="res-${k}" name="result" placeholder='{"PaymentID": "pay_001"}'></textarea></div>
       <div class="row">
-        <div><label for="why-${k}">Why (recorded)</label><input id="why-${k}" name="reason" required placeholder="payment pay_001 found at the provider"></div>
+        <div class="wide"><label for="why-${k}">Why (recorded)</label><input id="why-${k}" name="reason" required placeholder="payment pay_001 found at the provider"></div>
         <div><label for="who-${k}">Your name (recorded)</label><input id="who-${k}" name="by" required value="${who.get()}" autocomplete="name"></div>
         <div class="grow0"><button type="submit" class="primary">Resolve</button></div>
       </div>

@@ -1,6 +1,6 @@
 // A run: its summary, what it waits for, its effects, and its history as a
 // live timeline (server-sent events).
-import { html, raw, post, when, ago, status, short, payload, payloadText, runLink, toast, errorBox, confirmDialog, who, durMs, fmtMs, setLive, APIError } from "../app.js";
+import { html, post, when, status, short, payload, payloadText, runLink, toast, errorBox, confirmDialog, who, durMs, fmtMs, setLive, APIError } from "../app.js";
 import { resolveForm, wireResolve } from "./resolve.js";
 
 export async function render(main, [id, runId]) {
@@ -18,7 +18,6 @@ export async function render(main, [id, runId]) {
         <thead><tr><th class="num">#</th><th>Time</th><th>Event</th><th>Name</th><th class="num">Attempt</th><th>Duration</th><th>Details</th><th></th></tr></thead>
         <tbody></tbody></table></section>`.s;
 
-  let view = null;
   let maxDur = 1;
   const tbody = main.querySelector("#timeline tbody");
   const addRows = (rows) => {
@@ -59,7 +58,6 @@ export async function render(main, [id, runId]) {
   });
 
   const show = (v) => {
-    view = v;
     const i = v.info;
     document.title = `${i.workflowId} · Cairn`;
     main.querySelector("#run-status").innerHTML = html`${status(i.status)}`.s;
@@ -86,7 +84,6 @@ export async function render(main, [id, runId]) {
     main.querySelector("#summary").innerHTML = errorBox(new APIError(err.code, err.message)).s;
   });
   es.onerror = () => { if (es.readyState !== EventSource.CLOSED) setLive(false); };
-  void view;
   return () => es.close();
 }
 
@@ -183,7 +180,6 @@ function renderPending(el, v) {
   const acts = v.pendingActivities || [], timers = v.pendingTimers || [], kids = v.pendingChildren || [];
   const wft = v.workflowTask;
   if (!acts.length && !timers.length && !kids.length && !(wft && wft.lastFailure)) { el.innerHTML = ""; return; }
-  const now = Date.now();
   el.innerHTML = html`<h2>Pending</h2>
     ${wft && wft.lastFailure ? html`<div class="callout bad">Workflow task failing (attempt ${wft.attempt}): ${wft.lastFailure.message}</div>` : ""}
     ${acts.length ? html`<table aria-label="Pending activities"><thead><tr><th>Activity</th><th>Effect</th><th>State</th><th class="num">Attempt</th><th>Lease ends</th><th>Last heartbeat</th><th>Next attempt</th><th>Last failure</th></tr></thead><tbody>
@@ -196,7 +192,6 @@ function renderPending(el, v) {
       </tbody></table>` : ""}
     ${timers.length ? html`<h3>Timers</h3><ul>${timers.map((t) => html`<li>${t.timerId} fires ${when(t.fireAt)}</li>`)}</ul>` : ""}
     ${kids.length ? html`<h3>Children</h3><ul>${kids.map((c) => html`<li>${runLink(c.workflowId, c.runId)} (${c.workflowType})</li>`)}</ul>` : ""}`.s;
-  void now;
 }
 
 function renderEffects(el, v) {
@@ -220,5 +215,4 @@ function renderChain(el, v) {
       <td>${status(r.status)}</td><td>${when(r.startTime)}</td><td>${r.closeTime ? when(r.closeTime) : "open"}</td>
       <td>${r.runId === v.info.runId ? "this run" : r.continuedAsNewRunId ? "continued as new" : ""}</td></tr>`)}
     </tbody></table>`.s;
-  void raw; void ago;
 }

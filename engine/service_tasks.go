@@ -152,6 +152,7 @@ func (e *Engine) workflowTask(st *RunState, epoch, first int64) *api.WorkflowTas
 		Attempt: st.WFT.Attempt, FirstEventID: first, NextEventID: st.NextEventID,
 		ContinueAsNewSuggested: e.m.SuggestContinueAsNew(st),
 		SuggestContinueAsNewAt: e.m.Limits.SuggestContinueAsNewAt,
+		MaxPayloadBytes:        e.m.Limits.MaxPayloadBytes,
 	}
 }
 
@@ -193,6 +194,7 @@ func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *api.CompleteWork
 		ids = append(ids, p.WorkflowID)
 	}
 	var unhandled bool
+	var refused error
 	err := e.transact(ctx, ids, func(x *txn) error {
 		entry, err := e.currentWFT(tok)
 		if err != nil {
@@ -211,6 +213,15 @@ func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *api.CompleteWork
 			x.runs, x.byRef = nil, map[history.RunRef]*txnRun{}
 			return nil
 		}
+		if IsRefusal(err) {
+			// The same history through the same code makes the same
+			// commands: refusing them into a timeout would loop. The task
+			// fails with the refusal as its cause, durably.
+			refused = err
+			x.runs, x.byRef = nil, map[history.RunRef]*txnRun{}
+			tr = x.edit(entry)
+			out, err = e.m.RefuseWFT(tr.st, refused, req.Identity, x.now)
+		}
 		if err != nil {
 			return err
 		}
@@ -218,6 +229,9 @@ func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *api.CompleteWork
 	})
 	if err != nil {
 		return nil, err
+	}
+	if refused != nil {
+		return nil, fmt.Errorf("%w (recorded as a failed workflow task)", refused)
 	}
 	if unhandled {
 		return nil, api.Errorf(api.ErrStaleTask, "new events arrived while the task ran; the workflow task was rescheduled")
@@ -280,7 +294,11 @@ func (x *txn) probeTargets(ctx context.Context, cmds []api.Command) (map[int]str
 		case c.Type == api.CommandSignalExternalWorkflow && c.SignalExternalWorkflow != nil:
 			s := c.SignalExternalWorkflow
 			open := x.e.openRun(s.WorkflowID)
-			delivered[i] = (open != nil && (s.RunID == "" || s.RunID == open.ref.RunID)) || starting[s.WorkflowID]
+			// A target that cannot take the signal (its history or signal
+			// count is at its limit) does not get it: recorded as not
+			// delivered rather than failing this run's task.
+			delivered[i] = (open != nil && (s.RunID == "" || s.RunID == open.ref.RunID) && x.e.m.CanSignal(open.state) == nil) ||
+				starting[s.WorkflowID]
 		}
 	}
 	return refused, delivered
@@ -458,14 +476,14 @@ func (e *Engine) activityTask(ctx context.Context, st *RunState, a *ActivityInfo
 		LeaseEpoch: a.LeaseEpoch, Effect: a.Effect, IdempotencyKey: a.IdempotencyKey, Reconcile: a.Reconciling,
 		ScheduledTime: a.ScheduledTime, StartedTime: a.StartedTime, Deadline: a.LeaseDeadline,
 		StartToCloseTimeout: a.Options.StartToCloseTimeout, HeartbeatTimeout: a.Options.HeartbeatTimeout,
-		HeartbeatDetails: a.HeartbeatDetails,
+		HeartbeatDetails: a.HeartbeatDetails, MaxResultBytes: e.m.Limits.MaxPayloadBytes,
 	}, nil
 }
 
 // clonePayload copies p's data, so that what one caller is handed is never
 // shared with the engine's memory or another caller.
 func clonePayload(p history.Payload) history.Payload {
-	return history.Payload{Encoding: p.Encoding, Data: bytes.Clone(p.Data)}
+	return history.Payload{Encoding: p.Encoding, Data: bytes.Clone(p.Data), Ref: bytes.Clone(p.Ref)}
 }
 
 // RecordActivityHeartbeat implements api.Service. Heartbeats extend the
@@ -506,9 +524,9 @@ func (e *Engine) CompleteActivity(ctx context.Context, req *api.CompleteActivity
 		return nil, err
 	}
 	err := e.onActivity(ctx, tok, func(x *txn, tr *txnRun) (Output, error) {
-		out, err := e.m.ActivityCompleted(tr.st, tok.S, tok.E, req.Result, req.Identity, x.now)
+		out, err := e.m.ActivityCompleted(tr.st, tok.S, tok.E, req.Result, req.ResultOmitted, req.Identity, req.Usage, x.now)
 		if errors.Is(err, api.ErrStaleAttempt) && !tok.H {
-			if late, ok, lerr := e.m.LateCompletion(tr.st, tok.S, tok.A, req.Result, req.Identity, x.now); ok || lerr != nil {
+			if late, ok, lerr := e.m.LateCompletion(tr.st, tok.S, tok.A, req.Result, req.ResultOmitted, req.Identity, x.now); ok || lerr != nil {
 				return late, lerr
 			}
 			sched, serr := e.scheduledEvent(ctx, tr.st.Ref(), tok.S)
@@ -616,7 +634,10 @@ func (e *Engine) FailActivity(ctx context.Context, req *api.FailActivityRequest)
 		return nil, err
 	}
 	if err := e.m.checkPayload("failure details", req.Failure.Details); err != nil {
-		return nil, err
+		// Refusing the report would leave the attempt to its lease: record
+		// the failure without its details.
+		req.Failure.Details = history.Payload{}
+		req.Failure.Message += fmt.Sprintf(" (failure details dropped: over the limit of %d bytes)", e.m.Limits.MaxPayloadBytes)
 	}
 	kind := FailedError
 	switch {
@@ -628,7 +649,7 @@ func (e *Engine) FailActivity(ctx context.Context, req *api.FailActivityRequest)
 		kind = FailedOutcomeUnknown
 	}
 	err := e.onActivity(ctx, tok, func(x *txn, tr *txnRun) (Output, error) {
-		return e.m.ActivityFailed(tr.st, tok.S, tok.E, req.Failure, kind, x.now)
+		return e.m.ActivityFailed(tr.st, tok.S, tok.E, req.Failure, AttemptReport{Kind: kind, Usage: req.Usage, RetryAfter: req.RetryAfter}, x.now)
 	})
 	if err != nil {
 		return nil, err

@@ -25,9 +25,9 @@ import (
 )
 
 type serverFlags struct {
-	data, listen, uiListen, tokenFile, tlsCert, tlsKey, logLevel string
-	acceptDataLoss                                               bool
-	maxSessions                                                  int
+	data, listen, uiListen, tokenFile, tlsCert, tlsKey, logLevel, pricing string
+	acceptDataLoss                                                        bool
+	maxSessions                                                           int
 }
 
 // DefaultUIListen is where the web UI listens unless told otherwise.
@@ -61,6 +61,7 @@ the network.`,
 	cmd.Flags().StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (with --tls-key)")
 	cmd.Flags().StringVar(&f.tlsKey, "tls-key", "", "TLS key file (with --tls-cert)")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "log level (debug, info, warn, error)")
+	cmd.Flags().StringVar(&f.pricing, "pricing", "", `JSON price table for token costs: {"model": {"input": USD/Mtok, "cached_input": …, "output": …}}`)
 	cmd.Flags().BoolVar(&f.acceptDataLoss, "accept-data-loss", false,
 		"open a data directory whose acknowledged data was lost or damaged, recording durably what was lost (instead: restore a backup)")
 	cmd.Flags().IntVar(&f.maxSessions, "max-sessions", 1024, "most client sessions (upgraded connections) open at once")
@@ -145,7 +146,11 @@ func serve(ctx context.Context, g *globals, f serverFlags, hooks serveHooks) err
 		return err
 	}
 	defer st.Close()
-	eng, err := engine.Open(engine.Options{Store: st, Logger: &log})
+	pricing, err := readPricing(f.pricing)
+	if err != nil {
+		return err
+	}
+	eng, err := engine.Open(engine.Options{Store: st, Logger: &log, Pricing: pricing})
 	if err != nil {
 		return err
 	}

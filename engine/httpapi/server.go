@@ -141,6 +141,7 @@ func NewHandler(svc api.Service, opts Options) *Handler {
 	h.mux.Handle("/debug/pprof/symbol", h.auth(http.HandlerFunc(pprof.Symbol)))
 	h.mux.Handle("/debug/pprof/cmdline", h.auth(http.HandlerFunc(pprof.Cmdline)))
 	h.mux.Handle(Prefix, h.auth(http.HandlerFunc(h.serveAPI)))
+	h.mux.Handle(StreamPath, http.HandlerFunc(h.serveStream)) // its own auth: EventSource sends no headers
 	h.mux.Handle(wire.SessionPath, h.auth(http.HandlerFunc(h.serveSession)))
 	return h
 }

@@ -416,3 +416,73 @@ func TestSessionStalledFrameIsCut(t *testing.T) {
 		t.Fatalf("server stopped serving: %v", err)
 	}
 }
+
+// describeOfSize returns a DescribeWorkflow request whose encoding, with
+// the call frame's method, is exactly n bytes after the frame header.
+func describeOfSize(t *testing.T, n int) []byte {
+	t.Helper()
+	const method = "DescribeWorkflow"
+	for k := 0; k < n; k++ {
+		body, _ := api.MarshalMsgpack(&api.DescribeWorkflowRequest{WorkflowID: strings.Repeat("y", k)})
+		if 1+len(method)+len(body) == n {
+			return body
+		}
+	}
+	t.Fatalf("no request of %d bytes", n)
+	return nil
+}
+
+// TestSessionFrameLimitBoundary: frames of limit−1 and limit bytes are
+// served; limit+1 is answered limit_exceeded without reaching the
+// service, and the session goes on.
+func TestSessionFrameLimitBoundary(t *testing.T) {
+	const limit = 1024
+	stub := &stubService{}
+	addr, _ := sessionServer(t, NewHandler(stub, Options{Token: token, MaxBodyBytes: limit}))
+	conn, br, _ := rawSession(t, addr, upgradeHdr)
+	w, rd := wire.NewWriter(conn), wire.NewReader(br, 1<<20)
+	for i, n := range []int{limit - 1, limit, limit + 1} {
+		id := uint32(i + 1)
+		if err := w.Send(wire.KindCall, id, "DescribeWorkflow", describeOfSize(t, n)); err != nil {
+			t.Fatal(err)
+		}
+		f, err := rd.Read()
+		if err != nil || f.ID != id {
+			t.Fatalf("frame of %d: %+v %v", n, f, err)
+		}
+		served := stub.count()
+		switch {
+		case n <= limit && (f.Kind != wire.KindReply || served != i+1):
+			t.Fatalf("frame of %d bytes (limit %d): kind %d %s, %d calls served", n, limit, f.Kind, f.Body, served)
+		case n > limit && (f.Kind != wire.KindFail || !strings.Contains(string(f.Body), string(api.CodeLimitExceeded)) || served != 2):
+			t.Fatalf("frame of %d bytes (limit %d): kind %d %s, %d calls served", n, limit, f.Kind, f.Body, served)
+		}
+	}
+}
+
+// TestRequestBodyLimitBoundary: plain requests of limit−1 and limit bytes
+// are served; limit+1 is 413 limit_exceeded and never reaches the service.
+func TestRequestBodyLimitBoundary(t *testing.T) {
+	const limit = 1024
+	stub := &stubService{}
+	addr, _ := sessionServer(t, NewHandler(stub, Options{Token: token, MaxBodyBytes: limit}))
+	for i, n := range []int{limit - 1, limit, limit + 1} {
+		body := []byte(`{"WorkflowID":"` + strings.Repeat("y", n-len(`{"WorkflowID":""}`)) + `"}`)
+		req, _ := http.NewRequest("POST", addr+Prefix+"DescribeWorkflow", strings.NewReader(string(body)))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", ContentJSON)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		served := stub.count()
+		switch {
+		case n <= limit && (resp.StatusCode != 200 || served != i+1):
+			t.Fatalf("body of %d bytes (limit %d): %s %s", n, limit, resp.Status, out)
+		case n > limit && (resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(out), string(api.CodeLimitExceeded)) || served != 2):
+			t.Fatalf("body of %d bytes (limit %d): %s %s, %d served", n, limit, resp.Status, out, served)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -126,7 +127,14 @@ func serve(ctx context.Context, g *globals, f serverFlags) error {
 	if err != nil {
 		return err
 	}
-	handler := httpapi.NewHandler(eng, httpapi.Options{Token: token, Logger: &log, MaxSessions: f.maxSessions,
+	backup := func(ctx context.Context, w io.Writer) error {
+		info, err := st.Backup(ctx, w)
+		if err == nil {
+			log.Info().Int64("bytes", info.Bytes).Int64("keys", info.Keys).Uint64("seq", info.Seq).Msg("backup served")
+		}
+		return err
+	}
+	handler := httpapi.NewHandler(eng, httpapi.Options{Token: token, Logger: &log, MaxSessions: f.maxSessions, Backup: backup,
 		Collectors: []prometheus.Collector{metrics.NewCollector(eng, metrics.Options{Queues: eng.TaskQueues})}})
 	srv := &http.Server{
 		Handler:           handler,

@@ -16,9 +16,14 @@ import (
 // limit); an activity's oversized result or details are recorded without
 // them, never refused into a lease timeout.
 type Limits struct {
-	// MaxPayloadBytes bounds any single payload (input, result, signal,
-	// heartbeat details). Default 2 MB.
+	// MaxPayloadBytes bounds the bytes any single payload (input, result,
+	// signal, heartbeat details) adds: what it references as a stored
+	// chunk does not count. Default 2 MB.
 	MaxPayloadBytes int
+	// InlinePayloadBytes is the largest payload recorded inline in its
+	// event; a larger one is stored as a content-addressed chunk and the
+	// event keeps its reference. Default 16 KiB.
+	InlinePayloadBytes int
 	// MaxHistoryEvents bounds a run's history. Default 51,200.
 	MaxHistoryEvents int64
 	// SuggestContinueAsNewAt sets WorkflowTask.ContinueAsNewSuggested from
@@ -46,6 +51,7 @@ type Limits struct {
 func DefaultLimits() Limits {
 	return Limits{
 		MaxPayloadBytes:         2 << 20,
+		InlinePayloadBytes:      16 << 10,
 		MaxHistoryEvents:        51200,
 		SuggestContinueAsNewAt:  api.DefaultSuggestContinueAsNewAt,
 		MaxPendingActivities:    2000,
@@ -61,6 +67,9 @@ func (l *Limits) fillDefaults() {
 	d := DefaultLimits()
 	if l.MaxPayloadBytes == 0 {
 		l.MaxPayloadBytes = d.MaxPayloadBytes
+	}
+	if l.InlinePayloadBytes == 0 {
+		l.InlinePayloadBytes = d.InlinePayloadBytes
 	}
 	if l.MaxHistoryEvents == 0 {
 		l.MaxHistoryEvents = d.MaxHistoryEvents
@@ -90,7 +99,7 @@ func (l *Limits) fillDefaults() {
 
 // Validate reports limits that cannot work.
 func (l Limits) Validate() error {
-	if l.MaxPayloadBytes < 0 || l.MaxHistoryEvents < 0 || l.SuggestContinueAsNewAt < 0 ||
+	if l.MaxPayloadBytes < 0 || l.InlinePayloadBytes < 0 || l.MaxHistoryEvents < 0 || l.SuggestContinueAsNewAt < 0 ||
 		l.MaxPendingActivities < 0 || l.MaxPendingChildren < 0 || l.MaxPendingTimers < 0 || l.MaxIDBytes < 0 ||
 		l.MaxSignals < 0 || l.MaxWorkflowTaskRefusals < 0 {
 		return fmt.Errorf("%w: limits must not be negative", api.ErrInvalidArgument)

@@ -58,6 +58,10 @@ type Options struct {
 	Logger *zerolog.Logger
 	// NewRunID generates run ids (default: 128 random bits, hex).
 	NewRunID func() string
+	// Pricing prices the usage activities report, per model (default:
+	// none: usage is counted, its cost is 0 and the model is listed as
+	// unpriced).
+	Pricing Pricing
 }
 
 // Validate checks the options.
@@ -124,6 +128,10 @@ type Engine struct {
 	// GetResult and Describe right after a run closes do not read it back
 	// from the store.
 	recent *lru.Cache[string, *RunState]
+	// chunks remembers payload chunks known to be stored (by hash).
+	chunks *lru.Cache[string, struct{}]
+	// streams holds the runs' live output (never written to history).
+	streams *streamHub
 
 	wftQ   *matching.Queues[wftItem]
 	actQ   *matching.Queues[actItem]
@@ -213,7 +221,9 @@ func Open(opts Options) (*Engine, error) {
 	}
 	e.firingCond = sync.NewCond(&e.firingMu)
 	e.recent, _ = lru.New[string, *RunState](recentClosedRuns) // cannot fail: the size is positive
-	e.m = &Machine{Limits: opts.Limits, Defaults: opts.Defaults, NewRunID: opts.NewRunID}
+	e.chunks = newChunkCache()
+	e.streams = newStreamHub()
+	e.m = &Machine{Limits: opts.Limits, Defaults: opts.Defaults, NewRunID: opts.NewRunID, Pricing: opts.Pricing}
 	// A task handed off by a transaction (txn.handOff) that its poller
 	// could not take is handed back through the run, as PollWorkflowTask and
 	// PollActivityTask do, rather than queued again as it was built: the run

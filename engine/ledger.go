@@ -151,6 +151,10 @@ func (x *txn) ledger(ctx context.Context, tr *txnRun, changes []LedgerChange) er
 // ledgerChange applies one change to the entry (workflowID, c.Key) and
 // puts the entry, and the indexes a report asks for, in the batch.
 func (x *txn) ledgerChange(ctx context.Context, workflowID, runID string, c LedgerChange) error {
+	var err error
+	if c.Result, err = x.storePayload(ctx, "ledger result", c.Result); err != nil {
+		return err
+	}
 	key := ledgerKey(workflowID, c.Key)
 	le, ok := x.ledgerEntries[string(key)]
 	if !ok {

@@ -29,6 +29,8 @@ type Machine struct {
 	// NewRunID returns a fresh run id (random in the service, a counter in
 	// tests).
 	NewRunID func() string
+	// Pricing prices reported usage (cost 0 for a model it lacks).
+	Pricing Pricing
 }
 
 // DeadlineKind names what a deadline is for.
@@ -84,6 +86,11 @@ type Output struct {
 	// Reports are the judged late reports this input recorded (logged and
 	// counted once committed).
 	Reports []api.EffectReport
+	// Duplicate is set when a stale attempt proved an effect happened twice.
+	Duplicate *history.ActivityDuplicateDetected
+	// Usage lists the priced usage the input reported (for the workflow
+	// id's ledger).
+	Usage []history.Usage
 }
 
 // ChildStart is a child run to start on behalf of a parent.
@@ -110,6 +117,9 @@ type transition struct {
 	st  *RunState
 	now time.Time
 	out Output
+	// retryAfter, when positive, is the delay the failed attempt asked
+	// for before the next one.
+	retryAfter time.Duration
 }
 
 func (m *Machine) begin(st *RunState, now time.Time) *transition {
@@ -175,6 +185,7 @@ func (m *Machine) Start(p StartParams, now time.Time) (*RunState, Output) {
 		TaskTimeout:      req.TaskTimeout,
 		NextEventID:      1,
 		Parent:           p.Parent,
+		Budget:           req.Budget,
 	}
 	if st.FirstRunID == "" {
 		st.FirstRunID = p.RunID
@@ -186,7 +197,7 @@ func (m *Machine) Start(p StartParams, now time.Time) (*RunState, Output) {
 	started := &history.WorkflowStarted{
 		WorkflowType: req.WorkflowType, TaskQueue: req.TaskQueue, Input: req.Input,
 		ExecutionTimeout: req.ExecutionTimeout, RunTimeout: req.RunTimeout, TaskTimeout: st.TaskTimeout,
-		ContinuedFromRunID: p.ContinuedFrom, FirstRunID: st.FirstRunID, Identity: req.Identity,
+		ContinuedFromRunID: p.ContinuedFrom, FirstRunID: st.FirstRunID, Identity: req.Identity, Budget: req.Budget,
 	}
 	if p.Parent != nil {
 		started.ParentWorkflowID = p.Parent.WorkflowID

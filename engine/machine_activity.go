@@ -47,13 +47,18 @@ func (t *transition) scheduleActivity(c *api.ScheduleActivityCommand, wtc int64)
 		key = idempotencyKey(st.WorkflowID, c.ActivityType, material, st.Occurrences[ok])
 	}
 	id := t.add(&history.ActivityScheduled{ActivityID: c.ActivityID, ActivityType: c.ActivityType, Input: c.Input,
-		Options: opts, Effect: c.Effect, IdempotencyKey: key, HasReconcile: c.HasReconcile, WorkflowTaskCompletedEventID: wtc})
+		Options: opts, Effect: c.Effect, IdempotencyKey: key, HasReconcile: c.HasReconcile, WorkflowTaskCompletedEventID: wtc,
+		Metered: c.Metered})
 	if st.Activities == nil {
 		st.Activities = map[int64]*ActivityInfo{}
 	}
 	a := &ActivityInfo{ScheduledEventID: id, ActivityID: c.ActivityID, ActivityType: c.ActivityType, Options: opts,
 		Effect: c.Effect, IdempotencyKey: key, HasReconcile: c.HasReconcile, ScheduledTime: t.now,
-		State: api.ActivityStateScheduled, Attempt: 1}
+		State: api.ActivityStateScheduled, Attempt: 1, Metered: c.Metered}
+	if c.Metered {
+		st.Turns++
+		a.Turn = st.Turns
+	}
 	st.Activities[id] = a
 	if opts.ScheduleToCloseTimeout > 0 {
 		t.deadline(Deadline{At: t.now.Add(opts.ScheduleToCloseTimeout), Kind: DeadlineScheduleToClose, ID: id})
@@ -64,6 +69,9 @@ func (t *transition) scheduleActivity(c *api.ScheduleActivityCommand, wtc int64)
 
 // readyActivity puts a scheduled attempt on its queue.
 func (t *transition) readyActivity(a *ActivityInfo) {
+	if t.holdIfOverBudget(a) {
+		return
+	}
 	a.State = api.ActivityStateScheduled
 	a.ReadyTime = t.now
 	t.out.ActivitiesReady = append(t.out.ActivitiesReady, a.ScheduledEventID)
@@ -80,7 +88,7 @@ func (t *transition) cancelActivity(schedID int64, wtc int64) func() {
 		return nil
 	}
 	a.CancelRequested = true
-	if a.State != api.ActivityStateScheduled && a.State != api.ActivityStateBackoff {
+	if a.State != api.ActivityStateScheduled && a.State != api.ActivityStateBackoff && a.State != api.ActivityStateHeld {
 		return nil // a running attempt learns it from its heartbeat; an unknown outcome stays paused
 	}
 	if a.Effect == history.SideEffect && a.StartedEventID != 0 {
@@ -88,7 +96,7 @@ func (t *transition) cancelActivity(schedID int64, wtc int64) func() {
 	}
 	return func() {
 		delete(t.st.Activities, schedID)
-		t.add(&history.ActivityCanceled{ScheduledEventID: schedID})
+		t.add(&history.ActivityCanceled{ScheduledEventID: schedID, Usage: a.Usage})
 		t.needWFT()
 	}
 }
@@ -178,20 +186,21 @@ func (m *Machine) Heartbeat(st *RunState, schedID, epoch int64, details history.
 // is the worker's own reason for sending no result, if it checked first.
 // Outcomes of work already under way are recorded even past the history
 // limit: the run's next workflow task enforces it.
-func (m *Machine) ActivityCompleted(st *RunState, schedID, epoch int64, result history.Payload, omitted, identity string, now time.Time) (Output, error) {
+func (m *Machine) ActivityCompleted(st *RunState, schedID, epoch int64, result history.Payload, omitted, identity string, usage history.Usage, now time.Time) (Output, error) {
 	a, err := m.current(st, schedID, epoch)
 	if err != nil {
 		return Output{}, err
 	}
 	result, omitted = m.fitResult(result, omitted)
 	t := m.begin(st, now)
+	t.addUsage(a, usage)
 	if a.Reconciling {
 		t.add(&history.ActivityResolved{ScheduledEventID: schedID, Resolution: history.ResolvedHappened, Result: result,
 			By: "reconcile", Reason: "the Reconcile lookup found the action", ResultOmitted: omitted})
 	} else {
 		t.startedForRead(a)
 		t.add(&history.ActivityCompleted{ScheduledEventID: schedID, StartedEventID: a.StartedEventID, Result: result, Identity: identity,
-			ResultOmitted: omitted})
+			ResultOmitted: omitted, Usage: a.Usage})
 	}
 	t.finishActivity(a, LedgerCompleted, result)
 	t.omitted(a, omitted)
@@ -258,13 +267,26 @@ const (
 	FailedCanceled
 )
 
+// AttemptReport is what a worker reports with an attempt's failure.
+type AttemptReport struct {
+	Kind FailureKind
+	// Usage is what the attempt consumed.
+	Usage history.Usage
+	// RetryAfter, when positive, replaces the retry policy's backoff
+	// before the next attempt.
+	RetryAfter time.Duration
+}
+
 // ActivityFailed records the end of the current attempt without a result.
-func (m *Machine) ActivityFailed(st *RunState, schedID, epoch int64, f history.Failure, kind FailureKind, now time.Time) (Output, error) {
+func (m *Machine) ActivityFailed(st *RunState, schedID, epoch int64, f history.Failure, r AttemptReport, now time.Time) (Output, error) {
+	kind := r.Kind
 	a, err := m.current(st, schedID, epoch)
 	if err != nil {
 		return Output{}, err
 	}
 	t := m.begin(st, now)
+	t.addUsage(a, r.Usage)
+	t.retryAfter = r.RetryAfter
 	failure := f
 	a.LastFailure = &failure
 	switch {
@@ -272,7 +294,7 @@ func (m *Machine) ActivityFailed(st *RunState, schedID, epoch int64, f history.F
 		t.reconcileAnswer(a, kind, f)
 	case kind == FailedCanceled && a.CancelRequested:
 		t.startedForRead(a)
-		t.add(&history.ActivityCanceled{ScheduledEventID: schedID, StartedEventID: a.StartedEventID})
+		t.add(&history.ActivityCanceled{ScheduledEventID: schedID, StartedEventID: a.StartedEventID, Usage: a.Usage})
 		t.finishActivity(a, LedgerNotHappened, history.Payload{})
 	case kind == FailedOutcomeUnknown:
 		t.leaseLost(a, "the activity reported that it cannot tell whether the action took effect: "+fmtFailure(&f))
@@ -305,7 +327,11 @@ func (t *transition) retryOrFail(a *ActivityInfo, f *history.Failure, timeout st
 		a.LastFailure = &last // timeouts reach here without passing ActivityFailed
 	}
 	p := a.Options.RetryPolicy
-	next := t.now.Add(t.m.backoff(p, a.Attempt))
+	wait := t.m.backoff(p, a.Attempt)
+	if t.retryAfter > 0 {
+		wait = t.retryAfter // the activity (a provider's Retry-After) asked for this delay
+	}
+	next := t.now.Add(wait)
 	withinDeadline := a.Options.ScheduleToCloseTimeout == 0 || next.Before(a.ScheduledTime.Add(a.Options.ScheduleToCloseTimeout))
 	if retryable(p, f, a.Attempt) && withinDeadline {
 		a.State = api.ActivityStateBackoff
@@ -326,10 +352,10 @@ func (t *transition) failActivity(a *ActivityInfo, f *history.Failure, timeout s
 	}
 	if timeout != "" {
 		t.add(&history.ActivityTimedOut{ScheduledEventID: a.ScheduledEventID, StartedEventID: a.StartedEventID,
-			Timeout: timeout, LastFailure: failure, Attempt: a.Attempt})
+			Timeout: timeout, LastFailure: failure, Attempt: a.Attempt, Usage: a.Usage})
 	} else {
 		t.add(&history.ActivityFailed{ScheduledEventID: a.ScheduledEventID, StartedEventID: a.StartedEventID,
-			Failure: failure, Attempt: a.Attempt, Identity: a.Identity})
+			Failure: failure, Attempt: a.Attempt, Identity: a.Identity, Usage: a.Usage})
 	}
 	t.finishActivity(a, LedgerNotHappened, history.Payload{})
 }

@@ -284,6 +284,13 @@ func (m *Machine) validateCommand(i int, c *api.Command) error {
 			return bad("missing attributes")
 		}
 		return m.checkPayload("continue-as-new input", c.ContinueAsNew.Input)
+	case api.CommandSetBudget:
+		if c.SetBudget == nil {
+			return bad("missing attributes")
+		}
+		if b := c.SetBudget.Budget; b.MaxTokens < 0 || b.MaxTurns < 0 || b.MaxCostUSD < 0 {
+			return bad("a budget must not be negative")
+		}
 	default:
 		return bad("unknown command type")
 	}
@@ -331,6 +338,8 @@ func (t *transition) command(i int, c *api.Command, wtc int64, wc *WFTCompletion
 		t.close(api.StatusCanceled, history.Payload{}, &history.Failure{Type: "Canceled", Message: "workflow canceled", NonRetryable: true})
 	case api.CommandContinueAsNew:
 		t.continueAsNew(c.ContinueAsNew, wtc)
+	case api.CommandSetBudget:
+		t.setBudget(c.SetBudget, wtc)
 	}
 	return nil
 }

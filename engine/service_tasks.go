@@ -483,7 +483,7 @@ func (e *Engine) activityTask(ctx context.Context, st *RunState, a *ActivityInfo
 // clonePayload copies p's data, so that what one caller is handed is never
 // shared with the engine's memory or another caller.
 func clonePayload(p history.Payload) history.Payload {
-	return history.Payload{Encoding: p.Encoding, Data: bytes.Clone(p.Data)}
+	return history.Payload{Encoding: p.Encoding, Data: bytes.Clone(p.Data), Ref: bytes.Clone(p.Ref)}
 }
 
 // RecordActivityHeartbeat implements api.Service. Heartbeats extend the
@@ -524,7 +524,7 @@ func (e *Engine) CompleteActivity(ctx context.Context, req *api.CompleteActivity
 		return nil, err
 	}
 	err := e.onActivity(ctx, tok, func(x *txn, tr *txnRun) (Output, error) {
-		out, err := e.m.ActivityCompleted(tr.st, tok.S, tok.E, req.Result, req.ResultOmitted, req.Identity, x.now)
+		out, err := e.m.ActivityCompleted(tr.st, tok.S, tok.E, req.Result, req.ResultOmitted, req.Identity, req.Usage, x.now)
 		if errors.Is(err, api.ErrStaleAttempt) && !tok.H {
 			if late, ok, lerr := e.m.LateCompletion(tr.st, tok.S, tok.A, req.Result, req.ResultOmitted, req.Identity, x.now); ok || lerr != nil {
 				return late, lerr
@@ -649,7 +649,7 @@ func (e *Engine) FailActivity(ctx context.Context, req *api.FailActivityRequest)
 		kind = FailedOutcomeUnknown
 	}
 	err := e.onActivity(ctx, tok, func(x *txn, tr *txnRun) (Output, error) {
-		return e.m.ActivityFailed(tr.st, tok.S, tok.E, req.Failure, kind, x.now)
+		return e.m.ActivityFailed(tr.st, tok.S, tok.E, req.Failure, AttemptReport{Kind: kind, Usage: req.Usage, RetryAfter: req.RetryAfter}, x.now)
 	})
 	if err != nil {
 		return nil, err

@@ -223,6 +223,7 @@ func (e *Engine) installRun(tr *txnRun) {
 		}
 	}
 	entry.tail.extend(tr.first, tr.events)
+	e.streams.settle(entry.ref, st, tr.events, e.now())
 	close(entry.changed)
 	entry.changed = make(chan struct{})
 	e.watch.notify()

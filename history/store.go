@@ -55,10 +55,16 @@ const (
 	SpaceIndex
 	// SpaceMeta holds small engine-wide records (schema version, counters).
 	SpaceMeta
+	// SpaceChunk holds content-addressed payload chunks: key ChunkHash,
+	// value EncodeChunk (see chunk.go). Shared by runs and workflows.
+	SpaceChunk
+	// SpaceUsage holds the token and cost ledger per workflow id (it
+	// outlives runs, like the effects ledger).
+	SpaceUsage
 	spaceCount
 )
 
-var spaceNames = [spaceCount]string{"invalid", "runstate", "current", "task", "timer", "ledger", "index", "meta"}
+var spaceNames = [spaceCount]string{"invalid", "runstate", "current", "task", "timer", "ledger", "index", "meta", "chunk", "usage"}
 
 // String returns the space's short name.
 func (s Space) String() string {

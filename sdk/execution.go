@@ -422,7 +422,7 @@ func (e *Execution) process(evs []history.Event) ([]api.Command, error) {
 		switch a := ev.Attrs.(type) {
 		case *history.WorkflowTaskCompleted:
 			j := i + 1
-			for j < len(evs) && isCommandEvent(evs[j].Type()) {
+			for j < len(evs) && isCommandEvent(&evs[j]) {
 				j++
 			}
 			group := evs[i+1 : j]
@@ -461,7 +461,7 @@ func (e *Execution) process(evs []history.Event) ([]api.Command, error) {
 		case *history.ActivityStarted, *history.ActivityOutcomeUnknown, *history.ActivityDuplicateDetected, *history.WorkflowTaskFailed:
 			// No meaning to workflow code.
 		default:
-			if isCommandEvent(ev.Type()) {
+			if isCommandEvent(ev) {
 				return nil, &NondeterminismError{EventID: ev.ID, Recorded: describeEvent(ev),
 					Produced: "nothing (a command event must follow a WorkflowTaskCompleted)"}
 			}

@@ -67,6 +67,9 @@ func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask) {
 		HeartbeatDetails: task.HeartbeatDetails,
 	})
 	ctx = activities.WithHeartbeater(ctx, hb.record)
+	ctx = activities.WithChunks(ctx, w.chunks)
+	out := &attemptOutput{w: w, task: task}
+	ctx = out.install(ctx)
 	reg := w.reg
 	if task.Reconcile {
 		reg = w.reconcilers
@@ -82,10 +85,17 @@ func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask) {
 	case !task.Reconcile && def.Effect() > task.Effect:
 		err = effectMismatch(task, def.Effect(), w.opts.Identity)
 	default:
-		result, err = def.Invoke(ctx, w.opts.Converter, task.Input)
+		input := task.Input
+		if !def.RawInput() {
+			input, err = history.Resolve(ctx, w.chunks, input)
+		}
+		if err == nil {
+			result, err = def.Invoke(ctx, w.opts.Converter, input)
+		}
 	}
 	hb.stop()
-	w.report(task, result, err, hb.canceled())
+	out.flush()
+	w.report(task, result, err, hb.canceled(), out.usageSum())
 }
 
 // activityLog returns the logger for an attempt's messages. It is built
@@ -109,16 +119,20 @@ func effectMismatch(task *api.ActivityTask, declared history.EffectClass, identi
 
 // report sends the attempt's outcome. It uses a fresh context so that an
 // outcome reached during shutdown is still recorded.
-func (w *Worker) report(task *api.ActivityTask, result history.Payload, err error, cancelRequested bool) {
+func (w *Worker) report(task *api.ActivityTask, result history.Payload, err error, cancelRequested bool, usage history.Usage) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var rerr error
 	switch {
 	case err == nil:
-		rerr = w.completeActivity(ctx, task, result)
+		rerr = w.completeActivity(ctx, task, result, usage)
 	default:
-		req := &api.FailActivityRequest{TaskToken: task.TaskToken, Failure: sdk.ErrorToFailure(err), Identity: w.opts.Identity}
+		req := &api.FailActivityRequest{TaskToken: task.TaskToken, Failure: sdk.ErrorToFailure(err), Identity: w.opts.Identity, Usage: usage}
 		w.fitFailure(task, &req.Failure)
+		var ra *activities.RetryAfterError
+		if errors.As(err, &ra) {
+			req.RetryAfter = ra.Delay
+		}
 		switch {
 		case errors.Is(err, activities.ErrNotHappened):
 			req.NotHappened = true

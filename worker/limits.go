@@ -21,8 +21,8 @@ import (
 // activity as completed without its result: its effect happened); a
 // completion refused for its size all the same (a transport's body limit)
 // is sent once more without its result.
-func (w *Worker) completeActivity(ctx context.Context, task *api.ActivityTask, result history.Payload) error {
-	req := &api.CompleteActivityRequest{TaskToken: task.TaskToken, Result: result, Identity: w.opts.Identity}
+func (w *Worker) completeActivity(ctx context.Context, task *api.ActivityTask, result history.Payload, usage history.Usage) error {
+	req := &api.CompleteActivityRequest{TaskToken: task.TaskToken, Result: result, Identity: w.opts.Identity, Usage: usage}
 	if max := task.MaxResultBytes; max > 0 && len(result.Data) > max {
 		req.Result, req.ResultOmitted = history.Payload{}, fmt.Sprintf("the activity result is %d bytes, over the limit of %d", len(result.Data), max)
 	}

@@ -86,6 +86,9 @@ type Options struct {
 	DeadlockTimeout time.Duration
 	// StopOnSignals makes Run also stop on SIGINT and SIGTERM.
 	StopOnSignals bool
+	// ChunkCacheBytes bounds the payload chunks (transcripts, large
+	// payloads) the worker keeps in memory (default 64 MiB).
+	ChunkCacheBytes int
 }
 
 // Validate reports options that cannot work.
@@ -97,7 +100,8 @@ func (o *Options) Validate() error {
 		name string
 		n    int
 	}{{"MaxConcurrentActivities", o.MaxConcurrentActivities}, {"MaxConcurrentWorkflowTasks", o.MaxConcurrentWorkflowTasks},
-		{"WorkflowPollers", o.WorkflowPollers}, {"ActivityPollers", o.ActivityPollers}, {"StickyCacheSize", o.StickyCacheSize}} {
+		{"WorkflowPollers", o.WorkflowPollers}, {"ActivityPollers", o.ActivityPollers}, {"StickyCacheSize", o.StickyCacheSize},
+		{"ChunkCacheBytes", o.ChunkCacheBytes}} {
 		if v.n < 0 {
 			return fmt.Errorf("%w: %s must not be negative", ErrInvalidOptions, v.name)
 		}
@@ -158,6 +162,9 @@ type Worker struct {
 	log         zerolog.Logger
 	sticky      string
 	cache       *lru.Cache[string, *cached]
+	// chunks resolves payloads recorded by reference (transcripts, large
+	// results), shared by workflow and activity tasks.
+	chunks *client.ChunkCache
 
 	wfSlots  chan struct{}
 	actSlots chan struct{}
@@ -212,6 +219,7 @@ func New(c client.Client, opts Options) (*Worker, error) {
 		tasks:    runpool.New(opts.MaxConcurrentWorkflowTasks + opts.ActivityPollers),
 		actSlots: make(chan struct{}, opts.MaxConcurrentActivities),
 	}
+	w.chunks = client.NewChunkCache(w.svc, opts.ChunkCacheBytes)
 	if !opts.DisableSticky {
 		w.sticky = fmt.Sprintf("%s/sticky/%s/%d", opts.TaskQueue, opts.Identity, time.Now().UnixNano())
 		cache, err := lru.NewWithEvict(opts.StickyCacheSize, evicted)
@@ -247,7 +255,7 @@ func (w *Worker) RegisterActivity(fn any, opts ...activities.Options) error {
 		o = opts[0]
 	}
 	if err := w.reg.RegisterActivity(fn, sdk.RegisterActivityOptions{Name: o.Name, Effect: o.Effect,
-		BusinessKey: o.BusinessKey, HasReconcile: o.Reconcile != nil}); err != nil {
+		BusinessKey: o.BusinessKey, HasReconcile: o.Reconcile != nil, Metered: o.Metered}); err != nil {
 		return err
 	}
 	if o.Reconcile == nil {

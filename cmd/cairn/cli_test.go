@@ -359,6 +359,8 @@ func TestUnknownCommandsAndGlobalFlags(t *testing.T) {
 		{[]string{"version"}, 0},
 		{[]string{"version", "--address", "x:1"}, 2}, // --address is not a flag of version
 		{[]string{"replay", "--token", "t", "--history", "h.json"}, 2},
+		{[]string{"dev", "--listen", "0.0.0.0:0"}, 2}, // dev is for this machine only
+		{[]string{"dev", "--ui-listen", "10.1.2.3:8233"}, 2},
 	} {
 		var out, errb bytes.Buffer
 		if code := cli(tc.args, strings.NewReader(""), &out, &errb); code != tc.exit {
@@ -437,5 +439,14 @@ func TestTaskQueueDescribeAndCount(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(s.must(t, "workflow", "count", "--id-prefix", "stuck-", "--json")), &c); err != nil || c.Total != 2 || len(c.ByStatus) != 2 {
 		t.Fatalf("count --json: %+v %v", c, err)
+	}
+}
+
+func TestServerRefusesAnOpenUIWithoutAToken(t *testing.T) {
+	t.Setenv("CAIRN_TOKEN", "")
+	var out, errb bytes.Buffer
+	code := cli([]string{"server", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--ui-listen", "0.0.0.0:0"}, strings.NewReader(""), &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "refusing to listen on 0.0.0.0:0 without a token") {
+		t.Fatalf("server with an open UI and no token: exit %d: %s", code, errb.String())
 	}
 }

@@ -22,7 +22,7 @@ import (
 func workflowCommand(g *globals) *cobra.Command {
 	return clientFlags(group("workflow", "Start, inspect and steer workflows",
 		wfStart(g), wfList(g), wfCount(g), wfDescribe(g), wfShow(g), wfSignal(g), wfQuery(g), wfStack(g), wfCancel(g), wfTerminate(g),
-		wfResult(g), wfResolve(g)), g)
+		wfResult(g), wfResolve(g), wfBudget(g), wfWatch(g)), g)
 }
 
 // runRef names a run in --json outputs of the commands that act on one.
@@ -178,6 +178,8 @@ func printList(g *globals, w io.Writer, resp *api.ListWorkflowsResponse) {
 		switch {
 		case wi.Corrupt != "":
 			note = "CORRUPT: " + abbreviate(wi.Corrupt, 60)
+		case wi.Pause != nil && wi.Pause.Kind == api.PauseBudget:
+			note = abbreviate(wi.Pause.Reason, 60) + "; waits for: cairn workflow budget " + wi.WorkflowID
 		case wi.Pause != nil:
 			note = "waits for: cairn workflow resolve " + wi.WorkflowID
 		}
@@ -358,11 +360,15 @@ func printDescribe(g *globals, w io.Writer, out describeOut) {
 	if d.CancelRequested && i.Status.Open() {
 		fmt.Fprintf(w, "Cancel    requested\n")
 	}
-	if p := i.Pause; p != nil {
+	if p := i.Pause; p != nil && p.Kind == api.PauseBudget {
+		fmt.Fprintf(w, "\nPAUSED: %s is held since %s\n  reason: %s\n  raise:  cairn workflow budget %s --max-tokens N | --max-cost USD | --max-turns N --reason WHY\n  or:     cairn workflow budget %s --stop --reason WHY\n",
+			p.ActivityType, relative(p.Since, now), p.Reason, i.WorkflowID, i.WorkflowID)
+	} else if p != nil {
 		fmt.Fprintf(w, "\nPAUSED on %s (activity %s, event %d, attempt %d) since %s\n  reason: %s\n  args:   %s\n  key:    %s\n  resolve: cairn workflow resolve %s --happened [--result JSON] | --not-happened | --fail --reason WHY\n",
 			p.ActivityType, p.ActivityID, p.ScheduledEventID, p.Attempt, relative(p.Since, now), p.Reason, view.PayloadText(p.Input),
 			p.IdempotencyKey, i.WorkflowID)
 	}
+	printUsage(w, d)
 	if i.Duplicates > 0 || i.EffectConflicts > 0 {
 		fmt.Fprintf(w, "\n%s: see cairn effects list --workflow %s --duplicates\n", g.effectFlag(&i), i.WorkflowID)
 	}

@@ -90,4 +90,23 @@ type Service interface {
 	// FailActivity records the attempt's failure (retried per policy), or
 	// with OutcomeUnknown that the tool cannot tell whether it took effect.
 	FailActivity(ctx context.Context, req *FailActivityRequest) (*FailActivityResponse, error)
+
+	// GetChunks returns stored payload chunks by hash (and, with
+	// Ancestors, the chunks they extend), for workers and tools that
+	// resolve payloads recorded by reference. ErrNotFound for an unknown
+	// hash.
+	GetChunks(ctx context.Context, req *GetChunksRequest) (*GetChunksResponse, error)
+
+	// UpdateBudget raises (or lowers) a run's budget, or stops the run's
+	// held model calls. ErrNotFound, ErrWorkflowClosed.
+	UpdateBudget(ctx context.Context, req *UpdateBudgetRequest) (*UpdateBudgetResponse, error)
+	// PublishStream publishes an activity attempt's live output (tokens)
+	// to the run's watchers; nothing is recorded. ErrStaleAttempt when the
+	// attempt no longer holds its lease.
+	PublishStream(ctx context.Context, req *PublishStreamRequest) (*PublishStreamResponse, error)
+	// WatchStream reads a run's live stream, long-polling with Wait.
+	WatchStream(ctx context.Context, req *WatchStreamRequest) (*WatchStreamResponse, error)
+	// GetTranscript returns an agent run's conversation, model calls and
+	// tool calls, with usage and budget.
+	GetTranscript(ctx context.Context, req *GetTranscriptRequest) (*GetTranscriptResponse, error)
 }

@@ -109,6 +109,10 @@ type StartWorkflowRequest struct {
 	// workflow id and request id as the open run returns that run.
 	RequestID string
 	Identity  string
+	// Budget bounds what the run may spend on metered activities (model
+	// calls); zero: no limit. Workflow code and people can change it
+	// later (UpdateBudget).
+	Budget history.Budget
 }
 
 // StartWorkflowResponse names the run.
@@ -206,7 +210,16 @@ type PauseInfo struct {
 	Input            Payload
 	Reason           string
 	Since            time.Time
+	// Kind says what the run waits for: PauseOutcomeUnknown (resolve the
+	// activity) or PauseBudget (raise the budget or stop the run).
+	Kind string
 }
+
+// The pause kinds.
+const (
+	PauseOutcomeUnknown = "outcome_unknown"
+	PauseBudget         = "budget"
+)
 
 // ActivityState is where a pending activity stands.
 type ActivityState uint8
@@ -218,6 +231,7 @@ const (
 	ActivityStateBackoff                              // waiting for its retry timer
 	ActivityStateUnknown                              // outcome unknown: run paused
 	ActivityStateReconciling                          // the Reconcile lookup is running
+	ActivityStateHeld                                 // a metered activity waiting for a budget raise: run paused
 )
 
 // String returns the state's name.
@@ -233,6 +247,8 @@ func (s ActivityState) String() string {
 		return "unknown"
 	case ActivityStateReconciling:
 		return "reconciling"
+	case ActivityStateHeld:
+		return "held"
 	}
 	return "?"
 }
@@ -289,6 +305,34 @@ type DescribeWorkflowResponse struct {
 	// EffectReports are the judged late reports of this run's actions
 	// (duplicates, possible duplicates, confirmations, conflicts).
 	EffectReports []EffectReport `json:",omitempty"`
+	// Usage is what the run's activities reported (tokens and cost),
+	// failed and retried attempts included, by model.
+	Usage *UsageSummary
+	// WorkflowUsage is the same over every run of the workflow id.
+	WorkflowUsage *UsageSummary
+	// Budget is the run's budget and where it stands.
+	Budget *BudgetStatus
+}
+
+// UsageSummary totals usage, overall and by model.
+type UsageSummary struct {
+	Total   history.Usage
+	ByModel []history.Usage
+	// Calls counts the metered activities scheduled (turns).
+	Calls int64
+	// Unpriced lists models with usage but no price in the engine's table.
+	Unpriced []string
+}
+
+// BudgetStatus is a run's budget, what it used, and whether it is
+// exhausted (then Exceeded says why, and a held model call waits).
+type BudgetStatus struct {
+	Budget   history.Budget
+	Used     history.Usage
+	Turns    int64
+	Exceeded string
+	// Held lists the scheduled event ids of the metered activities held.
+	Held []int64
 }
 
 // GetHistoryRequest reads a run's events.
@@ -518,10 +562,11 @@ const (
 	CommandFailWorkflow
 	CommandCancelWorkflow
 	CommandContinueAsNew
+	CommandSetBudget
 	commandCount
 )
 
-var commandNames = [commandCount]string{"Unspecified", "ScheduleActivity", "RequestCancelActivity", "StartTimer", "CancelTimer", "RecordMarker", "StartChildWorkflow", "SignalExternalWorkflow", "CompleteWorkflow", "FailWorkflow", "CancelWorkflow", "ContinueAsNew"}
+var commandNames = [commandCount]string{"Unspecified", "ScheduleActivity", "RequestCancelActivity", "StartTimer", "CancelTimer", "RecordMarker", "StartChildWorkflow", "SignalExternalWorkflow", "CompleteWorkflow", "FailWorkflow", "CancelWorkflow", "ContinueAsNew", "SetBudget"}
 
 // String returns the command type's name.
 func (t CommandType) String() string {
@@ -547,6 +592,13 @@ type Command struct {
 	FailWorkflow           *FailWorkflowCommand           `msgpack:",omitempty" json:",omitempty"`
 	CancelWorkflow         *CancelWorkflowCommand         `msgpack:",omitempty" json:",omitempty"`
 	ContinueAsNew          *ContinueAsNewCommand          `msgpack:",omitempty" json:",omitempty"`
+	SetBudget              *SetBudgetCommand              `msgpack:",omitempty" json:",omitempty"`
+}
+
+// SetBudgetCommand sets the run's budget from workflow code
+// (→ BudgetUpdated, By "workflow").
+type SetBudgetCommand struct {
+	Budget history.Budget
 }
 
 // ScheduleActivityCommand schedules an activity (→ ActivityScheduled).
@@ -563,6 +615,9 @@ type ScheduleActivityCommand struct {
 	KeyMaterial []byte
 	// HasReconcile says the activity declares a Reconcile lookup.
 	HasReconcile bool
+	// Metered activities (model calls) report usage and count against the
+	// run's budget.
+	Metered bool
 }
 
 // RequestCancelActivityCommand cancels a scheduled activity
@@ -746,6 +801,8 @@ type CompleteActivityRequest struct {
 	// history.ActivityCompleted.ResultOmitted). The engine does the same
 	// by itself with a result over its limit.
 	ResultOmitted string
+	// Usage is what the attempt consumed (a model call's tokens).
+	Usage history.Usage
 }
 
 // CompleteActivityResponse is empty.
@@ -764,6 +821,12 @@ type FailActivityRequest struct {
 	// Canceled: the attempt stopped because cancellation was requested.
 	Canceled bool
 	Identity string
+	// Usage is what the attempt consumed before it failed.
+	Usage history.Usage
+	// RetryAfter, when positive, is the delay before the next attempt the
+	// activity asks for (a provider's Retry-After), instead of the retry
+	// policy's backoff; it does not make a non-retryable failure retryable.
+	RetryAfter time.Duration
 }
 
 // FailActivityResponse is empty.
@@ -809,11 +872,191 @@ func (s *ActivityState) UnmarshalJSON(b []byte) error {
 		*s = ActivityState(n)
 		return nil
 	}
-	for v := ActivityStateScheduled; v <= ActivityStateReconciling; v++ {
+	for v := ActivityStateScheduled; v <= ActivityStateHeld; v++ {
 		if v.String() == name {
 			*s = v
 			return nil
 		}
 	}
 	return fmt.Errorf("%w: unknown activity state %q", ErrInvalidArgument, name)
+}
+
+// GetChunksRequest names payload chunks to read.
+type GetChunksRequest struct {
+	Hashes [][]byte
+	// Ancestors also returns each chunk's parent, its parent's parent …
+	// (in that order) up to MaxBytes of data.
+	Ancestors bool
+	// MaxBytes bounds the data of one answer (0 or more than 4 MiB: 4 MiB);
+	// at least one chunk is always returned. Ask again for what is missing.
+	MaxBytes int
+	// Identity names the caller (a worker, a tool), for logs.
+	Identity string
+}
+
+// GetChunksResponse holds the chunks found, in the order walked.
+type GetChunksResponse struct {
+	Chunks []history.Chunk
+}
+
+// UpdateBudgetRequest changes a run's budget (the current run when RunID
+// is empty): a raise lets the held metered activities go on; Stop fails
+// them with a non-retryable BudgetExceeded error, which the agent loop
+// reports to the workflow.
+type UpdateBudgetRequest struct {
+	WorkflowID string
+	RunID      string
+	Budget     history.Budget
+	Stop       bool
+	Identity   string
+	Reason     string
+}
+
+// UpdateBudgetResponse is the budget's new status.
+type UpdateBudgetResponse struct {
+	Budget BudgetStatus
+}
+
+// StreamKind names a stream event.
+type StreamKind string
+
+// The stream event kinds.
+const (
+	// StreamText is a piece of the answer's text.
+	StreamText StreamKind = "text"
+	// StreamToolCall is a piece of a tool call (its name, or a fragment of
+	// its JSON arguments).
+	StreamToolCall StreamKind = "tool_call"
+	// StreamDone: the attempt's answer is complete and recorded (the
+	// activity completed).
+	StreamDone StreamKind = "done"
+	// StreamSuperseded: the attempt ended without an answer (it failed, its
+	// lease was lost, another attempt took over); what it streamed is not
+	// the answer and must not be shown as part of the next attempt's.
+	StreamSuperseded StreamKind = "superseded"
+)
+
+// StreamDelta is a piece of live output an activity attempt publishes.
+type StreamDelta struct {
+	Kind StreamKind
+	Text string
+	// ToolCallIndex, ToolCallID and ToolName identify the tool call a
+	// StreamToolCall delta belongs to.
+	ToolCallIndex int
+	ToolCallID    string
+	ToolName      string
+}
+
+// PublishStreamRequest publishes an attempt's live output. Nothing is
+// written to history; the engine keeps a bounded window per run in memory.
+type PublishStreamRequest struct {
+	TaskToken []byte
+	Deltas    []StreamDelta
+}
+
+// PublishStreamResponse says whether the attempt should stop.
+type PublishStreamResponse struct {
+	CancelRequested bool
+}
+
+// StreamEvent is one event of a run's live stream, numbered per run.
+type StreamEvent struct {
+	Seq              int64
+	Time             time.Time
+	ScheduledEventID int64
+	Attempt          int32
+	ActivityType     string
+	StreamDelta
+}
+
+// WatchStreamRequest reads a run's live stream after AfterSeq, long-polling
+// with Wait until there is something or the run closes.
+type WatchStreamRequest struct {
+	WorkflowID string
+	RunID      string
+	AfterSeq   int64
+	Wait       bool
+}
+
+// WatchStreamResponse holds stream events in order. Gap is set when events
+// after AfterSeq were dropped from the window (the reader was too slow or
+// arrived late); the text of an attempt still streaming is then resent
+// whole, as one event. Closed: the run has closed; nothing more will come.
+type WatchStreamResponse struct {
+	RunID   string
+	Events  []StreamEvent
+	NextSeq int64
+	Gap     bool
+	Closed  bool
+}
+
+// GetTranscriptRequest names a run (the current one when RunID is empty).
+type GetTranscriptRequest struct {
+	WorkflowID string
+	RunID      string
+}
+
+// GetTranscriptResponse is an agent run's conversation as a list of items
+// in order: messages, the model calls that answered, and the tool calls
+// they asked for with what became of them.
+type GetTranscriptResponse struct {
+	RunID  string
+	Status Status
+	Items  []TranscriptItem
+	Usage  UsageSummary
+	Budget *BudgetStatus
+}
+
+// The transcript item kinds.
+const (
+	ItemMessage   = "message"
+	ItemModelCall = "model_call"
+	ItemToolCall  = "tool_call"
+)
+
+// TranscriptItem is one item: exactly the field Kind names is set.
+type TranscriptItem struct {
+	Kind      string
+	Message   *history.ChatMessage `json:",omitempty"`
+	ModelCall *ModelCallInfo       `json:",omitempty"`
+	ToolCall  *ToolCallInfo        `json:",omitempty"`
+}
+
+// The states of model and tool calls in a transcript.
+const (
+	CallScheduled        = "scheduled"
+	CallRunning          = "running"
+	CallRetrying         = "retrying"
+	CallCompleted        = "completed"
+	CallFailed           = "failed"
+	CallHeld             = "held" // a model call waiting for a budget raise
+	CallAwaitingApproval = "awaiting_approval"
+	CallRejected         = "rejected"
+	CallUnknown          = "outcome_unknown" // paused for a person
+)
+
+// ModelCallInfo describes one model call (a metered activity).
+type ModelCallInfo struct {
+	ScheduledEventID int64
+	ActivityType     string
+	Model            string
+	State            string
+	Attempt          int32
+	Usage            history.Usage
+	LastFailure      *Failure `json:",omitempty"`
+}
+
+// ToolCallInfo describes one tool call the model asked for.
+type ToolCallInfo struct {
+	ID        string
+	Name      string
+	Arguments string
+	// ScheduledEventID is the tool's activity (0 before it is scheduled,
+	// e.g. while it awaits approval or after a rejection).
+	ScheduledEventID int64
+	State            string
+	Effect           history.EffectClass
+	IdempotencyKey   string `json:",omitempty"`
+	Result           string `json:",omitempty"` // what the model is told
+	ApprovedBy       string `json:",omitempty"`
 }

@@ -53,6 +53,11 @@ var routes = map[string]endpoint{
 	"RecordActivityHeartbeat": route(false, api.Service.RecordActivityHeartbeat),
 	"CompleteActivity":        route(false, api.Service.CompleteActivity),
 	"FailActivity":            route(false, api.Service.FailActivity),
+	"GetChunks":               route(false, api.Service.GetChunks),
+	"UpdateBudget":            route(false, api.Service.UpdateBudget),
+	"PublishStream":           route(false, api.Service.PublishStream),
+	"WatchStream":             route(true, api.Service.WatchStream),
+	"GetTranscript":           route(false, api.Service.GetTranscript),
 }
 
 // Methods returns the names of the served methods.

@@ -59,6 +59,9 @@ type Options struct {
 	// RequestTimeout bounds every call but the long polls (default 30 s;
 	// long polls are bounded by the engine's poll timeout).
 	RequestTimeout time.Duration
+	// UIURL, when set, is where the web UI is served: GET / answers with
+	// a pointer to it (the API has no page of its own).
+	UIURL string
 	// MaxSessions bounds the sessions open at once (default 1,024). An
 	// upgrade past it is answered 503 (unavailable); clients retry.
 	MaxSessions int
@@ -129,6 +132,15 @@ func NewHandler(svc api.Service, opts Options) *Handler {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = io.WriteString(w, "ok\n")
 	})
+	h.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if h.opts.UIURL == "" {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, "This is Cairn's API (POST "+Prefix+"<Method>); this server has no web UI.\n")
+			return
+		}
+		_, _ = io.WriteString(w, "This is Cairn's API (POST "+Prefix+"<Method>). The web UI is at "+h.opts.UIURL+"\n")
+	})
 	h.mux.Handle("/metrics", h.auth(promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{})))
 	h.mux.Handle("/debug/pprof/", h.auth(http.HandlerFunc(pprof.Index)))
 	h.mux.Handle("/debug/pprof/profile", h.auth(http.HandlerFunc(pprof.Profile)))
@@ -136,6 +148,7 @@ func NewHandler(svc api.Service, opts Options) *Handler {
 	h.mux.Handle("/debug/pprof/symbol", h.auth(http.HandlerFunc(pprof.Symbol)))
 	h.mux.Handle("/debug/pprof/cmdline", h.auth(http.HandlerFunc(pprof.Cmdline)))
 	h.mux.Handle(Prefix, h.auth(http.HandlerFunc(h.serveAPI)))
+	h.mux.Handle(StreamPath, http.HandlerFunc(h.serveStream)) // its own auth: EventSource sends no headers
 	h.mux.Handle(wire.SessionPath, h.auth(http.HandlerFunc(h.serveSession)))
 	h.mux.Handle(BackupPath, h.auth(http.HandlerFunc(h.serveBackup)))
 	return h
@@ -303,13 +316,7 @@ func (h *Handler) fail(w http.ResponseWriter, method string, err error) {
 // errorBody maps err to its HTTP status and error body, logging server
 // errors.
 func (h *Handler) errorBody(method string, err error) (int, api.ErrorBody) {
-	code := api.ErrorCode(err)
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		code = api.CodeDeadlineExceeded
-	case errors.Is(err, context.Canceled):
-		code = api.CodeCanceled
-	}
+	code := api.TransportCode(err)
 	status := StatusOf(code)
 	if status >= 500 {
 		h.log.Error().Err(err).Str("method", method).Msg("request failed")

@@ -141,3 +141,23 @@ func (s *stubService) CompleteActivity(_ context.Context, req *api.CompleteActiv
 func (s *stubService) FailActivity(_ context.Context, req *api.FailActivityRequest) (*api.FailActivityResponse, error) {
 	return stubCall[api.FailActivityResponse](s, "FailActivity", req)
 }
+
+func (s *stubService) GetChunks(_ context.Context, req *api.GetChunksRequest) (*api.GetChunksResponse, error) {
+	return stubCall[api.GetChunksResponse](s, "GetChunks", req)
+}
+
+func (s *stubService) UpdateBudget(_ context.Context, req *api.UpdateBudgetRequest) (*api.UpdateBudgetResponse, error) {
+	return stubCall[api.UpdateBudgetResponse](s, "UpdateBudget", req)
+}
+
+func (s *stubService) PublishStream(_ context.Context, req *api.PublishStreamRequest) (*api.PublishStreamResponse, error) {
+	return stubCall[api.PublishStreamResponse](s, "PublishStream", req)
+}
+
+func (s *stubService) WatchStream(_ context.Context, req *api.WatchStreamRequest) (*api.WatchStreamResponse, error) {
+	return stubCall[api.WatchStreamResponse](s, "WatchStream", req)
+}
+
+func (s *stubService) GetTranscript(_ context.Context, req *api.GetTranscriptRequest) (*api.GetTranscriptResponse, error) {
+	return stubCall[api.GetTranscriptResponse](s, "GetTranscript", req)
+}

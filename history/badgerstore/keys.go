@@ -11,7 +11,7 @@ import (
 //
 //	h tuple(wf, run) id(8, big-endian)  → encoded event (history.EncodeEvent)
 //	l tuple(wf, run)                    → last event id of the run (8, big-endian)
-//	s|c|q|t|e|v|m key                   → record of a history.Space (see spacePrefix)
+//	s|c|q|t|e|v|m|k|u key               → record of a history.Space (see spacePrefix)
 //	0x00 "cairn.format"                 → on-disk format version
 //
 // tuple is history.Key().Str(wf).Str(run): prefix-free, so the events of run
@@ -53,6 +53,10 @@ func spacePrefix(sp history.Space) (byte, bool) {
 		return 'v', true
 	case history.SpaceMeta:
 		return 'm', true
+	case history.SpaceChunk:
+		return 'k', true
+	case history.SpaceUsage:
+		return 'u', true
 	}
 	return 0, false
 }

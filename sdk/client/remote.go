@@ -309,3 +309,28 @@ func (r *RemoteService) CompleteActivity(ctx context.Context, req *api.CompleteA
 func (r *RemoteService) FailActivity(ctx context.Context, req *api.FailActivityRequest) (*api.FailActivityResponse, error) {
 	return call[api.FailActivityRequest, api.FailActivityResponse](ctx, r, "FailActivity", req)
 }
+
+// GetChunks implements api.Service.
+func (r *RemoteService) GetChunks(ctx context.Context, req *api.GetChunksRequest) (*api.GetChunksResponse, error) {
+	return call[api.GetChunksRequest, api.GetChunksResponse](ctx, r, "GetChunks", req)
+}
+
+// UpdateBudget implements api.Service.
+func (r *RemoteService) UpdateBudget(ctx context.Context, req *api.UpdateBudgetRequest) (*api.UpdateBudgetResponse, error) {
+	return call[api.UpdateBudgetRequest, api.UpdateBudgetResponse](ctx, r, "UpdateBudget", req)
+}
+
+// PublishStream implements api.Service.
+func (r *RemoteService) PublishStream(ctx context.Context, req *api.PublishStreamRequest) (*api.PublishStreamResponse, error) {
+	return call[api.PublishStreamRequest, api.PublishStreamResponse](ctx, r, "PublishStream", req)
+}
+
+// WatchStream implements api.Service.
+func (r *RemoteService) WatchStream(ctx context.Context, req *api.WatchStreamRequest) (*api.WatchStreamResponse, error) {
+	return call[api.WatchStreamRequest, api.WatchStreamResponse](ctx, r, "WatchStream", req)
+}
+
+// GetTranscript implements api.Service.
+func (r *RemoteService) GetTranscript(ctx context.Context, req *api.GetTranscriptRequest) (*api.GetTranscriptResponse, error) {
+	return call[api.GetTranscriptRequest, api.GetTranscriptResponse](ctx, r, "GetTranscript", req)
+}

@@ -16,6 +16,7 @@
 package clienttest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -83,6 +84,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 		{"TaskErrors", testTaskErrors},
 		{"LongPollWorkflowTask", testLongPoll},
 		{"LongPollCancel", testLongPollCancel},
+		{"PayloadChunks", testChunks},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -121,6 +123,7 @@ func (s *suite) startWorker(extra ...func(w *worker.Worker) error) {
 		func(w *worker.Worker) error { return w.RegisterWorkflow(WaitForCancel) },
 		func(w *worker.Worker) error { return w.RegisterWorkflow(HoldOn) },
 		func(w *worker.Worker) error { return w.RegisterWorkflow(Pay) },
+		func(w *worker.Worker) error { return w.RegisterWorkflow(Bulky) },
 		func(w *worker.Worker) error { return w.RegisterActivity(Stamp) },
 		func(w *worker.Worker) error {
 			return w.RegisterActivity(Charge, activities.Options{Effect: activities.SideEffect})
@@ -1299,5 +1302,38 @@ func testLongPollCancel(t *testing.T, s *suite) {
 			}
 			runtime.Gosched()
 		}
+	}
+}
+
+// testChunks: a result above the inline threshold is stored as a chunk;
+// the client reads the run's result whole, and GetChunks returns the chunk
+// the history references (ErrNotFound for one it does not hold).
+func testChunks(t *testing.T, s *suite) {
+	s.startWorker()
+	const n = 200 << 10
+	var got string
+	if _, err := s.c.ExecuteWorkflow(s.ctx, s.opts("bulky"), Bulky, n, &got); err != nil || len(got) != n {
+		t.Fatalf("result of %d bytes, %v", len(got), err)
+	}
+	evs, err := s.c.GetHistory(s.ctx, "bulky", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref []byte
+	for _, ev := range evs {
+		if c, ok := ev.Attrs.(*history.WorkflowCompleted); ok {
+			ref = c.Result.Ref
+		}
+	}
+	if len(ref) != history.HashSize {
+		t.Fatalf("the result was recorded inline, not by reference")
+	}
+	resp, err := s.svc.GetChunks(s.ctx, &api.GetChunksRequest{Hashes: [][]byte{ref}, Ancestors: true})
+	if err != nil || len(resp.Chunks) != 1 || !bytes.Equal(resp.Chunks[0].Hash(), ref) {
+		t.Fatalf("GetChunks: %v, %v", resp, err)
+	}
+	_, err = s.svc.GetChunks(s.ctx, &api.GetChunksRequest{Hashes: [][]byte{history.ChunkHash(nil, []byte("absent"))}})
+	if !errors.Is(err, api.ErrNotFound) {
+		t.Fatalf("GetChunks of an absent chunk: %v, want ErrNotFound", err)
 	}
 }

@@ -91,12 +91,14 @@ func openHWM(dir string) (*hwmFile, hwmState, error) {
 				st.seq, st.manifest, valid = seq, manifest, true
 			}
 		}
-		if !valid && n > 0 {
+		if !valid && !allZero(buf) {
 			_ = f.Close()
 			return nil, st, corruptFile(path, 0, "neither slot of the integrity file is valid")
 		}
 		if !valid {
-			st.existed = false // created but never written (a crash right after creating it)
+			// Created (and allocated) but never written. Open then
+			// refuses it if the database holds commits.
+			st.existed = false
 		}
 	}
 	h.seq, h.manifest = st.seq, st.manifest
@@ -106,6 +108,15 @@ func openHWM(dir string) (*hwmFile, hwmState, error) {
 	h.mapped = mapHWM(f)
 	go h.syncLoop()
 	return h, st, nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func decodeHWMSlot(buf []byte, slot int) (seq uint64, manifest int64, ok bool) {

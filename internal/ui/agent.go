@@ -62,9 +62,10 @@ func (h *Handler) streamAgent(w http.ResponseWriter, r *http.Request) {
 }
 
 // followAgent relays the run's stream after seq after, and its transcript
-// whenever a model call ends (or every refreshEvery: tool calls move on
-// without streaming), until the run closes.
+// whenever a model call starts or ends streaming (and every refreshEvery:
+// tool calls move on without streaming), until the run closes.
 func (h *Handler) followAgent(ctx context.Context, s *stream, id, run string, after int64) error {
+	seen := map[[2]int64]bool{} // attempts streaming: a new one shows its call's input in the transcript
 	for {
 		pctx, cancel := context.WithTimeout(ctx, refreshEvery)
 		resp, err := h.svc.WatchStream(pctx, &api.WatchStreamRequest{WorkflowID: id, RunID: run, AfterSeq: after, Wait: true})
@@ -81,9 +82,11 @@ func (h *Handler) followAgent(ctx context.Context, s *stream, id, run string, af
 		ended := resp.Gap || resp.Closed || len(resp.Events) == 0
 		for _, ev := range resp.Events {
 			s.send("delta", strconv.FormatInt(ev.Seq, 10), ev)
-			if ev.Kind == api.StreamDone || ev.Kind == api.StreamSuperseded {
+			k := [2]int64{ev.ScheduledEventID, int64(ev.Attempt)}
+			if ev.Kind == api.StreamDone || ev.Kind == api.StreamSuperseded || !seen[k] {
 				ended = true
 			}
+			seen[k] = true
 		}
 		if n := len(resp.Events); n > 0 {
 			after = resp.Events[n-1].Seq

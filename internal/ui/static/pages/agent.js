@@ -45,6 +45,7 @@ function follow(el, id, run) {
   });
   es.addEventListener("delta", (e) => {
     const d = JSON.parse(e.data);
+    el.dataset.deltas = Number(el.dataset.deltas || 0) + 1;
     const k = `${d.scheduledEventId}:${d.attempt}`;
     let b = streaming.get(k);
     if (d.kind === "superseded") { b?.remove(); streaming.delete(k); return; }
@@ -79,7 +80,7 @@ function follow(el, id, run) {
 }
 
 const tokens = (u) => (u ? (u.promptTokens || 0) + (u.completionTokens || 0) : 0);
-const cost = (u) => (u && u.costUsd ? "$" + u.costUsd.toFixed(u.costUsd < 0.01 ? 5 : 4) : "");
+const cost = (u) => (u && u.costUSD ? "$" + u.costUSD.toFixed(u.costUSD < 0.01 ? 5 : 4) : "");
 
 function summary(id, t) {
   const u = t.usage || {}, tot = u.total || {};
@@ -89,7 +90,7 @@ function summary(id, t) {
       <dt>Model calls</dt><dd data-calls>${u.calls || 0}</dd>
       <dt>Tokens</dt><dd data-tokens>${tokens(tot)} <span class="muted">(${tot.promptTokens || 0} in${tot.cachedTokens ? `, ${tot.cachedTokens} cached` : ""}, ${tot.completionTokens || 0} out)</span></dd>
       <dt>Cost</dt><dd data-cost>${cost(tot) || html`<span class="muted">${(u.unpriced || []).length ? "unpriced: " + u.unpriced.join(", ") : "–"}</span>`}</dd>
-      ${b ? html`<dt>Budget</dt><dd>${[b.budget?.maxTokens && `${b.budget.maxTokens} tokens`, b.budget?.maxCostUsd && `$${b.budget.maxCostUsd}`,
+      ${b ? html`<dt>Budget</dt><dd>${[b.budget?.maxTokens && `${b.budget.maxTokens} tokens`, b.budget?.maxCostUSD && `$${b.budget.maxCostUSD}`,
         b.budget?.maxTurns && `${b.budget.maxTurns} turns`].filter(Boolean).join(", ") || "none"}
         ${b.exceeded ? html`<div class="error">exceeded: ${b.exceeded}</div>` : ""}</dd>` : ""}
     </dl>`;

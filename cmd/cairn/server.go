@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -164,6 +165,13 @@ func serve(ctx context.Context, g *globals, f serverFlags, hooks serveHooks) err
 	if err != nil {
 		return err
 	}
+	backup := func(ctx context.Context, w io.Writer) error {
+		info, err := st.Backup(ctx, w)
+		if err == nil {
+			log.Info().Int64("bytes", info.Bytes).Int64("keys", info.Keys).Uint64("seq", info.Seq).Msg("backup served")
+		}
+		return err
+	}
 	var uiLn net.Listener
 	if f.uiListen != "" && f.uiListen != "off" {
 		if uiLn, err = net.Listen("tcp", f.uiListen); err != nil {
@@ -179,7 +187,7 @@ func serve(ctx context.Context, g *globals, f serverFlags, hooks serveHooks) err
 	if uiLn != nil {
 		uiURL = scheme + uiLn.Addr().String() + "/"
 	}
-	handler := httpapi.NewHandler(eng, httpapi.Options{Token: token, Logger: &log, MaxSessions: f.maxSessions, UIURL: uiURL,
+	handler := httpapi.NewHandler(eng, httpapi.Options{Token: token, Logger: &log, MaxSessions: f.maxSessions, UIURL: uiURL, Backup: backup,
 		Collectors: []prometheus.Collector{metrics.NewCollector(eng, metrics.Options{Queues: eng.TaskQueues})}})
 	srv := &http.Server{
 		Handler:           handler,

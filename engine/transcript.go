@@ -152,13 +152,22 @@ func (b *transcriptBuilder) modelCall(ctx context.Context, id int64, a *history.
 	return nil
 }
 
+// toolCalls returns the tool calls m asks for, known by "<turn>:<call id>".
+func (b *transcriptBuilder) toolCalls(m *history.ChatMessage) []*api.ToolCallInfo {
+	var out []*api.ToolCallInfo
+	for _, tc := range m.ToolCalls {
+		t := b.tool(strconv.FormatInt(b.turn, 10) + ":" + tc.ID)
+		t.ID, t.Name, t.Arguments = tc.ID, tc.Name, tc.Arguments
+		out = append(out, t)
+	}
+	return out
+}
+
 // message emits a message, and after an assistant message the tool calls
 // it asks for.
 func (b *transcriptBuilder) message(m *history.ChatMessage) {
 	b.items = append(b.items, api.TranscriptItem{Kind: api.ItemMessage, Message: m})
-	for _, tc := range m.ToolCalls {
-		t := b.tool(strconv.FormatInt(b.turn, 10) + ":" + tc.ID)
-		t.ID, t.Name, t.Arguments = tc.ID, tc.Name, tc.Arguments
+	for _, t := range b.toolCalls(m) {
 		b.items = append(b.items, api.TranscriptItem{Kind: api.ItemToolCall, ToolCall: t})
 	}
 	if m.Role == "tool" {
@@ -193,6 +202,10 @@ func (b *transcriptBuilder) closed(schedID int64, state string, u history.Usage,
 				if r.Model != "" {
 					c.Model = r.Model
 				}
+				// The tool calls it asks for are scheduled before the next
+				// model call's chunk carries this message: know them now,
+				// so that their activities are linked as they come.
+				b.toolCalls(&r.Message)
 			}
 		}
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -21,13 +22,17 @@ import (
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/history/badgerstore"
 	"github.com/cairnflow/cairn/internal/gctune"
+	"github.com/cairnflow/cairn/internal/ui"
 )
 
 type serverFlags struct {
-	data, listen, tokenFile, tlsCert, tlsKey, logLevel, pricing string
-	acceptDataLoss                                              bool
-	maxSessions                                                 int
+	data, listen, uiListen, tokenFile, tlsCert, tlsKey, logLevel, pricing string
+	acceptDataLoss                                                        bool
+	maxSessions                                                           int
 }
+
+// DefaultUIListen is where the web UI listens unless told otherwise.
+const DefaultUIListen = "127.0.0.1:8233"
 
 func serverCommand(g *globals) *cobra.Command {
 	var f serverFlags
@@ -37,16 +42,22 @@ func serverCommand(g *globals) *cobra.Command {
 		Long: `Serve the engine over HTTP. Badger allows one process per data directory, so
 workers in other processes (and on other machines) talk to this server.
 
-A bearer token (--token-file or CAIRN_TOKEN) is required whenever --listen is
-not a loopback address: the server refuses to start open to the network.`,
+The web UI is served on a listener of its own (--ui-listen, default
+127.0.0.1:8233; "off" turns it off), with the same token: people sign in
+with it once.
+
+A bearer token (--token-file or CAIRN_TOKEN) is required whenever --listen or
+--ui-listen is not a loopback address: the server refuses to start open to
+the network.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			gctune.ForServer()
-			return serve(cmd.Context(), g, f)
+			return serve(cmd.Context(), g, f, serveHooks{})
 		},
 	}
 	cmd.Flags().StringVar(&f.data, "data", "./cairn-data", "data directory")
-	cmd.Flags().StringVar(&f.listen, "listen", "127.0.0.1:7233", "listen address")
+	cmd.Flags().StringVar(&f.listen, "listen", DefaultAddress, "listen address of the API (workers and the CLI)")
+	cmd.Flags().StringVar(&f.uiListen, "ui-listen", DefaultUIListen, `listen address of the web UI ("off": none)`)
 	cmd.Flags().StringVar(&f.tokenFile, "token-file", "", "file holding the bearer token (default: CAIRN_TOKEN)")
 	cmd.Flags().StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (with --tls-key)")
 	cmd.Flags().StringVar(&f.tlsKey, "tls-key", "", "TLS key file (with --tls-cert)")
@@ -76,10 +87,10 @@ func serverToken(f serverFlags, g *globals) (string, error) {
 
 // isLoopback reports whether a listen address only accepts local
 // connections.
-func isLoopback(listen string) (bool, error) {
+func isLoopback(flag, listen string) (bool, error) {
 	host, _, err := net.SplitHostPort(listen)
 	if err != nil {
-		return false, usagef("--listen %q: %v", listen, err)
+		return false, usagef("%s %q: %v", flag, listen, err)
 	}
 	if host == "localhost" {
 		return true, nil
@@ -88,7 +99,22 @@ func isLoopback(listen string) (bool, error) {
 	return ip != nil && ip.IsLoopback(), nil
 }
 
-func serve(ctx context.Context, g *globals, f serverFlags) error {
+// serveHooks are what `cairn dev` adds to a server: it learns the
+// addresses once listening, and runs actors (its demo worker) beside it.
+type serveHooks struct {
+	ready  func(apiAddr, uiAddr string)
+	actors func(eng *engine.Engine, apiAddr string) ([]actor, error)
+	// pricing is the price table when --pricing gives none.
+	pricing engine.Pricing
+}
+
+// actor is one member of the server's run group.
+type actor struct {
+	run       func() error
+	interrupt func(error)
+}
+
+func serve(ctx context.Context, g *globals, f serverFlags, hooks serveHooks) error {
 	lvl, err := zerolog.ParseLevel(f.logLevel)
 	if err != nil {
 		return usagef("--log-level %q: %v", f.logLevel, err)
@@ -98,12 +124,17 @@ func serve(ctx context.Context, g *globals, f serverFlags) error {
 	if err != nil {
 		return err
 	}
-	loopback, err := isLoopback(f.listen)
-	if err != nil {
-		return err
-	}
-	if !loopback && token == "" {
-		return fmt.Errorf("refusing to listen on %s without a token: set --token-file or CAIRN_TOKEN (or listen on 127.0.0.1)", f.listen)
+	for _, l := range []struct{ flag, addr string }{{"--listen", f.listen}, {"--ui-listen", f.uiListen}} {
+		if l.addr == "" || l.addr == "off" && l.flag == "--ui-listen" {
+			continue
+		}
+		loopback, err := isLoopback(l.flag, l.addr)
+		if err != nil {
+			return err
+		}
+		if !loopback && token == "" {
+			return fmt.Errorf("refusing to listen on %s without a token: set --token-file or CAIRN_TOKEN (or listen on 127.0.0.1)", l.addr)
+		}
 	}
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return usagef("--tls-cert and --tls-key go together")
@@ -122,6 +153,9 @@ func serve(ctx context.Context, g *globals, f serverFlags) error {
 	if err != nil {
 		return err
 	}
+	if pricing == nil {
+		pricing = hooks.pricing
+	}
 	eng, err := engine.Open(engine.Options{Store: st, Logger: &log, Pricing: pricing})
 	if err != nil {
 		return err
@@ -131,7 +165,29 @@ func serve(ctx context.Context, g *globals, f serverFlags) error {
 	if err != nil {
 		return err
 	}
-	handler := httpapi.NewHandler(eng, httpapi.Options{Token: token, Logger: &log, MaxSessions: f.maxSessions,
+	backup := func(ctx context.Context, w io.Writer) error {
+		info, err := st.Backup(ctx, w)
+		if err == nil {
+			log.Info().Int64("bytes", info.Bytes).Int64("keys", info.Keys).Uint64("seq", info.Seq).Msg("backup served")
+		}
+		return err
+	}
+	var uiLn net.Listener
+	if f.uiListen != "" && f.uiListen != "off" {
+		if uiLn, err = net.Listen("tcp", f.uiListen); err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("--ui-listen: %w", err)
+		}
+	}
+	scheme := "http://"
+	if f.tlsCert != "" {
+		scheme = "https://"
+	}
+	uiURL := ""
+	if uiLn != nil {
+		uiURL = scheme + uiLn.Addr().String() + "/"
+	}
+	handler := httpapi.NewHandler(eng, httpapi.Options{Token: token, Logger: &log, MaxSessions: f.maxSessions, UIURL: uiURL, Backup: backup,
 		Collectors: []prometheus.Collector{metrics.NewCollector(eng, metrics.Options{Queues: eng.TaskQueues})}})
 	srv := &http.Server{
 		Handler:           handler,
@@ -140,20 +196,22 @@ func serve(ctx context.Context, g *globals, f serverFlags) error {
 		WriteTimeout:      90 * time.Second, // long polls answer within a minute
 		IdleTimeout:       2 * time.Minute,
 	}
-	log.Info().Str("listen", ln.Addr().String()).Str("data", f.data).Bool("auth", token != "").Bool("tls", f.tlsCert != "").Msg("cairn server ready")
 	var g2 run.Group
-	g2.Add(func() error {
-		var err error
-		if f.tlsCert != "" {
-			err = srv.ServeTLS(ln, f.tlsCert, f.tlsKey)
-		} else {
-			err = srv.Serve(ln)
+	serveOn := func(srv *http.Server, ln net.Listener) func() error {
+		return func() error {
+			var err error
+			if f.tlsCert != "" {
+				err = srv.ServeTLS(ln, f.tlsCert, f.tlsKey)
+			} else {
+				err = srv.Serve(ln)
+			}
+			if errors.Is(err, http.ErrServerClosed) {
+				return nil
+			}
+			return err
 		}
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
-		}
-		return err
-	}, func(error) {
+	}
+	g2.Add(serveOn(srv, ln), func(error) {
 		// Stop accepting, let in-flight requests (and their commits) finish.
 		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
@@ -161,6 +219,41 @@ func serve(ctx context.Context, g *globals, f serverFlags) error {
 		_ = srv.Shutdown(sctx)
 		_ = handler.Shutdown(sctx) // sessions: answer the calls in flight, then close
 	})
+	if uiLn != nil {
+		uiSrv := &http.Server{
+			Handler:           ui.New(eng, ui.Options{Token: token, Secure: f.tlsCert != "", Logger: &log}),
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       60 * time.Second,
+			IdleTimeout:       2 * time.Minute, // no WriteTimeout: a run page streams while it is open
+		}
+		g2.Add(serveOn(uiSrv, uiLn), func(error) {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = uiSrv.Shutdown(sctx)
+			_ = uiSrv.Close() // streams do not end by themselves
+		})
+	}
+	if hooks.actors != nil {
+		actors, err := hooks.actors(eng, ln.Addr().String())
+		if err != nil {
+			_ = ln.Close()
+			if uiLn != nil {
+				_ = uiLn.Close()
+			}
+			return err
+		}
+		for _, a := range actors {
+			g2.Add(a.run, a.interrupt)
+		}
+	}
+	ev := log.Info().Str("listen", ln.Addr().String()).Str("data", f.data).Bool("auth", token != "").Bool("tls", f.tlsCert != "")
+	if uiURL != "" {
+		ev = ev.Str("ui", uiURL)
+	}
+	ev.Msg("cairn server ready")
+	if hooks.ready != nil {
+		hooks.ready(ln.Addr().String(), uiURL)
+	}
 	g2.Add(func() error {
 		<-ctx.Done()
 		log.Info().Msg("shutting down")

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -109,6 +110,19 @@ func ErrorCode(err error) Code {
 		}
 	}
 	return CodeInternal
+}
+
+// TransportCode is ErrorCode for an error about to cross a transport: a
+// context's deadline or cancellation has its own code (deadline_exceeded,
+// canceled) rather than internal.
+func TransportCode(err error) Code {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return CodeDeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		return CodeCanceled
+	}
+	return ErrorCode(err)
 }
 
 // ErrorFromCode rebuilds an error from a code and message received over a

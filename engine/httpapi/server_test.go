@@ -627,3 +627,19 @@ func TestMetricsCountRequests(t *testing.T) {
 		}
 	}
 }
+
+// The API's / points to the web UI, when there is one.
+func TestRootPointsToTheUI(t *testing.T) {
+	for url, want := range map[string]string{"http://127.0.0.1:8233/": "The web UI is at http://127.0.0.1:8233/", "": "no web UI"} {
+		srv := newTestServer(t, NewHandler(&stubService{}, Options{UIURL: url}))
+		resp, err := http.Get(srv.URL + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), want) {
+			t.Fatalf("GET / with UIURL %q: %d %q", url, resp.StatusCode, b)
+		}
+	}
+}

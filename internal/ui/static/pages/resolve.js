@@ -1,0 +1,109 @@
+// The form that resolves a paused effect: happened (with its result), did
+// not happen (retried with the same key), or fail — with a reason and the
+// name of who decided, both recorded in the run's history.
+import { html, post, who, toast, errorBox } from "../app.js";
+
+export function resolveForm(run, pause) {
+  const k = `${run.workflowId}-${pause.scheduledEventId}`.replace(/[^\w-]/g, "_");
+  return html`
+  <form class="resolve" data-resolve="${run.workflowId}" data-run="${run.runId}" data-event="${pause.scheduledEventId}">
+    <fieldset><legend>Did ${pause.activityType} take effect? Check the downstream system, then say.</legend>
+      <div class="choices" role="radiogroup">
+        <label><input type="radio" name="resolution" value="happened" required> It happened</label>
+        <label><input type="radio" name="resolution" value="not_happened"> It did not happen (retry with the same key)</label>
+        <label><input type="radio" name="resolution" value="failed"> Fail the activity</label>
+      </div>
+      <div class="result-field" hidden><label for="res-${k}">Its result, as JSON (what the workflow gets)</label>
+        <textarea id="res-${k}" name="result" placeholder='{"PaymentID": "pay_001"}'></textarea></div>
+      <div class="row">
+        <div class="wide"><label for="why-${k}">Why (recorded)</label><input id="why-${k}" name="reason" required placeholder="payment pay_001 found at the provider"></div>
+        <div><label for="who-${k}">Your name (recorded)</label><input id="who-${k}" name="by" required value="${who.get()}" autocomplete="name"></div>
+        <div class="grow0"><button type="submit" class="primary">Resolve</button></div>
+      </div>
+      <div class="outcome" aria-live="polite"></div>
+    </fieldset>
+  </form>`;
+}
+
+// wireResolve makes the resolve forms under root work; onDone runs after a
+// resolution was recorded.
+export function wireResolve(root, onDone) {
+  for (const form of root.querySelectorAll("form[data-resolve]")) {
+    if (form.dataset.wired) continue;
+    form.dataset.wired = "1";
+    const resultField = form.querySelector(".result-field");
+    form.addEventListener("change", () => {
+      resultField.hidden = form.resolution.value !== "happened";
+    });
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const out = form.querySelector(".outcome");
+      const btn = form.querySelector("button[type=submit]");
+      btn.disabled = true;
+      who.set(form.by.value);
+      try {
+        await post("/api/resolve", {
+          workflowId: form.dataset.resolve, runId: form.dataset.run, scheduledEventId: Number(form.dataset.event),
+          resolution: form.resolution.value, result: form.resolution.value === "happened" ? form.result.value : "",
+          reason: form.reason.value, by: form.by.value,
+        });
+        out.innerHTML = html`<div class="callout ok">Resolved: ${form.resolution.value.replace("_", " ")}. The run goes on.</div>`.s;
+        form.querySelectorAll("input,textarea,button").forEach((el) => { el.disabled = true; });
+        toast(`Resolved ${form.dataset.resolve}`);
+        if (onDone) onDone(form.dataset.resolve, form.dataset.run);
+      } catch (err) {
+        out.innerHTML = errorBox(err).s;
+        btn.disabled = false;
+      }
+    });
+  }
+}
+
+// budgetForm raises a paused run's budget (its held model call goes on) or
+// stops it (the call fails with BudgetExceeded), with a reason and a name.
+export function budgetForm(run, pause) {
+  const k = `${run.workflowId}-budget`.replace(/[^\w-]/g, "_");
+  return html`
+  <form class="resolve" data-budget="${run.workflowId}" data-run="${run.runId}">
+    <fieldset><legend>The run used up its budget: raise it, or stop.</legend>
+      <div class="row">
+        <div><label for="bt-${k}">Max tokens</label><input id="bt-${k}" name="maxTokens" type="number" min="0" step="1"></div>
+        <div><label for="bc-${k}">Max cost (USD)</label><input id="bc-${k}" name="maxCostUsd" type="number" min="0" step="0.01"></div>
+        <div><label for="bn-${k}">Max model calls</label><input id="bn-${k}" name="maxTurns" type="number" min="0" step="1"></div>
+      </div>
+      <div class="row">
+        <div class="wide"><label for="bw-${k}">Why (recorded)</label><input id="bw-${k}" name="reason" required placeholder="worth finishing"></div>
+        <div><label for="bb-${k}">Your name (recorded)</label><input id="bb-${k}" name="by" required value="${who.get()}" autocomplete="name"></div>
+        <div class="grow0"><button type="submit" class="primary" name="raise">Raise</button> <button type="submit" class="danger" name="stop" formnovalidate>Stop</button></div>
+      </div>
+      <p class="muted">${pause.reason}</p>
+      <div class="outcome" aria-live="polite"></div>
+    </fieldset>
+  </form>`;
+}
+
+export function wireBudget(root, onDone) {
+  for (const form of root.querySelectorAll("form[data-budget]")) {
+    if (form.dataset.wired) continue;
+    form.dataset.wired = "1";
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const stop = e.submitter?.name === "stop";
+      const out = form.querySelector(".outcome");
+      if (!form.reason.value || !form.by.value) { out.innerHTML = html`<p class="error">Say why and who you are: the history records both.</p>`.s; return; }
+      who.set(form.by.value);
+      try {
+        await post("/api/budget", {
+          workflowId: form.dataset.budget, runId: form.dataset.run, stop, reason: form.reason.value, by: form.by.value,
+          maxTokens: Number(form.maxTokens.value || 0), maxCostUsd: Number(form.maxCostUsd.value || 0), maxTurns: Number(form.maxTurns.value || 0),
+        });
+        out.innerHTML = html`<div class="callout ok">${stop ? "Stopped: the held call fails." : "Budget raised: the held call goes on."}</div>`.s;
+        form.querySelectorAll("input,button").forEach((el) => { el.disabled = true; });
+        toast(stop ? "Stopped" : "Budget raised");
+        if (onDone) onDone(form.dataset.budget, form.dataset.run);
+      } catch (err) {
+        out.innerHTML = errorBox(err).s;
+      }
+    });
+  }
+}

@@ -7,6 +7,7 @@
 package badger
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -183,7 +184,7 @@ func (db *DB) KeyVersions(key []byte) (mem []KeyVersion, newestInTables *KeyVers
 	defer decr()
 	for _, mt := range tables {
 		it := mt.sl.NewIterator()
-		for it.Seek(y.KeyWithTs(key, math.MaxUint64)); it.Valid() && y.SameKey(key, it.Key()); it.Next() {
+		for it.Seek(y.KeyWithTs(key, math.MaxUint64)); it.Valid() && bytes.Equal(y.ParseKey(it.Key()), key); it.Next() {
 			vs := it.Value()
 			kv := KeyVersion{Version: y.ParseTs(it.Key())}
 			if vs.Meta&bitValuePointer == 0 {

@@ -47,12 +47,20 @@ type LedgerEntry struct {
 	// maxLedgerReports).
 	Reports []api.EffectReport `msgpack:",omitempty"`
 	Created time.Time          `msgpack:",omitempty"`
+	// AttemptRecords are the attempts of every run whose intent was
+	// recorded (bounded: the latest maxLedgerAttempts), to judge their
+	// reports once the action or its run has closed.
+	AttemptRecords []AttemptRecord `msgpack:",omitempty"`
+
+	// Set by ledgerEntry when read: the entry's own key.
+	workflowID, key string
 }
 
 // Bounds of the lists a ledger entry keeps; the counters keep counting.
 const (
-	maxLedgerRuns    = 32
-	maxLedgerReports = 64
+	maxLedgerRuns     = 32
+	maxLedgerReports  = 64
+	maxLedgerAttempts = 64
 )
 
 // LedgerChange records what happened to one idempotency key.
@@ -70,6 +78,8 @@ type LedgerChange struct {
 	KeepState bool
 	// Report is a judged late report to record.
 	Report *api.EffectReport
+	// Attempts, when not nil, replaces the records of the run's attempts.
+	Attempts []AttemptRecord
 }
 
 func encodeLedger(le *LedgerEntry) ([]byte, error) {
@@ -98,6 +108,9 @@ func (le *LedgerEntry) apply(c LedgerChange, runID string, now time.Time) {
 	if c.Dispatched {
 		le.Attempts++
 	}
+	if c.Attempts != nil {
+		le.setRecords(runID, c.Attempts)
+	}
 	if r := c.Report; r != nil {
 		switch {
 		case r.Verdict.IsDuplicate():
@@ -110,6 +123,24 @@ func (le *LedgerEntry) apply(c LedgerChange, runID string, now time.Time) {
 		}
 	}
 	le.Updated = now
+}
+
+// setRecords replaces the records of run runID's attempts with recs.
+func (le *LedgerEntry) setRecords(runID string, recs []AttemptRecord) {
+	out := le.AttemptRecords[:0:0]
+	for _, r := range le.AttemptRecords {
+		if r.RunID != runID {
+			out = append(out, r)
+		}
+	}
+	for _, r := range recs {
+		r.RunID = runID
+		out = append(out, r)
+	}
+	if n := len(out) - maxLedgerAttempts; n > 0 {
+		out = out[n:]
+	}
+	le.AttemptRecords = out
 }
 
 func (le *LedgerEntry) addRun(runID string) {
@@ -213,7 +244,11 @@ func (e *Engine) ledgerEntry(ctx context.Context, workflowID, key string) (*Ledg
 	if err != nil {
 		return nil, storeErr(err)
 	}
-	return decodeLedger(key, b)
+	le, err := decodeLedger(key, b)
+	if err == nil {
+		le.workflowID, le.key = workflowID, key
+	}
+	return le, err
 }
 
 func decodeLedger(key string, b []byte) (*LedgerEntry, error) {

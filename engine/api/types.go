@@ -631,6 +631,9 @@ type ActivityTask struct {
 	StartToCloseTimeout time.Duration
 	HeartbeatTimeout    time.Duration
 	HeartbeatDetails    Payload
+	// HardDeadline is when the attempt ends whatever its heartbeats say
+	// (start-to-close, or schedule-to-close).
+	HardDeadline time.Time
 }
 
 // HeartbeatRequest extends an attempt's lease.
@@ -651,6 +654,9 @@ type CompleteActivityRequest struct {
 	TaskToken []byte
 	Result    Payload
 	Identity  string
+	// HeartbeatDetails are the attempt's last heartbeat details, if newer
+	// than the last heartbeat sent (flushed with the outcome).
+	HeartbeatDetails Payload
 }
 
 // CompleteActivityResponse is empty.
@@ -669,6 +675,15 @@ type FailActivityRequest struct {
 	// Canceled: the attempt stopped because cancellation was requested.
 	Canceled bool
 	Identity string
+	// NotStarted: the worker gives the task back without having started
+	// it, because the lease was over by its clock when the task reached it
+	// (it sat in a poll response, or the worker was frozen). The engine
+	// dispatches the attempt again; for an attempt that no longer holds
+	// the lease it only records that this one did nothing.
+	NotStarted bool
+	// HeartbeatDetails are the attempt's last heartbeat details, if newer
+	// than the last heartbeat sent: the next attempt receives them.
+	HeartbeatDetails Payload
 }
 
 // FailActivityResponse is empty.

@@ -93,6 +93,10 @@ type Options struct {
 	// happened, ErrNotHappened when it did not, or ErrOutcomeUnknown when it
 	// still cannot tell (the run then pauses for a person).
 	Reconcile any
+	// Metered marks an activity that reports usage with RecordUsage (a
+	// model call): it counts against the run's budget, and is held while
+	// the budget is exhausted.
+	Metered bool
 }
 
 // Info describes the running attempt.
@@ -125,6 +129,25 @@ type infoKey struct{}
 
 type heartbeatKey struct{}
 
+type chunksKey struct{}
+
+// WithChunks returns ctx carrying the source of payload chunks (for workers
+// and tests).
+func WithChunks(ctx context.Context, src history.ChunkSource) context.Context {
+	return context.WithValue(ctx, chunksKey{}, src)
+}
+
+// Chunks returns the source of stored payload chunks for the running
+// attempt, or nil outside an activity. An activity that declares its input
+// as a raw history.Payload receives it as recorded — possibly a reference to
+// a chunk chain (a transcript) — and resolves it with this source, caching
+// what it built from earlier chunks; every other activity receives its
+// input resolved.
+func Chunks(ctx context.Context) history.ChunkSource {
+	src, _ := ctx.Value(chunksKey{}).(history.ChunkSource)
+	return src
+}
+
 // Heartbeater records progress for the running attempt; the worker
 // installs one in every activity's context.
 type Heartbeater func(details any)
@@ -152,5 +175,78 @@ func GetInfo(ctx context.Context) *Info {
 func RecordHeartbeat(ctx context.Context, details any) {
 	if h, ok := ctx.Value(heartbeatKey{}).(Heartbeater); ok && h != nil {
 		h(details)
+	}
+}
+
+// RetryAfterError asks for the next attempt after Delay instead of the
+// retry policy's backoff (a provider's Retry-After). It does not make a
+// non-retryable error retryable. Build it with WithRetryAfter.
+type RetryAfterError struct {
+	Err   error
+	Delay time.Duration
+}
+
+// Error returns the wrapped error's message.
+func (e *RetryAfterError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the wrapped error.
+func (e *RetryAfterError) Unwrap() error { return e.Err }
+
+// WithRetryAfter wraps err so that the engine retries after d.
+func WithRetryAfter(err error, d time.Duration) error {
+	if err == nil || d <= 0 {
+		return err
+	}
+	return &RetryAfterError{Err: err, Delay: d}
+}
+
+// Usage records what the running attempt consumed (a model call's tokens);
+// calls add up. The worker reports the sum with the attempt's outcome,
+// success or failure, and the engine prices it and counts it against the
+// run's budget.
+func RecordUsage(ctx context.Context, u history.Usage) {
+	if r, ok := ctx.Value(usageKey{}).(UsageRecorder); ok && r != nil {
+		r(u)
+	}
+}
+
+// UsageRecorder receives RecordUsage calls; the worker installs one.
+type UsageRecorder func(history.Usage)
+
+type usageKey struct{}
+
+// WithUsageRecorder returns ctx carrying r (for workers and tests).
+func WithUsageRecorder(ctx context.Context, r UsageRecorder) context.Context {
+	return context.WithValue(ctx, usageKey{}, r)
+}
+
+// StreamDelta is a piece of the attempt's live output.
+type StreamDelta struct {
+	// Kind is "text" (a piece of the answer) or "tool_call" (a tool call's
+	// name or a fragment of its JSON arguments).
+	Kind          string
+	Text          string
+	ToolCallIndex int
+	ToolCallID    string
+	ToolName      string
+}
+
+// Streamer receives Stream calls; the worker installs one that batches
+// the deltas to the engine.
+type Streamer func(StreamDelta)
+
+type streamKey struct{}
+
+// WithStreamer returns ctx carrying s (for workers and tests).
+func WithStreamer(ctx context.Context, s Streamer) context.Context {
+	return context.WithValue(ctx, streamKey{}, s)
+}
+
+// Stream publishes a piece of the running attempt's output to the run's
+// watchers while it is produced (nothing is written to history; the
+// activity's result is). Outside a worker it does nothing.
+func Stream(ctx context.Context, d StreamDelta) {
+	if s, ok := ctx.Value(streamKey{}).(Streamer); ok && s != nil {
+		s(d)
 	}
 }

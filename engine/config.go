@@ -7,12 +7,23 @@ import (
 	"github.com/cairnflow/cairn/engine/api"
 )
 
-// Limits bound what one run may hold. Each is enforced with
-// api.ErrLimitExceeded and nothing partially written.
+// Limits bound what one run may hold. Every limit ends in a typed, durable
+// outcome with nothing partially written (docs/reliability.md, "Limits are
+// outcomes"): a client's input over a limit is refused with
+// api.ErrLimitExceeded; a workflow task whose commands break one fails with
+// cause api.CauseLimitExceeded recorded in history, and the run is
+// terminated after MaxWorkflowTaskRefusals of them (at once at the history
+// limit); an activity's oversized result or details are recorded without
+// them, never refused into a lease timeout.
 type Limits struct {
-	// MaxPayloadBytes bounds any single payload (input, result, signal,
-	// heartbeat details). Default 2 MB.
+	// MaxPayloadBytes bounds the bytes any single payload (input, result,
+	// signal, heartbeat details) adds: what it references as a stored
+	// chunk does not count. Default 2 MB.
 	MaxPayloadBytes int
+	// InlinePayloadBytes is the largest payload recorded inline in its
+	// event; a larger one is stored as a content-addressed chunk and the
+	// event keeps its reference. Default 16 KiB.
+	InlinePayloadBytes int
 	// MaxHistoryEvents bounds a run's history. Default 51,200.
 	MaxHistoryEvents int64
 	// SuggestContinueAsNewAt sets WorkflowTask.ContinueAsNewSuggested from
@@ -26,18 +37,29 @@ type Limits struct {
 	// MaxIDBytes bounds workflow, run, activity and timer ids, names and
 	// task queue names. Default 1,000.
 	MaxIDBytes int
+	// MaxSignals bounds the signals one run may receive. Default 10,000.
+	MaxSignals int
+	// MaxWorkflowTaskRefusals is how many workflow tasks in a row may be
+	// refused for breaking a limit (or fail with api.CauseLimitExceeded or
+	// api.CauseBadCommands) before the run is terminated with that reason:
+	// replaying the same history through the same code would produce the
+	// same commands forever. Default 3.
+	MaxWorkflowTaskRefusals int
 }
 
 // DefaultLimits returns the documented defaults.
 func DefaultLimits() Limits {
 	return Limits{
-		MaxPayloadBytes:        2 << 20,
-		MaxHistoryEvents:       51200,
-		SuggestContinueAsNewAt: api.DefaultSuggestContinueAsNewAt,
-		MaxPendingActivities:   2000,
-		MaxPendingChildren:     2000,
-		MaxPendingTimers:       2000,
-		MaxIDBytes:             1000,
+		MaxPayloadBytes:         2 << 20,
+		InlinePayloadBytes:      16 << 10,
+		MaxHistoryEvents:        51200,
+		SuggestContinueAsNewAt:  api.DefaultSuggestContinueAsNewAt,
+		MaxPendingActivities:    2000,
+		MaxPendingChildren:      2000,
+		MaxPendingTimers:        2000,
+		MaxIDBytes:              1000,
+		MaxSignals:              10000,
+		MaxWorkflowTaskRefusals: 3,
 	}
 }
 
@@ -45,6 +67,9 @@ func (l *Limits) fillDefaults() {
 	d := DefaultLimits()
 	if l.MaxPayloadBytes == 0 {
 		l.MaxPayloadBytes = d.MaxPayloadBytes
+	}
+	if l.InlinePayloadBytes == 0 {
+		l.InlinePayloadBytes = d.InlinePayloadBytes
 	}
 	if l.MaxHistoryEvents == 0 {
 		l.MaxHistoryEvents = d.MaxHistoryEvents
@@ -64,12 +89,19 @@ func (l *Limits) fillDefaults() {
 	if l.MaxIDBytes == 0 {
 		l.MaxIDBytes = d.MaxIDBytes
 	}
+	if l.MaxSignals == 0 {
+		l.MaxSignals = d.MaxSignals
+	}
+	if l.MaxWorkflowTaskRefusals == 0 {
+		l.MaxWorkflowTaskRefusals = d.MaxWorkflowTaskRefusals
+	}
 }
 
 // Validate reports limits that cannot work.
 func (l Limits) Validate() error {
-	if l.MaxPayloadBytes < 0 || l.MaxHistoryEvents < 0 || l.SuggestContinueAsNewAt < 0 ||
-		l.MaxPendingActivities < 0 || l.MaxPendingChildren < 0 || l.MaxPendingTimers < 0 || l.MaxIDBytes < 0 {
+	if l.MaxPayloadBytes < 0 || l.InlinePayloadBytes < 0 || l.MaxHistoryEvents < 0 || l.SuggestContinueAsNewAt < 0 ||
+		l.MaxPendingActivities < 0 || l.MaxPendingChildren < 0 || l.MaxPendingTimers < 0 || l.MaxIDBytes < 0 ||
+		l.MaxSignals < 0 || l.MaxWorkflowTaskRefusals < 0 {
 		return fmt.Errorf("%w: limits must not be negative", api.ErrInvalidArgument)
 	}
 	return nil

@@ -58,6 +58,10 @@ type Options struct {
 	Logger *zerolog.Logger
 	// NewRunID generates run ids (default: 128 random bits, hex).
 	NewRunID func() string
+	// Pricing prices the usage activities report, per model (default:
+	// none: usage is counted, its cost is 0 and the model is listed as
+	// unpriced).
+	Pricing Pricing
 	// LeaseDriftMargin is how long after an attempt's lease deadline the
 	// engine still assumes it may act (default DefaultLeaseDriftMargin):
 	// it covers the clock offset between the worker and the engine, and
@@ -140,6 +144,10 @@ type Engine struct {
 	// GetResult and Describe right after a run closes do not read it back
 	// from the store.
 	recent *lru.Cache[string, *RunState]
+	// chunks remembers payload chunks known to be stored (by hash).
+	chunks *lru.Cache[string, struct{}]
+	// streams holds the runs' live output (never written to history).
+	streams *streamHub
 
 	wftQ   *matching.Queues[wftItem]
 	actQ   *matching.Queues[actItem]
@@ -151,6 +159,7 @@ type Engine struct {
 
 	queriesMu sync.Mutex
 	queries   map[string]*pendingQuery
+	pollers   pollers // who polled which queue lately (service_queues.go)
 
 	closed atomic.Bool
 	// running is set once Open has rebuilt the engine's memory.
@@ -228,7 +237,10 @@ func Open(opts Options) (*Engine, error) {
 	}
 	e.firingCond = sync.NewCond(&e.firingMu)
 	e.recent, _ = lru.New[string, *RunState](recentClosedRuns) // cannot fail: the size is positive
-	e.m = &Machine{Limits: opts.Limits, Defaults: opts.Defaults, NewRunID: opts.NewRunID, DriftMargin: opts.LeaseDriftMargin}
+	e.chunks = newChunkCache()
+	e.streams = newStreamHub()
+	e.m = &Machine{Limits: opts.Limits, Defaults: opts.Defaults, NewRunID: opts.NewRunID, Pricing: opts.Pricing,
+		DriftMargin: opts.LeaseDriftMargin}
 	// A task handed off by a transaction (txn.handOff) that its poller
 	// could not take is handed back through the run, as PollWorkflowTask and
 	// PollActivityTask do, rather than queued again as it was built: the run
@@ -421,6 +433,8 @@ func storeErr(err error) error {
 		return err
 	case errors.Is(err, history.ErrTooLarge):
 		return fmt.Errorf("%w: %w", api.ErrLimitExceeded, err)
+	case errors.Is(err, history.ErrNoSpace):
+		return fmt.Errorf("%w: disk full: %w", api.ErrResourceExhausted, err)
 	}
 	return fmt.Errorf("%w: %w", api.ErrInternal, err)
 }

@@ -47,6 +47,10 @@ type LedgerEntry struct {
 	// maxLedgerReports).
 	Reports []api.EffectReport `msgpack:",omitempty"`
 	Created time.Time          `msgpack:",omitempty"`
+	// ResultOmitted says why a completed action's result is not recorded
+	// (it was over the payload limit); a deduplicated schedule then fails
+	// with ResultTooLarge rather than receiving an empty result.
+	ResultOmitted string `msgpack:",omitempty"`
 	// AttemptRecords are the attempts of every run whose intent was
 	// recorded (bounded: the latest maxLedgerAttempts), to judge their
 	// reports once the action or its run has closed.
@@ -78,6 +82,9 @@ type LedgerChange struct {
 	KeepState bool
 	// Report is a judged late report to record.
 	Report *api.EffectReport
+	// ResultOmitted: the action completed but its result was too large to
+	// record (see history.ActivityCompleted).
+	ResultOmitted string
 	// Attempts, when not nil, replaces the records of the run's attempts.
 	Attempts []AttemptRecord
 }
@@ -96,7 +103,7 @@ func (le *LedgerEntry) apply(c LedgerChange, runID string, now time.Time) {
 		le.Created = now
 	}
 	if !c.KeepState {
-		le.State, le.RunID, le.ScheduledEventID, le.Result = c.State, runID, c.ScheduledEventID, c.Result
+		le.State, le.RunID, le.ScheduledEventID, le.Result, le.ResultOmitted = c.State, runID, c.ScheduledEventID, c.Result, c.ResultOmitted
 	}
 	if c.ActivityType != "" {
 		le.ActivityType = c.ActivityType
@@ -175,6 +182,10 @@ func (x *txn) ledger(ctx context.Context, tr *txnRun, changes []LedgerChange) er
 // ledgerChange applies one change to the entry (workflowID, c.Key) and
 // puts the entry, and the indexes a report asks for, in the batch.
 func (x *txn) ledgerChange(ctx context.Context, workflowID, runID string, c LedgerChange) error {
+	var err error
+	if c.Result, err = x.storePayload(ctx, "ledger result", c.Result); err != nil {
+		return err
+	}
 	key := ledgerKey(workflowID, c.Key)
 	le, ok := x.ledgerEntries[string(key)]
 	if !ok {

@@ -32,6 +32,8 @@ type Machine struct {
 	// NewRunID returns a fresh run id (random in the service, a counter in
 	// tests).
 	NewRunID func() string
+	// Pricing prices reported usage (cost 0 for a model it lacks).
+	Pricing Pricing
 }
 
 // DeadlineKind names what a deadline is for.
@@ -90,6 +92,11 @@ type Output struct {
 	// Reports are the judged late reports this input recorded (logged and
 	// counted once committed).
 	Reports []api.EffectReport
+	// Duplicate is set when a stale attempt proved an effect happened twice.
+	Duplicate *history.ActivityDuplicateDetected
+	// Usage lists the priced usage the input reported (for the workflow
+	// id's ledger).
+	Usage []history.Usage
 }
 
 // ChildStart is a child run to start on behalf of a parent.
@@ -116,6 +123,9 @@ type transition struct {
 	st  *RunState
 	now time.Time
 	out Output
+	// retryAfter, when positive, is the delay the failed attempt asked
+	// for before the next one.
+	retryAfter time.Duration
 }
 
 func (m *Machine) begin(st *RunState, now time.Time) *transition {
@@ -181,6 +191,7 @@ func (m *Machine) Start(p StartParams, now time.Time) (*RunState, Output) {
 		TaskTimeout:      req.TaskTimeout,
 		NextEventID:      1,
 		Parent:           p.Parent,
+		Budget:           req.Budget,
 	}
 	if st.FirstRunID == "" {
 		st.FirstRunID = p.RunID
@@ -192,7 +203,7 @@ func (m *Machine) Start(p StartParams, now time.Time) (*RunState, Output) {
 	started := &history.WorkflowStarted{
 		WorkflowType: req.WorkflowType, TaskQueue: req.TaskQueue, Input: req.Input,
 		ExecutionTimeout: req.ExecutionTimeout, RunTimeout: req.RunTimeout, TaskTimeout: st.TaskTimeout,
-		ContinuedFromRunID: p.ContinuedFrom, FirstRunID: st.FirstRunID, Identity: req.Identity,
+		ContinuedFromRunID: p.ContinuedFrom, FirstRunID: st.FirstRunID, Identity: req.Identity, Budget: req.Budget,
 	}
 	if p.Parent != nil {
 		started.ParentWorkflowID = p.Parent.WorkflowID
@@ -215,13 +226,11 @@ func (m *Machine) Start(p StartParams, now time.Time) (*RunState, Output) {
 
 // Signal delivers a signal.
 func (m *Machine) Signal(st *RunState, name string, input history.Payload, identity string, now time.Time) (Output, error) {
-	if err := m.checkOpen(st); err != nil {
-		return Output{}, err
-	}
-	if err := m.checkGrowth(st, 1); err != nil {
+	if err := m.CanSignal(st); err != nil {
 		return Output{}, err
 	}
 	t := m.begin(st, now)
+	st.Signals++
 	t.add(&history.SignalReceived{Name: name, Input: input, Identity: identity})
 	t.needWFT()
 	return t.out, nil
@@ -253,6 +262,19 @@ func (m *Machine) Terminate(st *RunState, reason string, details history.Payload
 	return t.out, nil
 }
 
+// CanSignal reports why the run cannot take one more signal, if it cannot:
+// it is closed, its history is full, or it has received MaxSignals.
+func (m *Machine) CanSignal(st *RunState) error {
+	if err := m.checkOpen(st); err != nil {
+		return err
+	}
+	if m.Limits.MaxSignals > 0 && int(st.Signals) >= m.Limits.MaxSignals {
+		return api.Errorf(api.ErrLimitExceeded, "workflow %q run %q has received %d signals, the limit (Limits.MaxSignals)",
+			st.WorkflowID, st.RunID, st.Signals)
+	}
+	return m.checkGrowth(st, 1)
+}
+
 func (m *Machine) checkOpen(st *RunState) error {
 	if !st.Status.Open() {
 		return api.Errorf(api.ErrWorkflowClosed, "workflow %q run %q is %s", st.WorkflowID, st.RunID, st.Status)
@@ -263,11 +285,19 @@ func (m *Machine) checkOpen(st *RunState) error {
 // checkGrowth refuses inputs that would push the history past its limit.
 func (m *Machine) checkGrowth(st *RunState, n int64) error {
 	if m.Limits.MaxHistoryEvents > 0 && st.NextEventID-1+n > m.Limits.MaxHistoryEvents {
-		return api.Errorf(api.ErrLimitExceeded, "history of workflow %q run %q would exceed %d events; continue as new",
-			st.WorkflowID, st.RunID, m.Limits.MaxHistoryEvents)
+		return &historyFullError{msg: fmt.Sprintf("history of workflow %q run %q would exceed %d events (Limits.MaxHistoryEvents); continue as new",
+			st.WorkflowID, st.RunID, m.Limits.MaxHistoryEvents)}
 	}
 	return nil
 }
+
+// historyFullError is the history limit refusing an input
+// (api.ErrLimitExceeded). No retry of a workflow task can get past it: the
+// history only grows.
+type historyFullError struct{ msg string }
+
+func (e *historyFullError) Error() string { return api.ErrLimitExceeded.Error() + ": " + e.msg }
+func (e *historyFullError) Unwrap() error { return api.ErrLimitExceeded }
 
 // close ends the run.
 func (t *transition) close(status api.Status, result history.Payload, failure *history.Failure) {

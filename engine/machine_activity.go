@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -54,13 +55,18 @@ func (t *transition) scheduleActivity(c *api.ScheduleActivityCommand, wtc int64)
 		key = idempotencyKey(st.WorkflowID, c.ActivityType, material, st.Occurrences[ok])
 	}
 	id := t.add(&history.ActivityScheduled{ActivityID: c.ActivityID, ActivityType: c.ActivityType, Input: c.Input,
-		Options: opts, Effect: c.Effect, IdempotencyKey: key, HasReconcile: c.HasReconcile, WorkflowTaskCompletedEventID: wtc})
+		Options: opts, Effect: c.Effect, IdempotencyKey: key, HasReconcile: c.HasReconcile, WorkflowTaskCompletedEventID: wtc,
+		Metered: c.Metered})
 	if st.Activities == nil {
 		st.Activities = map[int64]*ActivityInfo{}
 	}
 	a := &ActivityInfo{ScheduledEventID: id, ActivityID: c.ActivityID, ActivityType: c.ActivityType, Options: opts,
 		Effect: c.Effect, IdempotencyKey: key, HasReconcile: c.HasReconcile, ScheduledTime: t.now,
-		State: api.ActivityStateScheduled, Attempt: 1}
+		State: api.ActivityStateScheduled, Attempt: 1, Metered: c.Metered}
+	if c.Metered {
+		st.Turns++
+		a.Turn = st.Turns
+	}
 	st.Activities[id] = a
 	if opts.ScheduleToCloseTimeout > 0 {
 		t.deadline(Deadline{At: t.now.Add(opts.ScheduleToCloseTimeout), Kind: DeadlineScheduleToClose, ID: id})
@@ -71,6 +77,9 @@ func (t *transition) scheduleActivity(c *api.ScheduleActivityCommand, wtc int64)
 
 // readyActivity puts a scheduled attempt on its queue.
 func (t *transition) readyActivity(a *ActivityInfo) {
+	if t.holdIfOverBudget(a) {
+		return
+	}
 	a.State = api.ActivityStateScheduled
 	a.ReadyTime = t.now
 	t.out.ActivitiesReady = append(t.out.ActivitiesReady, a.ScheduledEventID)
@@ -87,7 +96,7 @@ func (t *transition) cancelActivity(schedID int64, wtc int64) func() {
 		return nil
 	}
 	a.CancelRequested = true
-	if a.State != api.ActivityStateScheduled && a.State != api.ActivityStateBackoff {
+	if a.State != api.ActivityStateScheduled && a.State != api.ActivityStateBackoff && a.State != api.ActivityStateHeld {
 		return nil // a running attempt learns it from its heartbeat; an unknown outcome stays paused
 	}
 	if a.Effect == history.SideEffect && a.StartedEventID != 0 {
@@ -95,7 +104,7 @@ func (t *transition) cancelActivity(schedID int64, wtc int64) func() {
 	}
 	return func() {
 		delete(t.st.Activities, schedID)
-		t.add(&history.ActivityCanceled{ScheduledEventID: schedID})
+		t.add(&history.ActivityCanceled{ScheduledEventID: schedID, Usage: a.Usage})
 		t.needWFT()
 	}
 }
@@ -167,8 +176,10 @@ func (m *Machine) Heartbeat(st *RunState, schedID, epoch int64, details history.
 	if err != nil {
 		return time.Time{}, false, err
 	}
-	if err := m.checkPayload("heartbeat details", details); err != nil {
-		return time.Time{}, false, err
+	if m.checkPayload("heartbeat details", details) != nil {
+		// Too large to keep: the heartbeat still extends the lease (an
+		// activity making progress must not lose it over its details).
+		details = history.Payload{}
 	}
 	a.LastHeartbeat = now
 	if !details.IsZero() {
@@ -178,6 +189,26 @@ func (m *Machine) Heartbeat(st *RunState, schedID, epoch int64, details history.
 		a.LeaseDeadline = leaseDeadline(a, now)
 	}
 	return a.LeaseDeadline, a.CancelRequested, nil
+}
+
+// fitResult drops a result over the payload limit, saying why.
+func (m *Machine) fitResult(result history.Payload, omitted string) (history.Payload, string) {
+	if omitted != "" {
+		return history.Payload{}, omitted
+	}
+	if err := m.checkPayload("activity result", result); err != nil {
+		return history.Payload{}, fmt.Sprintf("the activity result is %d bytes, over the limit of %d (Limits.MaxPayloadBytes)",
+			len(result.Data), m.Limits.MaxPayloadBytes)
+	}
+	return result, ""
+}
+
+// omitted marks a's ledger change, just made, as completed without its
+// result.
+func (t *transition) omitted(a *ActivityInfo, reason string) {
+	if n := len(t.out.Ledger); reason != "" && n > 0 && a.IdempotencyKey != "" && t.out.Ledger[n-1].Key == a.IdempotencyKey {
+		t.out.Ledger[n-1].ResultOmitted = reason
+	}
 }
 
 // startedForRead writes the ActivityStarted of a Read attempt, which is
@@ -208,15 +239,21 @@ func (t *transition) ledger(a *ActivityInfo, ls LedgerState, result history.Payl
 }
 
 // ActivityCompleted records the current attempt's result (Report with
-// ReportCompleted, for callers that know the attempt is current).
-func (m *Machine) ActivityCompleted(st *RunState, schedID, epoch int64, result history.Payload, identity string, now time.Time) (Output, error) {
+// ReportCompleted, for callers that know the attempt is current). A result
+// over the payload limit is not refused (the worker could only let its
+// lease expire, and a side effect would then look unknown): the activity is
+// recorded as completed without it (ResultOmitted), and workflow code gets
+// a non-retryable ResultTooLarge error. omitted is the worker's own reason
+// for sending no result, if it checked first.
+func (m *Machine) ActivityCompleted(st *RunState, schedID, epoch int64, result history.Payload, omitted, identity string, usage history.Usage, now time.Time) (Output, error) {
 	return m.reportCurrent(st, AttemptReport{ScheduledEventID: schedID, Epoch: epoch, Kind: ReportCompleted, Result: result,
-		Identity: identity}, now)
+		ResultOmitted: omitted, Identity: identity, Usage: usage}, now)
 }
 
 // ActivityFailed records the end of the current attempt without a result.
-func (m *Machine) ActivityFailed(st *RunState, schedID, epoch int64, f history.Failure, kind FailureKind, now time.Time) (Output, error) {
-	return m.reportCurrent(st, AttemptReport{ScheduledEventID: schedID, Epoch: epoch, Kind: kind.report(), Failure: f}, now)
+func (m *Machine) ActivityFailed(st *RunState, schedID, epoch int64, f history.Failure, r FailureReport, now time.Time) (Output, error) {
+	return m.reportCurrent(st, AttemptReport{ScheduledEventID: schedID, Epoch: epoch, Kind: r.Kind.report(), Failure: f,
+		Usage: r.Usage, RetryAfter: r.RetryAfter}, now)
 }
 
 // reportCurrent is Report for a report that must come from the attempt
@@ -256,6 +293,17 @@ func (k FailureKind) report() ReportKind {
 	return ReportFailed
 }
 
+// FailureReport is what a worker reports with an attempt's failure, for
+// ActivityFailed.
+type FailureReport struct {
+	Kind FailureKind
+	// Usage is what the attempt consumed.
+	Usage history.Usage
+	// RetryAfter, when positive, replaces the retry policy's backoff
+	// before the next attempt.
+	RetryAfter time.Duration
+}
+
 // retryOrFail retries the attempt per policy or fails the activity for good.
 // timeout names the timeout that ended the attempt, if any.
 func (t *transition) retryOrFail(a *ActivityInfo, f *history.Failure, timeout string) {
@@ -264,7 +312,11 @@ func (t *transition) retryOrFail(a *ActivityInfo, f *history.Failure, timeout st
 		a.LastFailure = &last // timeouts reach here without passing ActivityFailed
 	}
 	p := a.Options.RetryPolicy
-	next := t.now.Add(t.m.backoff(p, a.Attempt))
+	wait := t.m.backoff(p, a.Attempt)
+	if t.retryAfter > 0 {
+		wait = t.retryAfter // the activity (a provider's Retry-After) asked for this delay
+	}
+	next := t.now.Add(wait)
 	withinDeadline := a.Options.ScheduleToCloseTimeout == 0 || next.Before(a.ScheduledTime.Add(a.Options.ScheduleToCloseTimeout))
 	if retryable(p, f, a.Attempt) && withinDeadline {
 		a.State = api.ActivityStateBackoff
@@ -285,10 +337,10 @@ func (t *transition) failActivity(a *ActivityInfo, f *history.Failure, timeout s
 	}
 	if timeout != "" {
 		t.add(&history.ActivityTimedOut{ScheduledEventID: a.ScheduledEventID, StartedEventID: a.StartedEventID,
-			Timeout: timeout, LastFailure: failure, Attempt: a.Attempt})
+			Timeout: timeout, LastFailure: failure, Attempt: a.Attempt, Usage: a.Usage})
 	} else {
 		t.add(&history.ActivityFailed{ScheduledEventID: a.ScheduledEventID, StartedEventID: a.StartedEventID,
-			Failure: failure, Attempt: a.Attempt, Identity: a.Identity})
+			Failure: failure, Attempt: a.Attempt, Identity: a.Identity, Usage: a.Usage})
 	}
 	t.finishActivity(a, LedgerNotHappened, history.Payload{})
 }
@@ -303,7 +355,9 @@ func (m *Machine) Resolve(st *RunState, req *api.ResolveActivityRequest, now tim
 		return Output{}, api.Errorf(api.ErrNotPaused, "workflow %q has no activity with an unknown outcome matching %d/%q",
 			st.WorkflowID, req.ScheduledEventID, req.ActivityID)
 	}
-	if err := firstErr(m.checkPayload("result", req.Result), m.checkGrowth(st, int64(2+len(a.Attempts)))); err != nil {
+	// No history limit here: a paused run must stay resolvable (its next
+	// workflow task enforces the limit).
+	if err := m.checkPayload("result", req.Result); err != nil {
 		return Output{}, err
 	}
 	t := m.begin(st, now)
@@ -348,7 +402,7 @@ func findActivity(st *RunState, schedID int64, activityID string) *ActivityInfo 
 // Deduplicate answers a scheduled activity from the effects ledger: the
 // action already happened under the same idempotency key (in this run or an
 // earlier run of the workflow id).
-func (m *Machine) Deduplicate(st *RunState, schedID int64, result history.Payload, originalRun string, originalEvent int64, now time.Time) Output {
+func (m *Machine) Deduplicate(st *RunState, schedID int64, result history.Payload, omitted, originalRun string, originalEvent int64, now time.Time) Output {
 	t := m.begin(st, now)
 	a, ok := st.Activities[schedID]
 	if !ok {
@@ -356,7 +410,7 @@ func (m *Machine) Deduplicate(st *RunState, schedID int64, result history.Payloa
 	}
 	delete(st.Activities, schedID)
 	t.add(&history.ActivityDeduplicated{ScheduledEventID: schedID, IdempotencyKey: a.IdempotencyKey, Result: result,
-		OriginalRunID: originalRun, OriginalEventID: originalEvent})
+		OriginalRunID: originalRun, OriginalEventID: originalEvent, ResultOmitted: omitted})
 	t.out.Ledger = append(t.out.Ledger, LedgerChange{Key: a.IdempotencyKey, KeepState: true}) // note the run
 	t.needWFT()
 	return t.out

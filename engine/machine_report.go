@@ -115,6 +115,8 @@ type LateReport struct {
 	Identity string `msgpack:",omitempty"`
 	Result   history.Payload
 	At       time.Time
+	// ResultOmitted: the result was over the limit and is not recorded.
+	ResultOmitted string `msgpack:",omitempty"`
 }
 
 // AttemptReport is one report of an attempt, as the service received it.
@@ -129,6 +131,12 @@ type AttemptReport struct {
 	// HeartbeatDetails are the attempt's last heartbeat details, flushed
 	// with its outcome (zero: none newer than those already sent).
 	HeartbeatDetails history.Payload
+	// ResultOmitted is the worker's reason for sending no result (it is
+	// over the limit); Usage is what the attempt consumed; RetryAfter,
+	// when positive, replaces the retry policy's backoff.
+	ResultOmitted string
+	Usage         history.Usage
+	RetryAfter    time.Duration
 }
 
 // ReportAck says how a report was taken.
@@ -181,16 +189,18 @@ func (m *Machine) Report(st *RunState, r AttemptReport, le *LedgerEntry, now tim
 		return Output{}, 0, err
 	}
 	a := st.Activities[r.ScheduledEventID]
-	extra := int64(3)
-	if a != nil {
-		extra += int64(len(a.Late) + len(a.Attempts))
-	}
-	if err := firstErr(m.checkPayload("activity result", r.Result), m.checkPayload("heartbeat details", r.HeartbeatDetails),
-		m.checkPayload("failure details", r.Failure.Details), m.checkGrowth(st, extra)); err != nil {
-		return Output{}, 0, err
+	// Outcomes of work already under way are recorded even past the
+	// history limit (the run's next workflow task enforces it), and
+	// payloads over the limit are dropped, saying so, rather than refused:
+	// a refused report leaves a side effect to look unknown.
+	r.Result, r.ResultOmitted = m.fitResult(r.Result, r.ResultOmitted)
+	if m.checkPayload("heartbeat details", r.HeartbeatDetails) != nil {
+		r.HeartbeatDetails = history.Payload{}
 	}
 	t := m.begin(st, now)
 	if a != nil && a.LeaseEpoch == r.Epoch && (a.State == api.ActivityStateStarted || a.State == api.ActivityStateUnknown) {
+		t.addUsage(a, r.Usage)
+		t.retryAfter = r.RetryAfter
 		t.currentReport(a, r)
 		return t.out, AckAccepted, nil
 	}
@@ -230,9 +240,10 @@ func (t *transition) currentReport(a *ActivityInfo, r AttemptReport) {
 		}
 		t.startedForRead(a)
 		t.add(&history.ActivityCompleted{ScheduledEventID: a.ScheduledEventID, StartedEventID: a.StartedEventID, Result: r.Result,
-			Identity: r.Identity})
+			Identity: r.Identity, ResultOmitted: r.ResultOmitted, Usage: a.Usage})
 		t.judgeOthers(a, rec, outcomeCompleted)
 		t.finishActivity(a, LedgerCompleted, r.Result)
+		t.omitted(a, r.ResultOmitted)
 	case ReportUnknown:
 		if a.State == api.ActivityStateUnknown {
 			return // already paused on this attempt
@@ -259,7 +270,7 @@ func (t *transition) currentReport(a *ActivityInfo, r AttemptReport) {
 			return
 		}
 		t.startedForRead(a)
-		t.add(&history.ActivityCanceled{ScheduledEventID: a.ScheduledEventID, StartedEventID: a.StartedEventID})
+		t.add(&history.ActivityCanceled{ScheduledEventID: a.ScheduledEventID, StartedEventID: a.StartedEventID, Usage: a.Usage})
 		t.finishActivity(a, LedgerNotHappened, history.Payload{})
 	default:
 		t.failed(a, rec, r)
@@ -301,10 +312,14 @@ func (t *transition) completeLate(a *ActivityInfo, late LateReport) {
 	if rec != nil {
 		rec.Fate, rec.Accepted, rec.ResultSum = FatePerformed, true, resultSum(late.Result)
 	}
-	t.add(&history.ActivityCompleted{ScheduledEventID: a.ScheduledEventID, Result: late.Result, Identity: late.Identity})
+	// The attempt's ActivityStarted may not be the latest one: the
+	// completion names none (StartedEventID 0).
+	t.add(&history.ActivityCompleted{ScheduledEventID: a.ScheduledEventID, Result: late.Result, Identity: late.Identity,
+		ResultOmitted: late.ResultOmitted, Usage: a.Usage})
 	a.Late = slices.DeleteFunc(a.Late, func(l LateReport) bool { return l.Epoch == late.Epoch })
 	t.judgeOthers(a, rec, outcomeCompleted)
 	t.finishActivity(a, LedgerCompleted, late.Result)
+	t.omitted(a, late.ResultOmitted)
 }
 
 // judgeOthers declares, once attempt performer has performed the action,
@@ -439,8 +454,9 @@ func (t *transition) lookupAnswer(a *ActivityInfo, r AttemptReport) {
 	case ReportCompleted:
 		a.Reconciling = false
 		t.add(&history.ActivityResolved{ScheduledEventID: a.ScheduledEventID, Resolution: history.ResolvedHappened, Result: r.Result,
-			By: "reconcile", Reason: "the Reconcile lookup found the action"})
+			By: "reconcile", Reason: "the Reconcile lookup found the action", ResultOmitted: r.ResultOmitted})
 		t.happened(a, r.Result)
+		t.omitted(a, r.ResultOmitted)
 	case ReportNotHappened:
 		t.add(&history.ActivityResolved{ScheduledEventID: a.ScheduledEventID, Resolution: history.ResolvedNotHappened,
 			By: "reconcile", Reason: "the Reconcile lookup found no trace of the action"})
@@ -563,7 +579,8 @@ func repeatedReport(st *RunState, rec *AttemptRecord, r AttemptReport) (ReportAc
 // the lease of a pending activity.
 func (t *transition) lateSuccess(a *ActivityInfo, rec *AttemptRecord, r AttemptReport) ReportAck {
 	rec.Fate, rec.ResultSum = FatePerformed, resultSum(r.Result)
-	late := LateReport{Attempt: rec.Attempt, Epoch: rec.Epoch, Identity: r.Identity, Result: r.Result, At: t.now}
+	late := LateReport{Attempt: rec.Attempt, Epoch: rec.Epoch, Identity: r.Identity, Result: r.Result, At: t.now,
+		ResultOmitted: r.ResultOmitted}
 	if a.Effect == history.SideEffect {
 		for i := range a.Attempts {
 			if o := &a.Attempts[i]; o.Epoch != rec.Epoch && o.Fate == FatePerformed {
@@ -700,6 +717,7 @@ type closedJudgment struct {
 	records  []AttemptRecord // the run's records, updated
 	state    LedgerState     // the entry's new state (0: unchanged)
 	result   history.Payload
+	omitted  string
 	reports  []api.EffectReport
 	ack      ReportAck
 	repeated bool
@@ -710,7 +728,7 @@ type closedJudgment struct {
 func (j *closedJudgment) change(schedID int64, le *LedgerEntry) LedgerChange {
 	c := LedgerChange{Key: j.key, KeepState: j.state == 0, Attempts: j.records, ActivityType: le.ActivityType, Effect: le.Effect}
 	if j.state != 0 {
-		c.State, c.Result, c.ScheduledEventID = j.state, j.result, schedID
+		c.State, c.Result, c.ResultOmitted, c.ScheduledEventID = j.state, j.result, j.omitted, schedID
 	}
 	return c
 }
@@ -788,13 +806,13 @@ func judgeClosed(le *LedgerEntry, runID string, r AttemptReport) closedJudgment 
 				j.reports = append(j.reports, base)
 			}
 		case le.State == LedgerNotHappened:
-			j.state, j.result = LedgerCompleted, r.Result
+			j.state, j.result, j.omitted = LedgerCompleted, r.Result, r.ResultOmitted
 			base.Verdict = api.VerdictConflict
 			base.Detail = fmt.Sprintf("attempt %d reported success after the action had been recorded as not happened: it happened; "+
 				"the ledger now says completed, so a later run of the workflow id is deduplicated with this result", r.Attempt)
 			j.reports = append(j.reports, base)
 		default: // in flight or unknown: its run closed before the outcome was known
-			j.state, j.result, j.ack = LedgerCompleted, r.Result, AckAccepted
+			j.state, j.result, j.omitted, j.ack = LedgerCompleted, r.Result, r.ResultOmitted, AckAccepted
 			rec.Accepted = true
 		}
 		if o := others(mayHave); o != nil && le.Effect == history.SideEffect && base.Verdict != api.VerdictDuplicate && !wasPerformer {

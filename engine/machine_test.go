@@ -202,7 +202,7 @@ func TestMachineOneActivity(t *testing.T) {
 	ep := s.dispatchActivity(3)
 	s.advance(time.Second)
 	s.step("activity completed", func() (Output, error) {
-		return s.m.ActivityCompleted(s.st, 3, ep, jsonPayload(`"hi"`), "w1", s.now)
+		return s.m.ActivityCompleted(s.st, 3, ep, jsonPayload(`"hi"`), "", "w1", history.Usage{}, s.now)
 	})
 	s.complete(completeWF(`"done"`))
 	s.golden()
@@ -216,17 +216,17 @@ func TestMachineRetryThenSuccess(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		ep := s.dispatchActivity(3)
 		s.step("activity failed", func() (Output, error) {
-			return s.m.ActivityFailed(s.st, 3, ep, history.Failure{Type: "Unavailable", Message: "try later"}, FailedError, s.now)
+			return s.m.ActivityFailed(s.st, 3, ep, history.Failure{Type: "Unavailable", Message: "try later"}, FailureReport{}, s.now)
 		})
 		s.advance(time.Duration(1<<i) * time.Second)
 		s.fireDue()
 	}
 	ep := s.dispatchActivity(3)
 	s.step("activity completed", func() (Output, error) {
-		return s.m.ActivityCompleted(s.st, 3, ep, jsonPayload(`"ok"`), "w1", s.now)
+		return s.m.ActivityCompleted(s.st, 3, ep, jsonPayload(`"ok"`), "", "w1", history.Usage{}, s.now)
 	})
 	s.step("stale completion from attempt 1", func() (Output, error) {
-		return s.m.ActivityCompleted(s.st, 3, 1, jsonPayload(`"late"`), "w1", s.now)
+		return s.m.ActivityCompleted(s.st, 3, 1, jsonPayload(`"late"`), "", "w1", history.Usage{}, s.now)
 	})
 	s.golden()
 }
@@ -238,7 +238,7 @@ func TestMachineNonRetryable(t *testing.T) {
 		RetryPolicy: &history.RetryPolicy{NonRetryableErrorTypes: []string{"CardDeclined"}}}))
 	ep := s.dispatchActivity(3)
 	s.step("activity failed", func() (Output, error) {
-		return s.m.ActivityFailed(s.st, 3, ep, history.Failure{Type: "CardDeclined", Message: "declined"}, FailedError, s.now)
+		return s.m.ActivityFailed(s.st, 3, ep, history.Failure{Type: "CardDeclined", Message: "declined"}, FailureReport{}, s.now)
 	})
 	s.golden()
 }
@@ -299,11 +299,11 @@ func TestMachineReconcile(t *testing.T) {
 	s.fireDue()
 	ep := s.dispatchActivity(3) // the Reconcile lookup
 	s.step("reconcile: not happened", func() (Output, error) {
-		return s.m.ActivityFailed(s.st, 3, ep, history.Failure{Message: "no such payment"}, FailedNotHappened, s.now)
+		return s.m.ActivityFailed(s.st, 3, ep, history.Failure{Message: "no such payment"}, FailureReport{Kind: FailedNotHappened}, s.now)
 	})
 	ep = s.dispatchActivity(3)
 	s.step("activity completed", func() (Output, error) {
-		return s.m.ActivityCompleted(s.st, 3, ep, jsonPayload(`"paid"`), "w1", s.now)
+		return s.m.ActivityCompleted(s.st, 3, ep, jsonPayload(`"paid"`), "", "w1", history.Usage{}, s.now)
 	})
 	s.golden()
 }

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/cairnflow/cairn/engine/api"
@@ -95,14 +97,62 @@ func closes(cmds []api.Command) bool {
 	return false
 }
 
+// RefuseWFT records that the engine refused a workflow task's completion
+// because its commands break a limit or are malformed (refusal, an
+// api.ErrLimitExceeded or api.ErrInvalidArgument): the task fails with that
+// cause in history (FailWFT), and the run is terminated once such failures
+// reach Limits.MaxWorkflowTaskRefusals in a row — at once for the history
+// limit, which no retry can get past. Nothing of the refused commands is
+// written.
+func (m *Machine) RefuseWFT(st *RunState, refusal error, identity string, now time.Time) (Output, error) {
+	if err := m.checkOpen(st); err != nil {
+		return Output{}, err
+	}
+	var full *historyFullError
+	if errors.As(refusal, &full) {
+		return m.terminateForLimit(st, "workflow task refused: "+refusal.Error(), now), nil
+	}
+	cause, typ := api.CauseLimitExceeded, "LimitExceeded"
+	if errors.Is(refusal, api.ErrInvalidArgument) {
+		cause, typ = api.CauseBadCommands, "BadCommands"
+	}
+	return m.FailWFT(st, cause, history.Failure{Type: typ, Message: "the engine refused the workflow task's commands: " + refusal.Error(),
+		NonRetryable: true}, identity, now)
+}
+
+// IsRefusal reports whether err is the engine refusing a workflow task's
+// commands (as opposed to the task being stale or the run closed).
+func IsRefusal(err error) bool {
+	return errors.Is(err, api.ErrLimitExceeded) || errors.Is(err, api.ErrInvalidArgument)
+}
+
+// terminateForLimit closes the run because a limit stops it for good.
+func (m *Machine) terminateForLimit(st *RunState, reason string, now time.Time) Output {
+	t := m.begin(st, now)
+	t.add(&history.WorkflowTerminated{Reason: reason, Identity: "cairn-engine"})
+	t.close(api.StatusTerminated, history.Payload{}, &history.Failure{Type: "LimitExceeded", Message: reason, NonRetryable: true})
+	return t.out
+}
+
 // FailWFT records a failed workflow task (the first failure of a streak
-// only) and schedules a retry, with backoff after the third attempt.
+// only) and schedules a retry, with backoff after the third attempt. A
+// failure whose cause is a refusal (api.CauseLimitExceeded,
+// api.CauseBadCommands) would happen again on every retry: the run is
+// terminated at Limits.MaxWorkflowTaskRefusals of them in a row.
 func (m *Machine) FailWFT(st *RunState, cause string, f history.Failure, identity string, now time.Time) (Output, error) {
 	if err := m.checkOpen(st); err != nil {
 		return Output{}, err
 	}
-	t := m.begin(st, now)
 	w := &st.WFT
+	if cause == api.CauseLimitExceeded || cause == api.CauseBadCommands {
+		w.Refusals++
+		if n := m.Limits.MaxWorkflowTaskRefusals; n > 0 && int(w.Refusals) >= n {
+			return m.terminateForLimit(st, fmt.Sprintf("%d workflow tasks in a row failed (%s): %s", w.Refusals, cause, f.Message), now), nil
+		}
+	} else {
+		w.Refusals = 0
+	}
+	t := m.begin(st, now)
 	if w.Attempt <= 1 {
 		if err := m.checkGrowth(st, 1); err == nil {
 			t.add(&history.WorkflowTaskFailed{Cause: cause, Failure: f, Identity: identity, Attempt: w.Attempt})
@@ -234,6 +284,13 @@ func (m *Machine) validateCommand(i int, c *api.Command) error {
 			return bad("missing attributes")
 		}
 		return m.checkPayload("continue-as-new input", c.ContinueAsNew.Input)
+	case api.CommandSetBudget:
+		if c.SetBudget == nil {
+			return bad("missing attributes")
+		}
+		if b := c.SetBudget.Budget; b.MaxTokens < 0 || b.MaxTurns < 0 || b.MaxCostUSD < 0 {
+			return bad("a budget must not be negative")
+		}
 	default:
 		return bad("unknown command type")
 	}
@@ -281,6 +338,8 @@ func (t *transition) command(i int, c *api.Command, wtc int64, wc *WFTCompletion
 		t.close(api.StatusCanceled, history.Payload{}, &history.Failure{Type: "Canceled", Message: "workflow canceled", NonRetryable: true})
 	case api.CommandContinueAsNew:
 		t.continueAsNew(c.ContinueAsNew, wtc)
+	case api.CommandSetBudget:
+		t.setBudget(c.SetBudget, wtc)
 	}
 	return nil
 }

@@ -232,6 +232,13 @@ func (e *Engine) describeRun(ctx context.Context, req *api.DescribeWorkflowReque
 	if resp.EffectReports, err = e.runReports(ctx, st.Ref()); err != nil {
 		return nil, err
 	}
+	resp.Usage = st.UsageSummary(e.opts.Pricing)
+	resp.Budget = st.BudgetStatus()
+	if wu, err := e.workflowUsage(ctx, st.WorkflowID); err != nil {
+		return nil, err
+	} else if wu != nil {
+		resp.WorkflowUsage = summarizeUsage(wu.Total, wu.ByModel, wu.Calls, e.opts.Pricing)
+	}
 	if p := resp.Info.Pause; p != nil {
 		// The paused action's arguments, for the person deciding.
 		if evs, err := e.store.ReadEvents(ctx, st.Ref(), p.ScheduledEventID, 1); err == nil && len(evs) == 1 {
@@ -355,7 +362,11 @@ func (e *Engine) GetResult(ctx context.Context, req *api.GetResultRequest) (*api
 			return nil, err
 		}
 		if !st.Status.Open() {
-			return &api.GetResultResponse{RunID: st.RunID, Closed: true, Status: st.Status, Result: st.Result,
+			result, err := e.resolve(ctx, st.Result)
+			if err != nil {
+				return nil, err
+			}
+			return &api.GetResultResponse{RunID: st.RunID, Closed: true, Status: st.Status, Result: result,
 				Failure: st.Failure, ContinuedAsNewRunID: st.ContinuedAsNewRunID}, nil
 		}
 		if !req.Wait || !waitChange(ctx, changed, e.stop) {

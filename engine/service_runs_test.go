@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 	"time"
@@ -342,114 +341,6 @@ func TestQueryWorkflow(t *testing.T) {
 
 // --- limits ---
 
-func smallLimits(o *Options) {
-	o.Limits = Limits{MaxPayloadBytes: 64, MaxHistoryEvents: 12, SuggestContinueAsNewAt: 6, MaxPendingActivities: 2,
-		MaxPendingTimers: 2, MaxPendingChildren: 2, MaxIDBytes: 16}
-}
-
-func TestLimits(t *testing.T) {
-	h := newHarness(t, smallLimits)
-	big := history.Payload{Data: bytes.Repeat([]byte("x"), 65)}
-
-	// Payloads.
-	_, err := h.eng.StartWorkflow(h.ctx(), &api.StartWorkflowRequest{WorkflowID: "wf", WorkflowType: "W", TaskQueue: "q", Input: big})
-	wantErr(t, err, api.ErrLimitExceeded)
-	_, err = h.eng.DescribeWorkflow(h.ctx(), &api.DescribeWorkflowRequest{WorkflowID: "wf"})
-	wantErr(t, err, api.ErrNotFound)
-
-	h.start("wf", "W")
-	task := h.pollWFT("q")
-	if task.ContinueAsNewSuggested {
-		t.Fatal("continue-as-new suggested for a 1-event history")
-	}
-	_, err = h.eng.SignalWorkflow(h.ctx(), &api.SignalWorkflowRequest{WorkflowID: "wf", SignalName: "s", Input: big})
-	wantErr(t, err, api.ErrLimitExceeded)
-	limit := func(cmds ...api.Command) {
-		t.Helper()
-		n := h.historyLen("wf")
-		wantErr(t, h.completeErr(task, cmds...), api.ErrLimitExceeded)
-		if h.historyLen("wf") != n {
-			t.Fatal("a refused completion wrote events")
-		}
-	}
-	limit(completeWF(string(big.Data)))
-	limit(markerCmd("m", big.Data))
-	limit(api.Command{Type: api.CommandScheduleActivity, ScheduleActivity: &api.ScheduleActivityCommand{ActivityID: "a", ActivityType: "A", Input: big}})
-	// Pending activities, timers and children.
-	sched := func(id string) api.Command { return schedule(id, "A", history.Read, history.ActivityOptions{}) }
-	limit(sched("a1"), sched("a2"), sched("a3"))
-	limit(startTimer("t1", time.Hour), startTimer("t2", time.Hour), startTimer("t3", time.Hour))
-	limit(childCmd("c1", "C", history.ParentCloseAbandon), childCmd("c2", "C", history.ParentCloseAbandon), childCmd("c3", "C", history.ParentCloseAbandon))
-	// Ids.
-	limit(startTimer(strings.Repeat("t", 17), time.Hour))
-	_, err = h.eng.StartWorkflow(h.ctx(), &api.StartWorkflowRequest{WorkflowID: strings.Repeat("w", 17), WorkflowType: "W", TaskQueue: "q"})
-	wantErr(t, err, api.ErrLimitExceeded)
-	_, err = h.eng.PollWorkflowTask(h.ctx(), &api.PollWorkflowTaskRequest{TaskQueue: strings.Repeat("q", 17)})
-	wantErr(t, err, api.ErrLimitExceeded)
-
-	// The same task still completes within the limits: 2 activities at the limit.
-	h.complete(task, sched("a1"), sched("a2"))
-	act := h.pollActivity("q")
-	n := h.historyLen("wf")
-	_, err = h.eng.CompleteActivity(h.ctx(), &api.CompleteActivityRequest{TaskToken: act.TaskToken, Result: big})
-	wantErr(t, err, api.ErrLimitExceeded)
-	_, err = h.eng.RecordActivityHeartbeat(h.ctx(), &api.HeartbeatRequest{TaskToken: act.TaskToken, Details: big})
-	wantErr(t, err, api.ErrLimitExceeded)
-	if h.historyLen("wf") != n {
-		t.Fatal("refused activity calls wrote events")
-	}
-	h.completeActivity(act, `1`)
-	// History is now 6 events: the next task suggests continuing as new.
-	task = h.pollWFT("q")
-	if !task.ContinueAsNewSuggested || task.NextEventID != 7 {
-		t.Fatalf("task at %d events: suggested %v", task.NextEventID-1, task.ContinueAsNewSuggested)
-	}
-	h.complete(task, startTimer("t", time.Hour)) // 8 events
-	for h.historyLen("wf") < 12 {
-		h.signal("wf", "s", `1`)
-	}
-	n = h.historyLen("wf")
-	_, err = h.eng.SignalWorkflow(h.ctx(), &api.SignalWorkflowRequest{WorkflowID: "wf", SignalName: "s"})
-	wantErr(t, err, api.ErrLimitExceeded)
-	if h.historyLen("wf") != n {
-		t.Fatal("a refused signal wrote events")
-	}
-}
-
-// A run whose history is at its limit can still close (complete, fail or
-// continue as new): the limit must not trap it.
-func TestHistoryLimitStillAllowsClosing(t *testing.T) {
-	h := newHarness(t, smallLimits)
-	h.start("wf", "W")
-	task := h.pollWFT("q")
-	for h.historyLen("wf") < 10 {
-		h.signal("wf", "s", `1`)
-	}
-	// 10 events: a completion that adds WorkflowTaskCompleted and one
-	// TimerStarted fits (12); one more command would not.
-	wantErr(t, h.completeErr(task, startTimer("t1", time.Hour), startTimer("t2", time.Hour)), api.ErrLimitExceeded)
-	if n := h.historyLen("wf"); n != 10 {
-		t.Fatalf("refused completion wrote events: %d", n)
-	}
-	h.complete(task, startTimer("t1", time.Hour))
-	h.advance(time.Hour) // TimerFired: the engine's own events are never refused
-	if n := h.historyLen("wf"); n != 13 {
-		t.Fatalf("history %d events", n)
-	}
-	task = h.pollWFT("q")
-	if !task.ContinueAsNewSuggested {
-		t.Fatal("continue-as-new not suggested")
-	}
-	wantErr(t, h.completeErr(task, startTimer("t2", time.Hour)), api.ErrLimitExceeded)
-	// Closing is always possible: here by continuing as new.
-	h.complete(task, continueAsNewCmd(`"fresh"`))
-	next := h.pollWFT("q")
-	if next.ContinueAsNewSuggested || len(next.Events) != 1 {
-		t.Fatalf("new run task: suggested %v, %d events", next.ContinueAsNewSuggested, len(next.Events))
-	}
-	h.complete(next, completeWF(`1`))
-}
-
 // --- bad input ---
 
 func TestBadInput(t *testing.T) {
@@ -468,29 +359,7 @@ func TestBadInput(t *testing.T) {
 		_, err = h.eng.RecordActivityHeartbeat(h.ctx(), &api.HeartbeatRequest{TaskToken: tok})
 		wantErr(t, err, api.ErrInvalidArgument)
 	}
-	n := h.historyLen("wf")
-	bad := []api.Command{
-		{Type: api.CommandType(99)},
-		{Type: api.CommandUnspecified},
-		{Type: api.CommandScheduleActivity},
-		{Type: api.CommandStartTimer, CompleteWorkflow: &api.CompleteWorkflowCommand{}},
-		{Type: api.CommandCompleteWorkflow},
-		{Type: api.CommandStartChildWorkflow},
-		{Type: api.CommandContinueAsNew},
-		{Type: api.CommandScheduleActivity, ScheduleActivity: &api.ScheduleActivityCommand{ActivityID: "a"}},    // no type
-		{Type: api.CommandStartTimer, StartTimer: &api.StartTimerCommand{TimerID: "t", Duration: -time.Second}}, // negative
-	}
-	for i, c := range bad {
-		if err := h.completeErr(task, c); !strings.Contains(errString(err), "invalid argument") {
-			t.Fatalf("bad command %d (%s): %v", i, c.Type, err)
-		}
-	}
-	// A closing command that is not last.
-	wantErr(t, h.completeErr(task, completeWF(`1`), startTimer("t", time.Second)), api.ErrInvalidArgument)
-	if h.historyLen("wf") != n {
-		t.Fatal("bad commands wrote events")
-	}
-	// The task is still current and completes normally.
+	// Malformed commands: see TestBadCommandsFailTheTask.
 	h.complete(task, completeWF(`1`))
 
 	_, err := h.eng.StartWorkflow(h.ctx(), &api.StartWorkflowRequest{WorkflowID: "", WorkflowType: "W", TaskQueue: "q"})

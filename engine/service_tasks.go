@@ -58,6 +58,7 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *api.PollWorkflowTask
 	if err := e.m.checkID("task queue", req.TaskQueue, true); err != nil {
 		return nil, err
 	}
+	defer e.pollers.begin(req.TaskQueue, req.Identity, false, e.now)()
 	ctx, cancel := context.WithTimeout(ctx, e.opts.PollTimeout)
 	defer cancel()
 	for {
@@ -151,6 +152,7 @@ func (e *Engine) workflowTask(st *RunState, epoch, first int64) *api.WorkflowTas
 		Attempt: st.WFT.Attempt, FirstEventID: first, NextEventID: st.NextEventID,
 		ContinueAsNewSuggested: e.m.SuggestContinueAsNew(st),
 		SuggestContinueAsNewAt: e.m.Limits.SuggestContinueAsNewAt,
+		MaxPayloadBytes:        e.m.Limits.MaxPayloadBytes,
 	}
 }
 
@@ -192,6 +194,7 @@ func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *api.CompleteWork
 		ids = append(ids, p.WorkflowID)
 	}
 	var unhandled bool
+	var refused error
 	err := e.transact(ctx, ids, func(x *txn) error {
 		entry, err := e.currentWFT(tok)
 		if err != nil {
@@ -210,6 +213,15 @@ func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *api.CompleteWork
 			x.runs, x.byRef = nil, map[history.RunRef]*txnRun{}
 			return nil
 		}
+		if IsRefusal(err) {
+			// The same history through the same code makes the same
+			// commands: refusing them into a timeout would loop. The task
+			// fails with the refusal as its cause, durably.
+			refused = err
+			x.runs, x.byRef = nil, map[history.RunRef]*txnRun{}
+			tr = x.edit(entry)
+			out, err = e.m.RefuseWFT(tr.st, refused, req.Identity, x.now)
+		}
 		if err != nil {
 			return err
 		}
@@ -217,6 +229,9 @@ func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *api.CompleteWork
 	})
 	if err != nil {
 		return nil, err
+	}
+	if refused != nil {
+		return nil, fmt.Errorf("%w (recorded as a failed workflow task)", refused)
 	}
 	if unhandled {
 		return nil, api.Errorf(api.ErrStaleTask, "new events arrived while the task ran; the workflow task was rescheduled")
@@ -279,7 +294,11 @@ func (x *txn) probeTargets(ctx context.Context, cmds []api.Command) (map[int]str
 		case c.Type == api.CommandSignalExternalWorkflow && c.SignalExternalWorkflow != nil:
 			s := c.SignalExternalWorkflow
 			open := x.e.openRun(s.WorkflowID)
-			delivered[i] = (open != nil && (s.RunID == "" || s.RunID == open.ref.RunID)) || starting[s.WorkflowID]
+			// A target that cannot take the signal (its history or signal
+			// count is at its limit) does not get it: recorded as not
+			// delivered rather than failing this run's task.
+			delivered[i] = (open != nil && (s.RunID == "" || s.RunID == open.ref.RunID) && x.e.m.CanSignal(open.state) == nil) ||
+				starting[s.WorkflowID]
 		}
 	}
 	return refused, delivered
@@ -339,6 +358,7 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *api.PollActivityTask
 	if err := e.m.checkID("task queue", req.TaskQueue, true); err != nil {
 		return nil, err
 	}
+	defer e.pollers.begin(req.TaskQueue, req.Identity, true, e.now)()
 	ctx, cancel := context.WithTimeout(ctx, e.opts.PollTimeout)
 	defer cancel()
 	for {
@@ -456,14 +476,14 @@ func (e *Engine) activityTask(ctx context.Context, st *RunState, a *ActivityInfo
 		LeaseEpoch: a.LeaseEpoch, Effect: a.Effect, IdempotencyKey: a.IdempotencyKey, Reconcile: a.Reconciling,
 		ScheduledTime: a.ScheduledTime, StartedTime: a.StartedTime, Deadline: a.LeaseDeadline,
 		StartToCloseTimeout: a.Options.StartToCloseTimeout, HeartbeatTimeout: a.Options.HeartbeatTimeout,
-		HeartbeatDetails: a.HeartbeatDetails, HardDeadline: hardDeadline(a),
+		HeartbeatDetails: a.HeartbeatDetails, MaxResultBytes: e.m.Limits.MaxPayloadBytes, HardDeadline: hardDeadline(a),
 	}, nil
 }
 
 // clonePayload copies p's data, so that what one caller is handed is never
 // shared with the engine's memory or another caller.
 func clonePayload(p history.Payload) history.Payload {
-	return history.Payload{Encoding: p.Encoding, Data: bytes.Clone(p.Data)}
+	return history.Payload{Encoding: p.Encoding, Data: bytes.Clone(p.Data), Ref: bytes.Clone(p.Ref)}
 }
 
 // RecordActivityHeartbeat implements api.Service. Heartbeats extend the
@@ -503,8 +523,8 @@ func (e *Engine) CompleteActivity(ctx context.Context, req *api.CompleteActivity
 	if err := decodeToken(req.TaskToken, &tok); err != nil {
 		return nil, err
 	}
-	err := e.report(ctx, tok, AttemptReport{Kind: ReportCompleted, Result: req.Result, Identity: req.Identity,
-		HeartbeatDetails: req.HeartbeatDetails})
+	err := e.report(ctx, tok, AttemptReport{Kind: ReportCompleted, Result: req.Result, ResultOmitted: req.ResultOmitted,
+		Identity: req.Identity, Usage: req.Usage, HeartbeatDetails: req.HeartbeatDetails})
 	if err != nil {
 		return nil, err
 	}
@@ -637,7 +657,10 @@ func (e *Engine) FailActivity(ctx context.Context, req *api.FailActivityRequest)
 		return nil, err
 	}
 	if err := e.m.checkPayload("failure details", req.Failure.Details); err != nil {
-		return nil, err
+		// Refusing the report would leave the attempt to its lease: record
+		// the failure without its details.
+		req.Failure.Details = history.Payload{}
+		req.Failure.Message += fmt.Sprintf(" (failure details dropped: over the limit of %d bytes)", e.m.Limits.MaxPayloadBytes)
 	}
 	kind := ReportFailed
 	switch {
@@ -650,8 +673,8 @@ func (e *Engine) FailActivity(ctx context.Context, req *api.FailActivityRequest)
 	case req.OutcomeUnknown:
 		kind = ReportUnknown
 	}
-	if err := e.report(ctx, tok, AttemptReport{Kind: kind, Failure: req.Failure, Identity: req.Identity,
-		HeartbeatDetails: req.HeartbeatDetails}); err != nil {
+	if err := e.report(ctx, tok, AttemptReport{Kind: kind, Failure: req.Failure, Identity: req.Identity, Usage: req.Usage,
+		RetryAfter: req.RetryAfter, HeartbeatDetails: req.HeartbeatDetails}); err != nil {
 		return nil, err
 	}
 	return &api.FailActivityResponse{}, nil

@@ -687,11 +687,14 @@ func TestDuplicateTimerIDRefused(t *testing.T) {
 	h := newHarness(t)
 	h.start("wf", "W")
 	task := h.pollWFT("q")
+	// Refused: the task fails (bad_commands) and comes back.
 	wantErr(t, h.completeErr(task, startTimer("t", time.Minute), startTimer("t", time.Hour)), api.ErrInvalidArgument)
+	task = h.pollWFT("q")
 	h.complete(task, startTimer("t", time.Minute))
 	h.signal("wf", "s", `1`)
 	task = h.pollWFT("q")
 	wantErr(t, h.completeErr(task, startTimer("t", time.Hour)), api.ErrInvalidArgument)
+	task = h.pollWFT("q")
 	// Canceling it first frees the id.
 	h.complete(task, cancelTimerCmd("t"), startTimer("t", time.Hour))
 	h.advance(time.Minute)

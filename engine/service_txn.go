@@ -183,7 +183,7 @@ func (x *txn) dedupe(ctx context.Context, tr *txnRun, events []history.Event) er
 		}
 		switch entry.State {
 		case LedgerCompleted:
-			x.record(tr, x.e.m.Deduplicate(tr.st, ev.ID, entry.Result, entry.RunID, entry.ScheduledEventID, x.now))
+			x.record(tr, x.e.m.Deduplicate(tr.st, ev.ID, entry.Result, entry.ResultOmitted, entry.RunID, entry.ScheduledEventID, x.now))
 		case LedgerInFlight, LedgerUnknown:
 			if entry.RunID != tr.st.RunID {
 				reason := fmt.Sprintf("run %s already started this action (%s, key %s) and its outcome is unknown", entry.RunID,
@@ -223,6 +223,7 @@ func (e *Engine) installRun(tr *txnRun) {
 		}
 	}
 	entry.tail.extend(tr.first, tr.events)
+	e.streams.settle(entry.ref, st, tr.events, e.now())
 	close(entry.changed)
 	entry.changed = make(chan struct{})
 	e.watch.notify()

@@ -56,6 +56,17 @@ type RunState struct {
 	// after the run closed.
 	Duplicates      int32 `msgpack:",omitempty"`
 	EffectConflicts int32 `msgpack:",omitempty"`
+
+	// Signals counts the signals the run received (Limits.MaxSignals).
+	Signals int32 `msgpack:",omitempty"`
+
+	// Budget bounds the metered activities; Usage and UsageByModel are
+	// what the run's activities reported; Turns counts the metered
+	// activities scheduled.
+	Budget       history.Budget  `msgpack:",omitempty"`
+	Usage        history.Usage   `msgpack:",omitempty"`
+	UsageByModel []history.Usage `msgpack:",omitempty"`
+	Turns        int64           `msgpack:",omitempty"`
 }
 
 // ParentRef names the parent of a child run.
@@ -78,6 +89,9 @@ type WFTState struct {
 	LastFailure *history.Failure `msgpack:",omitempty"`
 	// BackoffUntil delays a retried task after repeated failures.
 	BackoffUntil time.Time `msgpack:",omitempty"`
+	// Refusals counts the workflow tasks in a row refused for breaking a
+	// limit (Limits.MaxWorkflowTaskRefusals).
+	Refusals int32 `msgpack:",omitempty"`
 
 	// In memory only: the current dispatch.
 	Started   bool      `msgpack:"-"`
@@ -122,6 +136,16 @@ type ActivityInfo struct {
 	UnknownSince  time.Time `msgpack:",omitempty"`
 	// Identity of the worker holding the lease.
 	Identity string `msgpack:",omitempty"`
+	// Metered activities report usage and count against the budget; Turn
+	// is the activity's number among them.
+	Metered bool  `msgpack:",omitempty"`
+	Turn    int64 `msgpack:",omitempty"`
+	// Usage sums what its attempts reported.
+	Usage history.Usage `msgpack:",omitempty"`
+	// HeldReason and HeldSince explain a metered activity held by the
+	// budget.
+	HeldReason string    `msgpack:",omitempty"`
+	HeldSince  time.Time `msgpack:",omitempty"`
 	// Attempts are the attempts of an Idempotent or SideEffect action whose
 	// intent was recorded, oldest first: what each reported and what it
 	// is held to have done (see machine_report.go).
@@ -182,6 +206,7 @@ func (s *RunState) Clone() *RunState {
 	c.Activities = cloneMap(s.Activities)
 	c.Timers = cloneMap(s.Timers)
 	c.Children = cloneMap(s.Children)
+	c.UsageByModel = slices.Clone(s.UsageByModel)
 	if s.Occurrences != nil {
 		c.Occurrences = make(map[string]int32, len(s.Occurrences))
 		for k, v := range s.Occurrences {
@@ -234,12 +259,22 @@ func (s *RunState) Paused() *ActivityInfo {
 }
 
 // EffectiveStatus is Status, with running runs that wait on an unknown
-// outcome reported as paused.
+// outcome or on a budget raise reported as paused.
 func (s *RunState) EffectiveStatus() api.Status {
-	if s.Status == api.StatusRunning && s.Paused() != nil {
+	if s.Status == api.StatusRunning && (s.Paused() != nil || s.hasHeld()) {
 		return api.StatusPaused
 	}
 	return s.Status
+}
+
+// hasHeld reports whether a metered activity is held by the budget.
+func (s *RunState) hasHeld() bool {
+	for _, a := range s.Activities {
+		if a.State == api.ActivityStateHeld {
+			return true
+		}
+	}
+	return false
 }
 
 func sortedKeys[K int64 | string, V any](m map[K]V) []K {

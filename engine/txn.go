@@ -61,6 +61,8 @@ type txn struct {
 	// ledger holds the effects-ledger entries this transaction changes,
 	// by record key, read once and written once (see ledger.go).
 	ledgerEntries map[string]*LedgerEntry
+	// newChunks are the payload chunks the batch writes (by hash).
+	newChunks map[string]struct{}
 }
 
 // txnRun is one run touched by a transaction.
@@ -75,7 +77,7 @@ type txnRun struct {
 }
 
 func (e *Engine) newTxn(now time.Time, held []string) *txn {
-	x := &txn{e: e, now: now, byRef: map[history.RunRef]*txnRun{}, held: map[string]bool{}}
+	x := &txn{e: e, now: now, byRef: map[history.RunRef]*txnRun{}, held: map[string]bool{}, newChunks: map[string]struct{}{}}
 	for _, id := range held {
 		x.held[id] = true
 	}
@@ -106,6 +108,9 @@ func (x *txn) build(ctx context.Context) error {
 	for _, tr := range x.runs {
 		st := tr.st
 		ref := st.Ref()
+		if err := x.storeEventPayloads(ctx, tr); err != nil {
+			return err
+		}
 		if len(tr.events) > 0 {
 			x.batch.Appends = append(x.batch.Appends, history.Append{Run: ref, ExpectedNext: tr.first, Events: tr.events})
 		}
@@ -114,10 +119,15 @@ func (x *txn) build(ctx context.Context) error {
 			return err
 		}
 		x.batch.Puts = append(x.batch.Puts, history.Record{Space: history.SpaceRunState, Key: stateKey(ref), Value: b})
+		var used []history.Usage
 		for _, out := range tr.outs {
 			if err := x.ledger(ctx, tr, out.Ledger); err != nil {
 				return err
 			}
+			used = append(used, out.Usage...)
+		}
+		if err := x.usage(ctx, tr, used); err != nil {
+			return err
 		}
 		if err := x.index(tr); err != nil {
 			return err
@@ -176,7 +186,12 @@ func summary(st *RunState) *api.WorkflowInfo {
 	}
 	if a := st.Paused(); a != nil {
 		info.Pause = &api.PauseInfo{ScheduledEventID: a.ScheduledEventID, ActivityID: a.ActivityID, ActivityType: a.ActivityType,
-			IdempotencyKey: a.IdempotencyKey, Attempt: a.Attempt, Reason: a.UnknownReason, Since: a.UnknownSince}
+			IdempotencyKey: a.IdempotencyKey, Attempt: a.Attempt, Reason: a.UnknownReason, Since: a.UnknownSince,
+			Kind: api.PauseOutcomeUnknown}
+	} else if held := st.held(); len(held) > 0 && st.Status.Open() {
+		a := held[0]
+		info.Pause = &api.PauseInfo{ScheduledEventID: a.ScheduledEventID, ActivityID: a.ActivityID, ActivityType: a.ActivityType,
+			Attempt: a.Attempt, Reason: a.HeldReason, Since: a.HeldSince, Kind: api.PauseBudget}
 	}
 	return info
 }
@@ -197,6 +212,9 @@ func (x *txn) commit(ctx context.Context) error {
 		return storeErr(err)
 	}
 	x.e.stats.commits.Add(1)
+	for h := range x.newChunks {
+		x.e.chunks.Add(h, struct{}{})
+	}
 	x.install()
 	if h != nil {
 		h.installed()

@@ -29,13 +29,26 @@ type CorruptError struct {
 	Run     RunRef
 	EventID int64
 	// Space and Key say where a damaged keyed record was found.
-	Space  Space
-	Key    []byte
+	Space Space
+	Key   []byte
+	// File and Offset say where damage to a store's own files was found
+	// (File empty when the damage is to a record; Offset -1 when unknown).
+	File   string
+	Offset int64
 	Reason string
 }
 
 // Error says what is damaged and where.
 func (e *CorruptError) Error() string {
+	if e.File != "" {
+		if e.Offset < 0 {
+			return fmt.Sprintf("history: corrupt record: file %s: %s", e.File, e.Reason)
+		}
+		return fmt.Sprintf("history: corrupt record: file %s offset %d: %s", e.File, e.Offset, e.Reason)
+	}
+	if e.Space == 0 && e.Key == nil && e.Run.WorkflowID == "" && e.EventID == 0 {
+		return "history: corrupt record: " + e.Reason
+	}
 	if e.Run.WorkflowID != "" || e.EventID != 0 {
 		return fmt.Sprintf("history: corrupt record: workflow %q run %q event %d: %s",
 			e.Run.WorkflowID, e.Run.RunID, e.EventID, e.Reason)

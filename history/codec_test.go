@@ -451,9 +451,10 @@ func TestDecodeToleratesOlderAndNewerRecords(t *testing.T) {
 		w.writeString(s)
 	}
 	w.writeBool(true)
-	w.writeArrayHeader(3) // payload with an extra element
+	w.writeArrayHeader(4) // payload with an extra element
 	w.writeString("e")
 	w.writeBin([]byte{1})
+	w.writeNil()
 	w.writeInt(77)
 	w.writeString("stack")
 	w.writeString("extra1")

@@ -75,6 +75,8 @@ const (
 	TypeActivityCancelRequested
 	TypeActivityDuplicateDetected
 	TypeSignalExternalSent
+	TypeBudgetUpdated
+	TypeBudgetExceeded
 	TypeActivityLateReport
 	typeCount
 )
@@ -111,6 +113,8 @@ var typeNames = [typeCount]string{
 	TypeActivityCancelRequested:   "ActivityCancelRequested",
 	TypeActivityDuplicateDetected: "ActivityDuplicateDetected",
 	TypeSignalExternalSent:        "SignalExternalSent",
+	TypeBudgetUpdated:             "BudgetUpdated",
+	TypeBudgetExceeded:            "BudgetExceeded",
 	TypeActivityLateReport:        "ActivityLateReport",
 }
 
@@ -173,19 +177,27 @@ var attrFactories = [typeCount]func() Attributes{
 	TypeActivityCancelRequested:   func() Attributes { return new(ActivityCancelRequested) },
 	TypeActivityDuplicateDetected: func() Attributes { return new(ActivityDuplicateDetected) },
 	TypeSignalExternalSent:        func() Attributes { return new(SignalExternalSent) },
+	TypeBudgetUpdated:             func() Attributes { return new(BudgetUpdated) },
+	TypeBudgetExceeded:            func() Attributes { return new(BudgetExceeded) },
 	TypeActivityLateReport:        func() Attributes { return new(ActivityLateReport) },
 }
 
 // Payload is an encoded value (workflow input, activity result, signal
 // argument …) together with the name of its encoding, e.g. "msgpack" or
 // "json". The history never interprets Data; converters in the SDK do.
+//
+// Ref, when set, names a stored chunk (see chunk.go): the payload's bytes
+// are that chunk chain's bytes followed by Data. The engine stores every
+// payload that extends a chunk, and every payload above its inline
+// threshold, as a chunk, and records only the reference.
 type Payload struct {
 	Encoding string `msgpack:"e,omitempty" json:"encoding,omitempty"`
 	Data     []byte `msgpack:"d,omitempty" json:"data,omitempty"`
+	Ref      []byte `msgpack:"r,omitempty" json:"ref,omitempty"`
 }
 
 // IsZero reports whether the payload carries nothing.
-func (p Payload) IsZero() bool { return p.Encoding == "" && len(p.Data) == 0 }
+func (p Payload) IsZero() bool { return p.Encoding == "" && len(p.Data) == 0 && len(p.Ref) == 0 }
 
 // Failure is an error as stored in history: a plain value, never a Go error
 // chain. Type is the error's type name (used by NonRetryableErrorTypes),
@@ -280,6 +292,8 @@ type WorkflowStarted struct {
 	ParentRunID            string        `msgpack:"pr,omitempty"`
 	ParentInitiatedEventID int64         `msgpack:"pe,omitempty"`
 	Identity               string        `msgpack:"id,omitempty"`
+	// Budget bounds the run's metered activities (model calls).
+	Budget Budget `msgpack:"bg,omitempty"`
 }
 
 // WorkflowCompleted closes a run successfully with its result.
@@ -362,6 +376,9 @@ type ActivityScheduled struct {
 	IdempotencyKey               string          `msgpack:"ik,omitempty"`
 	HasReconcile                 bool            `msgpack:"rc,omitempty"`
 	WorkflowTaskCompletedEventID int64           `msgpack:"wc,omitempty"`
+	// Metered activities (model calls) report usage and count against the
+	// run's budget: one is held while the budget is exhausted.
+	Metered bool `msgpack:"mt,omitempty"`
 }
 
 // ActivityStarted records a dispatch of an attempt under a lease. For
@@ -381,6 +398,14 @@ type ActivityCompleted struct {
 	StartedEventID   int64   `msgpack:"st,omitempty"`
 	Result           Payload `msgpack:"r,omitempty"`
 	Identity         string  `msgpack:"id,omitempty"`
+	// ResultOmitted, when set, says why the result is not recorded (it
+	// was larger than the engine's payload limit): the activity completed
+	// — its effect happened — but workflow code gets a non-retryable
+	// ResultTooLarge error instead of a value.
+	ResultOmitted string `msgpack:"ro,omitempty"`
+	// Usage sums what every attempt of the activity reported, failed
+	// attempts included.
+	Usage Usage `msgpack:"u,omitempty"`
 }
 
 // ActivityFailed records an activity's final failure (retries exhausted or
@@ -391,6 +416,7 @@ type ActivityFailed struct {
 	Failure          Failure `msgpack:"f"`
 	Attempt          int32   `msgpack:"a,omitempty"`
 	Identity         string  `msgpack:"id,omitempty"`
+	Usage            Usage   `msgpack:"u,omitempty"`
 }
 
 // ActivityTimedOut records an activity's final timeout.
@@ -400,6 +426,7 @@ type ActivityTimedOut struct {
 	Timeout          string  `msgpack:"k"` // "schedule_to_start", "start_to_close", "schedule_to_close", "heartbeat"
 	LastFailure      Failure `msgpack:"f,omitempty"`
 	Attempt          int32   `msgpack:"a,omitempty"`
+	Usage            Usage   `msgpack:"u,omitempty"`
 }
 
 // ActivityCanceled records that a cancel request reached the activity.
@@ -407,6 +434,7 @@ type ActivityCanceled struct {
 	ScheduledEventID int64   `msgpack:"se"`
 	StartedEventID   int64   `msgpack:"st,omitempty"`
 	Details          Payload `msgpack:"d,omitempty"`
+	Usage            Usage   `msgpack:"u,omitempty"`
 }
 
 // ActivityCancelRequested records the workflow's request to cancel an activity.
@@ -460,6 +488,9 @@ type ActivityResolved struct {
 	Failure          *Failure   `msgpack:"f,omitempty"`
 	By               string     `msgpack:"by,omitempty"` // a person's identity or "reconcile"
 	Reason           string     `msgpack:"why,omitempty"`
+	// ResultOmitted: as in ActivityCompleted, for a Reconcile lookup's
+	// result.
+	ResultOmitted string `msgpack:"ro,omitempty"`
 }
 
 // ActivityDeduplicated records that an activity was not dispatched because
@@ -470,6 +501,9 @@ type ActivityDeduplicated struct {
 	Result           Payload `msgpack:"r,omitempty"`
 	OriginalRunID    string  `msgpack:"or,omitempty"`
 	OriginalEventID  int64   `msgpack:"oe,omitempty"`
+	// ResultOmitted: as in ActivityCompleted — the action happened but its
+	// result was never recorded.
+	ResultOmitted string `msgpack:"ro,omitempty"`
 }
 
 // ActivityDuplicateDetected records, loudly, that two different attempts of
@@ -584,6 +618,29 @@ type ChildWorkflowFailed struct {
 	Failure          Failure `msgpack:"f"`
 }
 
+// BudgetUpdated records a change of the run's budget: set by workflow
+// code or a person (raise it, and held activities go on), or Stop: the
+// held activities fail with a non-retryable BudgetExceeded error.
+type BudgetUpdated struct {
+	Budget Budget `msgpack:"b"`
+	Stop   bool   `msgpack:"s,omitempty"`
+	By     string `msgpack:"by,omitempty"`
+	Reason string `msgpack:"why,omitempty"`
+	// WorkflowTaskCompletedEventID is set when workflow code set the
+	// budget (a command event); zero for a person's change.
+	WorkflowTaskCompletedEventID int64 `msgpack:"wc,omitempty"`
+}
+
+// BudgetExceeded records that a metered activity is held because the
+// run's budget is exhausted: the run is paused until the budget is raised
+// or the run stopped.
+type BudgetExceeded struct {
+	ScheduledEventID int64  `msgpack:"se"`
+	Reason           string `msgpack:"r"`
+	Used             Usage  `msgpack:"u"`
+	Turns            int64  `msgpack:"n,omitempty"`
+}
+
 // EventType implementations.
 
 func (*WorkflowStarted) EventType() EventType         { return TypeWorkflowStarted }
@@ -618,4 +675,6 @@ func (*MarkerRecorded) EventType() EventType         { return TypeMarkerRecorded
 func (*ChildWorkflowStarted) EventType() EventType   { return TypeChildWorkflowStarted }
 func (*ChildWorkflowCompleted) EventType() EventType { return TypeChildWorkflowCompleted }
 func (*ChildWorkflowFailed) EventType() EventType    { return TypeChildWorkflowFailed }
+func (*BudgetUpdated) EventType() EventType          { return TypeBudgetUpdated }
+func (*BudgetExceeded) EventType() EventType         { return TypeBudgetExceeded }
 func (*ActivityLateReport) EventType() EventType     { return TypeActivityLateReport }

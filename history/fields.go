@@ -89,6 +89,7 @@ func (a *WorkflowStarted) fields(v fieldVisitor) {
 	v.str("parentRunId", &a.ParentRunID)
 	v.int64("parentInitiatedEventId", &a.ParentInitiatedEventID)
 	v.str("identity", &a.Identity)
+	v.object("budget", &a.Budget)
 }
 
 func (a *WorkflowCompleted) fields(v fieldVisitor) {
@@ -153,6 +154,7 @@ func (a *ActivityScheduled) fields(v fieldVisitor) {
 	v.str("idempotencyKey", &a.IdempotencyKey)
 	v.boolean("hasReconcile", &a.HasReconcile)
 	v.int64("workflowTaskCompletedEventId", &a.WorkflowTaskCompletedEventID)
+	v.boolean("metered", &a.Metered)
 }
 
 func (a *ActivityStarted) fields(v fieldVisitor) {
@@ -168,6 +170,8 @@ func (a *ActivityCompleted) fields(v fieldVisitor) {
 	v.int64("startedEventId", &a.StartedEventID)
 	v.payload("result", &a.Result)
 	v.str("identity", &a.Identity)
+	v.str("resultOmitted", &a.ResultOmitted)
+	v.object("usage", &a.Usage)
 }
 
 func (a *ActivityFailed) fields(v fieldVisitor) {
@@ -176,6 +180,7 @@ func (a *ActivityFailed) fields(v fieldVisitor) {
 	v.object("failure", &a.Failure)
 	v.int32("attempt", &a.Attempt)
 	v.str("identity", &a.Identity)
+	v.object("usage", &a.Usage)
 }
 
 func (a *ActivityTimedOut) fields(v fieldVisitor) {
@@ -184,12 +189,14 @@ func (a *ActivityTimedOut) fields(v fieldVisitor) {
 	v.str("timeout", &a.Timeout)
 	v.object("lastFailure", &a.LastFailure)
 	v.int32("attempt", &a.Attempt)
+	v.object("usage", &a.Usage)
 }
 
 func (a *ActivityCanceled) fields(v fieldVisitor) {
 	v.int64("scheduledEventId", &a.ScheduledEventID)
 	v.int64("startedEventId", &a.StartedEventID)
 	v.payload("details", &a.Details)
+	v.object("usage", &a.Usage)
 }
 
 func (a *ActivityCancelRequested) fields(v fieldVisitor) {
@@ -212,6 +219,7 @@ func (a *ActivityResolved) fields(v fieldVisitor) {
 	v.failurePtr("failure", &a.Failure)
 	v.str("by", &a.By)
 	v.str("reason", &a.Reason)
+	v.str("resultOmitted", &a.ResultOmitted)
 }
 
 func (a *ActivityDeduplicated) fields(v fieldVisitor) {
@@ -220,6 +228,7 @@ func (a *ActivityDeduplicated) fields(v fieldVisitor) {
 	v.payload("result", &a.Result)
 	v.str("originalRunId", &a.OriginalRunID)
 	v.int64("originalEventId", &a.OriginalEventID)
+	v.str("resultOmitted", &a.ResultOmitted)
 }
 
 func (a *ActivityDuplicateDetected) fields(v fieldVisitor) {
@@ -365,9 +374,10 @@ func (e *binEncoder) strings(_ string, p *[]string) {
 
 func (e *binEncoder) payload(_ string, p *Payload) {
 	e.n++
-	e.w.b = append(e.w.b, mpFixArray|2)
+	e.w.b = append(e.w.b, mpFixArray|3)
 	e.w.writeString(p.Encoding)
 	e.w.writeBin(p.Data)
+	e.w.writeBin(p.Ref)
 }
 
 func (e *binEncoder) object(_ string, p fielder) { e.n++; e.writeStruct(p) }
@@ -533,7 +543,13 @@ func (d *binDecoder) payload(name string, p *Payload) {
 	if n > 1 {
 		p.Data = d.r.readBin()
 	}
-	for ; n > 2 && d.r.err == nil; n-- {
+	if n > 2 {
+		p.Ref = d.r.readBin()
+		if len(p.Ref) != 0 && len(p.Ref) != HashSize {
+			d.r.failf("%s: chunk reference of %d bytes", name, len(p.Ref))
+		}
+	}
+	for ; n > 3 && d.r.err == nil; n-- {
 		d.r.skip()
 	}
 }
@@ -560,4 +576,19 @@ func (d *binDecoder) retryPolicyPtr(name string, p **RetryPolicy) {
 	rp := d.ed.newRetryPolicy()
 	d.readStruct(name, rp)
 	*p = rp
+}
+
+func (a *BudgetUpdated) fields(v fieldVisitor) {
+	v.object("budget", &a.Budget)
+	v.boolean("stop", &a.Stop)
+	v.str("by", &a.By)
+	v.str("reason", &a.Reason)
+	v.int64("workflowTaskCompletedEventId", &a.WorkflowTaskCompletedEventID)
+}
+
+func (a *BudgetExceeded) fields(v fieldVisitor) {
+	v.int64("scheduledEventId", &a.ScheduledEventID)
+	v.str("reason", &a.Reason)
+	v.object("used", &a.Used)
+	v.int64("turns", &a.Turns)
 }

@@ -3,6 +3,7 @@ package history
 import (
 	"bytes"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -136,6 +137,7 @@ func (p *populator) payload(name string, v *Payload) {
 	default:
 		*v = Payload{Encoding: "binary/plain", Data: []byte{0xff, 0x00, byte(n), 0xfe}}
 	}
+	v.Ref = ChunkHash(nil, []byte(name)) // every payload of a populated event is by reference too
 }
 func (p *populator) object(_ string, f fielder) { f.fields(p) }
 func (p *populator) failurePtr(_ string, f **Failure) {
@@ -178,4 +180,30 @@ func samples() []Event {
 		evs[i].Time = baseTime.Add(time.Duration(i) * 1001 * time.Microsecond)
 	}
 	return evs
+}
+
+// findRefs lists the payloads of a that still hold a chunk reference.
+func findRefs(a Attributes, out *[]string) {
+	var walk func(v reflect.Value, path string)
+	walk = func(v reflect.Value, path string) {
+		switch v.Kind() {
+		case reflect.Pointer:
+			if !v.IsNil() {
+				walk(v.Elem(), path)
+			}
+		case reflect.Struct:
+			if v.Type() == reflect.TypeFor[Payload]() {
+				if len(v.Interface().(Payload).Ref) > 0 {
+					*out = append(*out, path)
+				}
+				return
+			}
+			for i := 0; i < v.NumField(); i++ {
+				if v.Type().Field(i).IsExported() {
+					walk(v.Field(i), path+"."+v.Type().Field(i).Name)
+				}
+			}
+		}
+	}
+	walk(reflect.ValueOf(a), "")
 }

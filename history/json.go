@@ -3,11 +3,13 @@ package history
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -97,12 +99,31 @@ func (e *ImportError) Is(target error) bool { return target == ErrInvalid }
 // Unwrap returns the underlying cause.
 func (e *ImportError) Unwrap() error { return e.Err }
 
+// Document is a whole exported history: the run, its events and, for a
+// self-contained export, the payload chunks its events reference (keyed by
+// hex hash), so that it replays without the server that recorded it.
+type Document struct {
+	Run    RunRef
+	Events []Event
+	// Chunks are the chunks reachable from the events' references; nil for
+	// an export that keeps references only.
+	Chunks MemChunks
+}
+
 // ExportJSON writes run and its events as an indented JSON document (see the
 // format above). The events must be numbered contiguously from 1 and must be
 // encodable (EncodeEvent); otherwise ExportJSON returns an error wrapping
 // ErrInvalid and writes nothing. The output is stable: the same events
 // always produce the same bytes.
 func ExportJSON(w io.Writer, run RunRef, events []Event) error {
+	return ExportDocument(w, Document{Run: run, Events: events})
+}
+
+// ExportDocument is ExportJSON with the document's chunks, written after
+// the events as "chunks": {"<hex hash>": {"parent": "<hex>", "base64":
+// "…"}}, in hash order. Each chunk is checked against its hash.
+func ExportDocument(w io.Writer, d Document) error {
+	run, events := d.Run, d.Events
 	if run.WorkflowID == "" || run.RunID == "" {
 		return fmt.Errorf("%w: export: empty workflow or run id", ErrInvalid)
 	}
@@ -126,7 +147,13 @@ func ExportJSON(w io.Writer, run RunRef, events []Event) error {
 		}
 		e.event(ev)
 	}
-	e.b = append(e.b, "]}"...)
+	e.b = append(e.b, ']')
+	if len(d.Chunks) > 0 {
+		if err := e.chunks(d.Chunks); err != nil {
+			return err
+		}
+	}
+	e.b = append(e.b, '}')
 	var out bytes.Buffer
 	out.Grow(2 * len(e.b))
 	if err := json.Indent(&out, e.b, "", "  "); err != nil {
@@ -135,6 +162,37 @@ func ExportJSON(w io.Writer, run RunRef, events []Event) error {
 	out.WriteByte('\n')
 	_, err := w.Write(out.Bytes())
 	return err
+}
+
+// chunks writes the "chunks" object, keys sorted.
+func (e *jsonExporter) chunks(m MemChunks) error {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	e.b = append(e.b, `,"chunks":{`...)
+	for i, k := range keys {
+		c := m[k]
+		if hex.EncodeToString(c.Hash()) != k {
+			return fmt.Errorf("%w: export: chunk %s does not match its hash", ErrInvalid, k)
+		}
+		if i > 0 {
+			e.b = append(e.b, ',')
+		}
+		e.string(k)
+		e.b = append(e.b, ':', '{')
+		if c.Parent != nil {
+			e.b = append(e.b, `"parent":`...)
+			e.string(hex.EncodeToString(c.Parent))
+			e.b = append(e.b, ',')
+		}
+		e.b = append(e.b, `"base64":"`...)
+		e.b = base64.StdEncoding.AppendEncode(e.b, c.Data)
+		e.b = append(e.b, '"', '}')
+	}
+	e.b = append(e.b, '}')
+	return nil
 }
 
 // event writes one (encodable) event as a compact JSON object.
@@ -258,7 +316,7 @@ func (e *jsonExporter) enum(name string, p *uint8, names []string) {
 }
 
 func (e *jsonExporter) payload(name string, p *Payload) {
-	if p.Encoding == "" && p.Data == nil {
+	if p.Encoding == "" && p.Data == nil && p.Ref == nil {
 		return
 	}
 	e.key(name)
@@ -278,6 +336,10 @@ func (e *jsonExporter) payload(name string, p *Payload) {
 			e.b = base64.StdEncoding.AppendEncode(e.b, p.Data)
 			e.b = append(e.b, '"')
 		}
+	}
+	if p.Ref != nil {
+		e.key("ref")
+		e.string(hex.EncodeToString(p.Ref))
 	}
 	e.b = append(e.b, '}')
 	e.first = false
@@ -591,12 +653,24 @@ func writeJSONNumber(w *mpWriter, s string) error {
 // that were exported. Any problem returns an *ImportError (matching
 // ErrInvalid) naming the event and the field; ImportJSON never panics.
 func ImportJSON(r io.Reader) (RunRef, []Event, error) {
+	d, err := ImportDocument(r)
+	return d.Run, d.Events, err
+}
+
+// ImportDocument reads a document written by ExportDocument (or
+// ExportJSON), chunks included; each chunk is checked against its hash.
+func ImportDocument(r io.Reader) (Document, error) {
+	run, events, chunks, err := importDocument(r)
+	return Document{Run: run, Events: events, Chunks: chunks}, err
+}
+
+func importDocument(r io.Reader) (RunRef, []Event, MemChunks, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
-		return RunRef{}, nil, fmt.Errorf("history: import: %w", err)
+		return RunRef{}, nil, nil, fmt.Errorf("history: import: %w", err)
 	}
-	docErr := func(field string, err error) (RunRef, []Event, error) {
-		return RunRef{}, nil, &ImportError{Index: -1, Field: field, Err: err}
+	docErr := func(field string, err error) (RunRef, []Event, MemChunks, error) {
+		return RunRef{}, nil, nil, &ImportError{Index: -1, Field: field, Err: err}
 	}
 	doc, err := parseObject(data)
 	if err != nil {
@@ -622,6 +696,12 @@ func ImportJSON(r io.Reader) (RunRef, []Event, error) {
 	if !ok {
 		return docErr("events", errors.New("missing"))
 	}
+	var chunks MemChunks
+	if raw, ok := doc.take("chunks"); ok {
+		if chunks, err = importChunks(raw); err != nil {
+			return docErr("chunks", err)
+		}
+	}
 	if err := doc.unknown(); err != nil {
 		return docErr("", err)
 	}
@@ -634,14 +714,43 @@ func ImportJSON(r io.Reader) (RunRef, []Event, error) {
 	for i, raw := range list {
 		ev, field, err := importEvent(raw, int64(i+1))
 		if err != nil {
-			return RunRef{}, nil, &ImportError{Index: i, Field: field, Err: err}
+			return RunRef{}, nil, nil, &ImportError{Index: i, Field: field, Err: err}
 		}
 		if rec, err = AppendEvent(rec[:0], ev); err != nil {
-			return RunRef{}, nil, &ImportError{Index: i, Err: err}
+			return RunRef{}, nil, nil, &ImportError{Index: i, Err: err}
 		}
 		events[i] = ev
 	}
-	return run, events, nil
+	return run, events, chunks, nil
+}
+
+// importChunks reads the "chunks" object, checking every chunk's hash.
+func importChunks(raw []byte) (MemChunks, error) {
+	var m map[string]struct {
+		Parent string `json:"parent"`
+		Base64 string `json:"base64"`
+	}
+	if err := strictUnmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	out := make(MemChunks, len(m))
+	for k, v := range m {
+		var c Chunk
+		var err error
+		if v.Parent != "" {
+			if c.Parent, err = hex.DecodeString(v.Parent); err != nil || len(c.Parent) != HashSize {
+				return nil, fmt.Errorf("chunk %s: bad parent %q", k, v.Parent)
+			}
+		}
+		if c.Data, err = base64.StdEncoding.DecodeString(v.Base64); err != nil {
+			return nil, fmt.Errorf("chunk %s: %w", k, err)
+		}
+		if hex.EncodeToString(c.Hash()) != k {
+			return nil, fmt.Errorf("chunk %s: %w: its content does not match its hash", k, ErrCorrupt)
+		}
+		out[k] = c
+	}
+	return out, nil
 }
 
 // importEvent reads one event, which must carry id want (0: any id). On error it also
@@ -1081,6 +1190,19 @@ func (im *jsonImporter) payload(name string, p *Payload) {
 	}
 	js, hasJSON := obj.take("json")
 	b64, hasB64 := obj.take("base64")
+	if ref, ok := obj.take("ref"); ok {
+		s, err := parseJSONString(ref)
+		if err == nil {
+			p.Ref, err = hex.DecodeString(s)
+		}
+		if err == nil && len(p.Ref) != HashSize {
+			err = fmt.Errorf("a chunk reference is %d bytes, not %d", HashSize, len(p.Ref))
+		}
+		if err != nil {
+			im.fail(name+".ref", err)
+			return
+		}
+	}
 	if err := obj.unknown(); err != nil {
 		im.fail(name, err)
 		return
@@ -1105,7 +1227,7 @@ func (im *jsonImporter) payload(name string, p *Payload) {
 		}
 	case hasJSON:
 		im.fail(name+".json", fmt.Errorf(`"json" data needs encoding "json" or "msgpack", not %q`, p.Encoding))
-	case p.Encoding == "":
+	case p.Encoding == "" && p.Ref == nil:
 		im.fail(name, errors.New("empty payload (leave the field out instead)"))
 	}
 }

@@ -26,6 +26,10 @@ var (
 	ErrLocked = errors.New("history: directory locked by another process")
 	// ErrTooLarge: a single batch exceeds what the store can commit atomically.
 	ErrTooLarge = errors.New("history: batch too large")
+	// ErrNoSpace: the store's filesystem is full (or below the store's
+	// free-space floor). Nothing of the batch was written; commits succeed
+	// again once space returns. Reads keep working.
+	ErrNoSpace = errors.New("history: disk full")
 )
 
 // Space names a key space for the engine's small keyed records. Each space
@@ -51,10 +55,16 @@ const (
 	SpaceIndex
 	// SpaceMeta holds small engine-wide records (schema version, counters).
 	SpaceMeta
+	// SpaceChunk holds content-addressed payload chunks: key ChunkHash,
+	// value EncodeChunk (see chunk.go). Shared by runs and workflows.
+	SpaceChunk
+	// SpaceUsage holds the token and cost ledger per workflow id (it
+	// outlives runs, like the effects ledger).
+	SpaceUsage
 	spaceCount
 )
 
-var spaceNames = [spaceCount]string{"invalid", "runstate", "current", "task", "timer", "ledger", "index", "meta"}
+var spaceNames = [spaceCount]string{"invalid", "runstate", "current", "task", "timer", "ledger", "index", "meta", "chunk", "usage"}
 
 // String returns the space's short name.
 func (s Space) String() string {

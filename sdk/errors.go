@@ -42,6 +42,10 @@ const (
 	FailureTypeCanceled = "CanceledError"
 	FailureTypeTimeout  = "TimeoutError"
 	FailureTypePanic    = "PanicError"
+	// FailureTypeResultTooLarge: the activity completed (its effect
+	// happened) but its result was over the engine's payload limit and was
+	// not recorded; see history.ActivityCompleted.ResultOmitted.
+	FailureTypeResultTooLarge = "ResultTooLarge"
 )
 
 // ApplicationError is an error raised by workflow or activity code and

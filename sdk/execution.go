@@ -422,7 +422,7 @@ func (e *Execution) process(evs []history.Event) ([]api.Command, error) {
 		switch a := ev.Attrs.(type) {
 		case *history.WorkflowTaskCompleted:
 			j := i + 1
-			for j < len(evs) && isCommandEvent(evs[j].Type()) {
+			for j < len(evs) && isCommandEvent(&evs[j]) {
 				j++
 			}
 			group := evs[i+1 : j]
@@ -462,7 +462,7 @@ func (e *Execution) process(evs []history.Event) ([]api.Command, error) {
 			*history.WorkflowTaskFailed:
 			// No meaning to workflow code.
 		default:
-			if isCommandEvent(ev.Type()) {
+			if isCommandEvent(ev) {
 				return nil, &NondeterminismError{EventID: ev.ID, Recorded: describeEvent(ev),
 					Produced: "nothing (a command event must follow a WorkflowTaskCompleted)"}
 			}
@@ -659,11 +659,11 @@ func (e *Execution) apply(ev *history.Event) {
 		e.start(ev, a)
 	case *history.ActivityCompleted:
 		if act := e.activityFor(ev, a.ScheduledEventID); act != nil {
-			act.fut.resolve(a.Result, nil)
+			act.complete(a.Result, a.ResultOmitted)
 		}
 	case *history.ActivityDeduplicated:
 		if act := e.activityFor(ev, a.ScheduledEventID); act != nil {
-			act.fut.resolve(a.Result, nil)
+			act.complete(a.Result, a.ResultOmitted)
 		}
 	case *history.ActivityFailed:
 		if act := e.activityFor(ev, a.ScheduledEventID); act != nil {
@@ -685,7 +685,7 @@ func (e *Execution) apply(ev *history.Event) {
 		switch a.Resolution {
 		case history.ResolvedHappened:
 			if act := e.activityFor(ev, a.ScheduledEventID); act != nil {
-				act.fut.resolve(a.Result, nil)
+				act.complete(a.Result, a.ResultOmitted)
 			}
 		case history.ResolvedFailed:
 			if act := e.activityFor(ev, a.ScheduledEventID); act != nil {
@@ -724,6 +724,19 @@ func (e *Execution) apply(ev *history.Event) {
 	case *history.WorkflowTerminated, *history.WorkflowTimedOut:
 		e.workflowClosed = true
 	}
+}
+
+// complete resolves the activity with its result — or, when the result was
+// too large to record (omitted says why), fails it with a non-retryable
+// ResultTooLarge error: the activity did complete (its effect happened),
+// but there is no value to hand the workflow.
+func (a *activityState) complete(result history.Payload, omitted string) {
+	if omitted != "" {
+		a.fail(RetryStateNonRetryableFailure, NewNonRetryableError("the activity completed but its result was not recorded: "+omitted,
+			FailureTypeResultTooLarge))
+		return
+	}
+	a.fut.resolve(result, nil)
 }
 
 func (a *activityState) fail(rs RetryState, cause error) {

@@ -1,7 +1,6 @@
 package sdk
 
 import (
-	"bytes"
 	"fmt"
 	"hash/fnv"
 
@@ -9,10 +8,14 @@ import (
 	"github.com/cairnflow/cairn/history"
 )
 
-// isCommandEvent reports whether events of type t are written for a
-// command, right after the decision's WorkflowTaskCompleted.
-func isCommandEvent(t history.EventType) bool {
-	switch t {
+// isCommandEvent reports whether ev was written for a command, right after
+// the decision's WorkflowTaskCompleted. (A BudgetUpdated is one when
+// workflow code set the budget, not when a person did.)
+func isCommandEvent(ev *history.Event) bool {
+	if b, ok := ev.Attrs.(*history.BudgetUpdated); ok {
+		return b.WorkflowTaskCompletedEventID != 0
+	}
+	switch ev.Type() {
 	case history.TypeActivityScheduled, history.TypeActivityCancelRequested, history.TypeTimerStarted,
 		history.TypeTimerCanceled, history.TypeMarkerRecorded, history.TypeChildWorkflowStarted,
 		history.TypeSignalExternalSent, history.TypeWorkflowCompleted, history.TypeWorkflowFailed,
@@ -22,9 +25,10 @@ func isCommandEvent(t history.EventType) bool {
 	return false
 }
 
-func samePayload(a, b history.Payload) bool {
-	return a.Encoding == b.Encoding && bytes.Equal(a.Data, b.Data)
-}
+// samePayload compares a recorded payload with one the code produced; a
+// payload the engine stored by reference matches the bytes it was made
+// from (see history.SamePayload).
+func samePayload(a, b history.Payload) bool { return history.SamePayload(a, b) }
 
 // commandMatches compares a command with the event recorded for it: the
 // kind, the activity/child/timer/marker identity, and the arguments.
@@ -66,6 +70,9 @@ func commandMatches(c *api.Command, ev *history.Event) bool {
 	case api.CommandContinueAsNew:
 		_, ok := ev.Attrs.(*history.WorkflowContinuedAsNew)
 		return ok
+	case api.CommandSetBudget:
+		b, ok := ev.Attrs.(*history.BudgetUpdated)
+		return ok && b.Budget == c.SetBudget.Budget
 	}
 	return false
 }
@@ -74,7 +81,7 @@ func commandMatches(c *api.Command, ev *history.Event) bool {
 func argsHash(p history.Payload) string {
 	h := fnv.New32a()
 	h.Write([]byte(p.Encoding))
-	h.Write(p.Data)
+	h.Write(p.StoredRef()) // the same fingerprint for a payload and its stored reference
 	return fmt.Sprintf("args#%08x", h.Sum32())
 }
 
@@ -107,6 +114,8 @@ func describeCommand(c *api.Command) string {
 		return "WorkflowCanceled"
 	case api.CommandContinueAsNew:
 		return "WorkflowContinuedAsNew"
+	case api.CommandSetBudget:
+		return fmt.Sprintf("BudgetUpdated %+v", c.SetBudget.Budget)
 	}
 	return c.Type.String()
 }

@@ -44,6 +44,9 @@ type RegisterActivityOptions struct {
 	// HasReconcile says the activity declares a Reconcile lookup the engine
 	// may run when an attempt's outcome is unknown.
 	HasReconcile bool
+	// Metered says the activity reports usage (a model call) and counts
+	// against the run's budget.
+	Metered bool
 }
 
 // Registry holds workflow and activity definitions by name. It is shared by
@@ -126,15 +129,23 @@ func (d *ActivityDefinition) BusinessKey(input any) (string, bool, error) {
 	return k, true, err
 }
 
+// RawInput reports whether the activity takes its input as a raw
+// history.Payload, as recorded (possibly by reference), instead of a
+// decoded value.
+func (d *ActivityDefinition) RawInput() bool { return d.inType == payloadType }
+
 // Invoke decodes input, calls the activity and encodes its result. The
 // activity's error is returned as is (turn it into a failure with
-// ErrorToFailure); a panic is returned as a *PanicError.
+// ErrorToFailure); a panic is returned as a *PanicError. An activity whose
+// input type is history.Payload gets input as it is.
 func (d *ActivityDefinition) Invoke(ctx context.Context, conv Converter, input history.Payload) (result history.Payload, err error) {
 	if conv == nil {
 		conv = DefaultConverter()
 	}
 	args := []reflect.Value{reflect.ValueOf(ctx)}
-	if d.inType != nil {
+	if d.inType == payloadType {
+		args = append(args, reflect.ValueOf(input))
+	} else if d.inType != nil {
 		in := reflect.New(d.inType)
 		if err := conv.FromPayload(input, in.Interface()); err != nil {
 			return history.Payload{}, NewNonRetryableError(err.Error(), "InvalidInput")
@@ -162,6 +173,7 @@ var (
 	errorType      = reflect.TypeFor[error]()
 	stringType     = reflect.TypeFor[string]()
 	anyType        = reflect.TypeFor[any]()
+	payloadType    = reflect.TypeFor[history.Payload]()
 	registryErrorf = func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidRegistration, fmt.Sprintf(format, args...))
 	}

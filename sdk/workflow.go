@@ -221,7 +221,7 @@ func executeActivity[O any](c *wfContext, name string, in any) Future[O] {
 		act.fail(RetryStateCancelRequested, &CanceledError{Message: "context canceled before the activity was scheduled"})
 		return f
 	}
-	input, err := e.conv.ToPayload(in)
+	input, err := toPayload(e.conv, in)
 	if err != nil {
 		f.st.setValue(nil, err)
 		return f
@@ -245,7 +245,7 @@ func executeActivity[O any](c *wfContext, name string, in any) Future[O] {
 		},
 	}
 	if def := e.activityDef(name); def != nil {
-		cmd.Effect, cmd.HasReconcile = def.Effect(), def.HasReconcile()
+		cmd.Effect, cmd.HasReconcile, cmd.Metered = def.Effect(), def.HasReconcile(), def.opts.Metered
 		if cmd.KeyMaterial, err = e.keyMaterial(def, in, input); err != nil {
 			f.st.setValue(nil, err)
 			return f
@@ -256,6 +256,15 @@ func executeActivity[O any](c *wfContext, name string, in any) Future[O] {
 	act.cancelKey = c.scope.onCancel(act)
 	f.st.owner = act
 	return f
+}
+
+// toPayload encodes an activity's input; a history.Payload is sent as it
+// is (it may extend a stored chunk: see history.Payload.Ref).
+func toPayload(conv Converter, in any) (history.Payload, error) {
+	if p, ok := in.(history.Payload); ok {
+		return p, nil
+	}
+	return conv.ToPayload(in)
 }
 
 // activityFuture is an activity's future, state and command in one
@@ -305,6 +314,9 @@ func (e *Execution) keyMaterial(def *ActivityDefinition, in any, input history.P
 	}
 	if def.Effect() == history.Read {
 		return nil, nil
+	}
+	if input.ByRef() {
+		return input.StoredRef(), nil // names the whole bytes, however they are chunked
 	}
 	if _, canonical := e.conv.(msgpackConverter); canonical {
 		return nil, nil // the engine uses Input.Data, which is canonical
@@ -607,6 +619,16 @@ func GetVersion(ctx Context, changeID string, minSupported, maxSupported Version
 		panic(fmt.Sprintf("sdk: GetVersion(%q): version %d is outside the supported range [%d, %d]", changeID, v, minSupported, maxSupported))
 	}
 	return v
+}
+
+// SetBudget sets the run's budget for metered activities (model calls):
+// when the run has used it up, the next one is held and the run is paused
+// until a person raises the budget or stops the run (see docs/agents.md).
+// The engine records it as BudgetUpdated; a person's later change wins
+// until workflow code sets it again.
+func SetBudget(ctx Context, b history.Budget) {
+	_, e := mutating(ctx)
+	e.addCommand(api.Command{Type: api.CommandSetBudget, SetBudget: &api.SetBudgetCommand{Budget: b}}, nil)
 }
 
 // NewContinueAsNewError returns the error a workflow returns to continue as

@@ -124,6 +124,9 @@ func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask, rec
 		HeartbeatDetails: task.HeartbeatDetails,
 	})
 	ctx = activities.WithHeartbeater(ctx, hb.record)
+	ctx = activities.WithChunks(ctx, w.chunks)
+	out := &attemptOutput{w: w, task: task}
+	ctx = out.install(ctx)
 	reg := w.reg
 	if task.Reconcile {
 		reg = w.reconcilers
@@ -138,18 +141,26 @@ func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask, rec
 		err = sdk.NewApplicationError(fmt.Sprintf("activity %q is not registered on worker %s", task.ActivityType, w.opts.Identity), "ActivityNotRegistered")
 	case !task.Reconcile && def.Effect() > task.Effect:
 		err = effectMismatch(task, def.Effect(), w.opts.Identity)
-	case !hb.holds():
-		// The last check before the activity runs: its lease ended while
-		// the task waited (in a poll response, for a slot, for a frozen
-		// process). It is given back, never started.
-		hb.stop()
-		w.giveBack(task)
-		return
 	default:
-		result, err = def.Invoke(ctx, w.opts.Converter, task.Input)
+		input := task.Input
+		if !def.RawInput() {
+			input, err = history.Resolve(ctx, w.chunks, input)
+		}
+		if err == nil && !hb.holds() {
+			// The last check before the activity runs: its lease ended
+			// while the task waited (in a poll response, for a slot, in a
+			// frozen process). It is given back, never started.
+			hb.stop()
+			w.giveBack(task)
+			return
+		}
+		if err == nil {
+			result, err = def.Invoke(ctx, w.opts.Converter, input)
+		}
 	}
 	details := hb.stop()
-	w.report(task, result, err, hb, context.Cause(ctx), details)
+	out.flush()
+	w.report(task, result, err, hb, context.Cause(ctx), details, out.usageSum())
 }
 
 // activityLog returns the logger for an attempt's messages. It is built
@@ -184,19 +195,24 @@ func (w *Worker) giveBack(task *api.ActivityTask) {
 	})
 }
 
-// report sends the attempt's outcome, with its last heartbeat details.
-// cause is why the activity's context ended, if it did.
-func (w *Worker) report(task *api.ActivityTask, result history.Payload, err error, hb *heartbeater, cause error, details history.Payload) {
+// report sends the attempt's outcome, with its last heartbeat details and
+// its usage. cause is why the activity's context ended, if it did.
+func (w *Worker) report(task *api.ActivityTask, result history.Payload, err error, hb *heartbeater, cause error,
+	details history.Payload, usage history.Usage) {
+	details = hb.fitHeartbeat(details)
 	if err == nil {
-		req := &api.CompleteActivityRequest{TaskToken: task.TaskToken, Result: result, Identity: w.opts.Identity, HeartbeatDetails: details}
-		w.deliver(task, "completion", func(ctx context.Context) error {
-			_, err := w.svc.CompleteActivity(ctx, req)
-			return err
-		})
+		req := &api.CompleteActivityRequest{TaskToken: task.TaskToken, Result: result, Identity: w.opts.Identity, Usage: usage,
+			HeartbeatDetails: details}
+		w.deliver(task, "completion", func(ctx context.Context) error { return w.completeActivity(ctx, task, req) })
 		return
 	}
-	req := &api.FailActivityRequest{TaskToken: task.TaskToken, Failure: sdk.ErrorToFailure(err), Identity: w.opts.Identity,
+	req := &api.FailActivityRequest{TaskToken: task.TaskToken, Failure: sdk.ErrorToFailure(err), Identity: w.opts.Identity, Usage: usage,
 		HeartbeatDetails: details}
+	w.fitFailure(task, &req.Failure)
+	var ra *activities.RetryAfterError
+	if errors.As(err, &ra) {
+		req.RetryAfter = ra.Delay
+	}
 	interrupted := errors.Is(cause, activities.ErrLeaseLost) || errors.Is(cause, errWorkerStopping)
 	switch {
 	case task.Reconcile && errors.Is(err, activities.ErrNotHappened):
@@ -212,6 +228,8 @@ func (w *Worker) report(task *api.ActivityTask, result history.Payload, err erro
 		// downstream system: nobody can tell whether the action happened.
 		req.OutcomeUnknown = true
 	}
+	// Any other error of a Reconcile lookup is a plain failure: the engine
+	// asks the lookup again (it is a read); only ErrOutcomeUnknown pauses.
 	w.deliver(task, "failure", func(ctx context.Context) error {
 		_, err := w.svc.FailActivity(ctx, req)
 		return err
@@ -543,7 +561,7 @@ func (h *heartbeater) send() bool {
 			log := h.w.activityLog(h.task)
 			log.Warn().Err(err).Msg("heartbeat details not encodable; sending none")
 		}
-		req.Details = p
+		req.Details = h.fitHeartbeat(p)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

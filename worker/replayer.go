@@ -50,6 +50,13 @@ type ReplayOptions struct {
 	// the events delivered to the code, the commands it produced, and the
 	// line of workflow code each coroutine was then waiting at.
 	Trace io.Writer
+	// Chunks resolves payloads the history records by reference (large
+	// results, signals). ReplayFile uses the chunks of a self-contained
+	// export (cairn history export --inline) and ReplayWorkflow the
+	// server's; without either, a replay that must decode such a payload
+	// fails naming it. Transcripts (model-call inputs) are never read: the
+	// replay compares their references.
+	Chunks history.ChunkSource
 }
 
 // NewReplayer returns a Replayer with its own registry (or opts.Registry).
@@ -85,7 +92,7 @@ func (r *Replayer) RegisterActivity(fn any, opts ...activities.Options) error {
 		o = opts[0]
 	}
 	return r.reg.RegisterActivity(fn, sdk.RegisterActivityOptions{Name: o.Name, Effect: o.Effect, BusinessKey: o.BusinessKey,
-		HasReconcile: o.Reconcile != nil})
+		HasReconcile: o.Reconcile != nil, Metered: o.Metered})
 }
 
 // ReplayFile replays a history exported as JSON (cairn history export).
@@ -95,11 +102,14 @@ func (r *Replayer) ReplayFile(path string, opts ReplayOptions) error {
 		return fmt.Errorf("worker: replay: %w", err)
 	}
 	defer f.Close()
-	run, events, err := history.ImportJSON(f)
+	doc, err := history.ImportDocument(f)
 	if err != nil {
 		return fmt.Errorf("worker: replay %s: %w", path, err)
 	}
-	return r.ReplayHistory(run, events, opts)
+	if opts.Chunks == nil && doc.Chunks != nil {
+		opts.Chunks = doc.Chunks
+	}
+	return r.ReplayHistory(doc.Run, doc.Events, opts)
 }
 
 // ReplayWorkflow fetches a run's history through c and replays it.
@@ -107,6 +117,9 @@ func (r *Replayer) ReplayWorkflow(ctx context.Context, c client.Client, workflow
 	events, err := c.GetHistory(ctx, workflowID, runID)
 	if err != nil {
 		return err
+	}
+	if opts.Chunks == nil {
+		opts.Chunks = client.NewChunkCache(c.Service(), 0)
 	}
 	return r.ReplayHistory(history.RunRef{WorkflowID: workflowID, RunID: runID}, events, opts)
 }
@@ -124,6 +137,9 @@ func (r *Replayer) ReplayHistory(run history.RunRef, events []history.Event, opt
 	started, ok := events[0].Attrs.(*history.WorkflowStarted)
 	if !ok || events[0].ID != 1 {
 		return fmt.Errorf("%w: the first event is %s, not WorkflowStarted", ErrBadHistory, events[0])
+	}
+	if err := sdk.ResolveEventPayloads(context.Background(), opts.Chunks, events); err != nil {
+		return fmt.Errorf("%w: %w (export it with --inline to carry its chunks)", ErrBadHistory, err)
 	}
 	task := &api.WorkflowTask{WorkflowID: run.WorkflowID, RunID: run.RunID, WorkflowType: started.WorkflowType,
 		TaskQueue: started.TaskQueue, Attempt: 1, FirstEventID: 1, Events: events, NextEventID: events[len(events)-1].ID + 1,

@@ -69,7 +69,9 @@ type Options struct {
 	Identity string
 	// Converter encodes and decodes payloads (default: the client's).
 	Converter sdk.Converter
-	// Logger receives structured logs (default: discarded).
+	// Logger receives structured logs (default: warnings and errors, as
+	// JSON lines on standard error — a worker that cannot report what it
+	// did must be heard).
 	Logger *zerolog.Logger
 	// GracefulStop bounds how long in-flight tasks may run after the worker
 	// is asked to stop (default 10 s). Activities still running then are
@@ -85,6 +87,9 @@ type Options struct {
 	DeadlockTimeout time.Duration
 	// StopOnSignals makes Run also stop on SIGINT and SIGTERM.
 	StopOnSignals bool
+	// ChunkCacheBytes bounds the payload chunks (transcripts, large
+	// payloads) the worker keeps in memory (default 64 MiB).
+	ChunkCacheBytes int
 	// Clock is the time source of leases, heartbeats and retries (default:
 	// the real clock). Tests that drive the engine with a fake clock give
 	// the worker the same one: a lease is an absolute time of the engine's
@@ -101,7 +106,8 @@ func (o *Options) Validate() error {
 		name string
 		n    int
 	}{{"MaxConcurrentActivities", o.MaxConcurrentActivities}, {"MaxConcurrentWorkflowTasks", o.MaxConcurrentWorkflowTasks},
-		{"WorkflowPollers", o.WorkflowPollers}, {"ActivityPollers", o.ActivityPollers}, {"StickyCacheSize", o.StickyCacheSize}} {
+		{"WorkflowPollers", o.WorkflowPollers}, {"ActivityPollers", o.ActivityPollers}, {"StickyCacheSize", o.StickyCacheSize},
+		{"ChunkCacheBytes", o.ChunkCacheBytes}} {
 		if v.n < 0 {
 			return fmt.Errorf("%w: %s must not be negative", ErrInvalidOptions, v.name)
 		}
@@ -142,7 +148,7 @@ func (o *Options) fillDefaults(c client.Client) {
 		o.Converter = c.Converter()
 	}
 	if o.Logger == nil {
-		l := zerolog.Nop()
+		l := zerolog.New(os.Stderr).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 		o.Logger = &l
 	}
 	if o.GracefulStop == 0 {
@@ -165,6 +171,9 @@ type Worker struct {
 	log         zerolog.Logger
 	sticky      string
 	cache       *lru.Cache[string, *cached]
+	// chunks resolves payloads recorded by reference (transcripts, large
+	// results), shared by workflow and activity tasks.
+	chunks *client.ChunkCache
 
 	wfSlots  chan struct{}
 	actSlots chan struct{}
@@ -225,6 +234,7 @@ func New(c client.Client, opts Options) (*Worker, error) {
 		actSlots: make(chan struct{}, opts.MaxConcurrentActivities),
 		clk:      opts.Clock,
 	}
+	w.chunks = client.NewChunkCache(w.svc, opts.ChunkCacheBytes)
 	w.reportCtx, w.stopReports = context.WithCancel(context.Background())
 	if !opts.DisableSticky {
 		w.sticky = fmt.Sprintf("%s/sticky/%s/%d", opts.TaskQueue, opts.Identity, time.Now().UnixNano())
@@ -261,7 +271,7 @@ func (w *Worker) RegisterActivity(fn any, opts ...activities.Options) error {
 		o = opts[0]
 	}
 	if err := w.reg.RegisterActivity(fn, sdk.RegisterActivityOptions{Name: o.Name, Effect: o.Effect,
-		BusinessKey: o.BusinessKey, HasReconcile: o.Reconcile != nil}); err != nil {
+		BusinessKey: o.BusinessKey, HasReconcile: o.Reconcile != nil, Metered: o.Metered}); err != nil {
 		return err
 	}
 	if o.Reconcile == nil {

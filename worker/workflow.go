@@ -86,13 +86,23 @@ func (w *Worker) runWorkflowTask(c *cached, task *api.WorkflowTask) (keep bool) 
 		}
 		return false
 	}
+	if reason := commandsOverLimit(task, cmds); reason != "" {
+		w.failForLimit(ctx, task, reason)
+		return false
+	}
 	req := &api.CompleteWorkflowTaskRequest{TaskToken: task.TaskToken, Commands: cmds, Identity: w.opts.Identity}
 	keep = w.cache != nil && !c.exec.WorkflowClosed()
 	if keep {
 		req.StickyQueue = w.sticky
 	}
 	if _, err := w.svc.CompleteWorkflowTask(ctx, req); err != nil {
-		if !errors.Is(err, api.ErrStaleTask) && !errors.Is(err, api.ErrWorkflowClosed) {
+		switch {
+		case errors.Is(err, api.ErrStaleTask), errors.Is(err, api.ErrWorkflowClosed):
+		case errors.Is(err, api.ErrLimitExceeded):
+			// Refused for its size (the engine records that itself; a
+			// transport's body limit does not): make it a durable failure.
+			w.failForLimit(ctx, task, err.Error())
+		default:
 			log := w.taskLog(task)
 			log.Warn().Err(err).Msg("workflow task completion refused")
 		}
@@ -156,6 +166,9 @@ func evicted(_ string, c *cached) {
 // process feeds the task to the run's Execution, rebuilding it from the full
 // history when the cache does not continue where the task starts.
 func (w *Worker) process(ctx context.Context, c *cached, task *api.WorkflowTask) ([]api.Command, error) {
+	if err := sdk.ResolveEventPayloads(ctx, w.chunks, task.Events); err != nil {
+		return nil, err
+	}
 	if c.exec != nil && c.exec.LastEventID()+1 == task.FirstEventID {
 		cmds, err := c.exec.ProcessTask(task)
 		if !errors.Is(err, sdk.ErrHistoryGap) {
@@ -195,6 +208,9 @@ func (w *Worker) fullTask(ctx context.Context, task *api.WorkflowTask) (*api.Wor
 	if err != nil {
 		return nil, err
 	}
+	if err := sdk.ResolveEventPayloads(ctx, w.chunks, resp.Events); err != nil {
+		return nil, err
+	}
 	full := *task
 	full.FirstEventID = 1
 	full.Events = append(append([]history.Event(nil), resp.Events...), task.Events...)
@@ -217,6 +233,9 @@ func (w *Worker) answerQuery(ctx context.Context, task *api.WorkflowTask) {
 
 func (w *Worker) query(task *api.WorkflowTask) (history.Payload, error) {
 	q := task.Query
+	if err := sdk.ResolveEventPayloads(context.Background(), w.chunks, task.Events); err != nil {
+		return history.Payload{}, err
+	}
 	if w.cache != nil {
 		if c, ok := w.cache.Peek(runKey(task)); ok {
 			c.mu.Lock()

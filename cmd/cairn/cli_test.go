@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -271,7 +272,7 @@ func TestQueryWithoutWorkerTimesOutClearly(t *testing.T) {
 	s := newTestServer(t, false)
 	s.must(t, "workflow", "start", "--type", "Hold", "--id", "lonely", "--task-queue", "nobody-polls", "--input", `"x"`)
 	_, stderr, code := s.run(t, "", "workflow", "query", "lonely", "--type", "status", "--timeout", "300ms")
-	if code != 1 || !strings.Contains(stderr, "no worker answered the status query on task queue nobody-polls within 300ms") {
+	if code != 1 || !strings.Contains(stderr, "no worker answered the status query on task queue nobody-polls within 300ms: no worker polled it in the last 5m0s") {
 		t.Fatalf("query without a worker: exit %d: %s", code, stderr)
 	}
 	if strings.Count(stderr, "no worker answered") != 1 || strings.Count(stderr, "deadline exceeded") > 0 {
@@ -358,6 +359,8 @@ func TestUnknownCommandsAndGlobalFlags(t *testing.T) {
 		{[]string{"version"}, 0},
 		{[]string{"version", "--address", "x:1"}, 2}, // --address is not a flag of version
 		{[]string{"replay", "--token", "t", "--history", "h.json"}, 2},
+		{[]string{"dev", "--listen", "0.0.0.0:0"}, 2}, // dev is for this machine only
+		{[]string{"dev", "--ui-listen", "10.1.2.3:8233"}, 2},
 	} {
 		var out, errb bytes.Buffer
 		if code := cli(tc.args, strings.NewReader(""), &out, &errb); code != tc.exit {
@@ -388,5 +391,62 @@ func TestCLIErrorsWrapTheirCause(t *testing.T) {
 	err := noAnswerError{"x"}
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatal("noAnswerError does not wrap context.DeadlineExceeded")
+	}
+}
+
+func TestTaskQueueDescribeAndCount(t *testing.T) {
+	s := newTestServer(t, true)
+	s.must(t, "workflow", "start", "--type", "Size", "--id", "done-1", "--task-queue", testQueue, "--input", `"ab"`)
+	s.result(t, "done-1")
+	s.must(t, "workflow", "start", "--type", "Hold", "--id", "stuck-1", "--task-queue", "nobody-polls", "--input", `"x"`)
+	s.must(t, "workflow", "start", "--type", "Hold", "--id", "stuck-2", "--task-queue", "nobody-polls", "--input", `"y"`)
+	s.must(t, "workflow", "terminate", "stuck-2")
+
+	out := s.must(t, "task-queue", "describe", "nobody-polls")
+	if !strings.Contains(out, "Backlog   1 workflow tasks") || !strings.Contains(out, "STUCK") || !strings.Contains(out, "No worker polled this queue") {
+		t.Fatalf("describe of a queue nobody polls:\n%s", out)
+	}
+	out = s.must(t, "task-queue", "describe", testQueue)
+	if !strings.Contains(out, "cli-test-worker") || !strings.Contains(out, "workflow") || strings.Contains(out, "STUCK") {
+		t.Fatalf("describe of a polled queue:\n%s", out)
+	}
+	var q struct {
+		Name            string `json:"name"`
+		WorkflowPollers []struct {
+			Identity string `json:"identity"`
+			LastSeen string `json:"lastSeen"`
+		} `json:"workflowPollers"`
+	}
+	if err := json.Unmarshal([]byte(s.must(t, "task-queue", "describe", testQueue, "--json")), &q); err != nil || q.Name != testQueue ||
+		len(q.WorkflowPollers) != 1 || q.WorkflowPollers[0].Identity != "cli-test-worker" || q.WorkflowPollers[0].LastSeen == "" {
+		t.Fatalf("describe --json: %+v %v", q, err)
+	}
+	if out := s.must(t, "task-queue", "list"); !strings.Contains(out, "nobody-polls") || !strings.Contains(out, testQueue) {
+		t.Fatalf("task-queue list:\n%s", out)
+	}
+
+	out = s.must(t, "workflow", "count")
+	if !strings.Contains(out, "3 runs") || !regexp.MustCompile(`running\s+1`).MatchString(out) || !regexp.MustCompile(`completed\s+1`).MatchString(out) ||
+		!regexp.MustCompile(`terminated\s+1`).MatchString(out) {
+		t.Fatalf("count:\n%s", out)
+	}
+	var c struct {
+		Total    int `json:"total"`
+		ByStatus []struct {
+			Status string `json:"status"`
+			Count  int    `json:"count"`
+		} `json:"byStatus"`
+	}
+	if err := json.Unmarshal([]byte(s.must(t, "workflow", "count", "--id-prefix", "stuck-", "--json")), &c); err != nil || c.Total != 2 || len(c.ByStatus) != 2 {
+		t.Fatalf("count --json: %+v %v", c, err)
+	}
+}
+
+func TestServerRefusesAnOpenUIWithoutAToken(t *testing.T) {
+	t.Setenv("CAIRN_TOKEN", "")
+	var out, errb bytes.Buffer
+	code := cli([]string{"server", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--ui-listen", "0.0.0.0:0"}, strings.NewReader(""), &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "refusing to listen on 0.0.0.0:0 without a token") {
+		t.Fatalf("server with an open UI and no token: exit %d: %s", code, errb.String())
 	}
 }

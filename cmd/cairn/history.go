@@ -10,16 +10,21 @@ import (
 
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/internal/demo"
+	"github.com/cairnflow/cairn/sdk/client"
 	"github.com/cairnflow/cairn/worker"
 )
 
 func historyCommand(g *globals) *cobra.Command {
 	var run, out string
+	var inline bool
 	export := &cobra.Command{
-		Use:   "export WORKFLOW_ID [--run ID] [-o FILE]",
+		Use:   "export WORKFLOW_ID [--run ID] [--inline] [-o FILE]",
 		Short: "Export a run's history as JSON (the replayer's input)",
-		Long: `Writes the run's history as the JSON document the replayer reads (the same
-document as ` + "`workflow show --json`" + `), to stdout or to -o FILE.`,
+		Long: `Export a run's history as JSON (the replayer's input).
+
+Payloads the engine stores by reference (transcripts, large results) stay
+references; with --inline the file also carries every chunk they reference,
+so that it replays without the server (cairn replay reads both forms).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.dial()
@@ -30,8 +35,14 @@ document as ` + "`workflow show --json`" + `), to stdout or to -o FILE.`,
 			if err != nil {
 				return err
 			}
+			doc := history.Document{Run: history.RunRef{WorkflowID: args[0], RunID: runID}, Events: evs}
+			if inline {
+				if doc.Chunks, err = history.CollectChunks(cmd.Context(), client.NewChunkCache(c.Service(), 0), evs); err != nil {
+					return err
+				}
+			}
 			var buf bytes.Buffer
-			if err := history.ExportJSON(&buf, history.RunRef{WorkflowID: args[0], RunID: runID}, evs); err != nil {
+			if err := history.ExportDocument(&buf, doc); err != nil {
 				return err
 			}
 			if out == "" || out == "-" {
@@ -48,6 +59,7 @@ document as ` + "`workflow show --json`" + `), to stdout or to -o FILE.`,
 	}
 	runFlag(export, &run)
 	export.Flags().StringVarP(&out, "output", "o", "", "file to write (default: stdout)")
+	export.Flags().BoolVar(&inline, "inline", false, "carry the payload chunks the history references (a self-contained file)")
 	return clientFlags(group("history", "Export histories", export), g)
 }
 

@@ -8,7 +8,9 @@
 //	cairn workflow show invoice-INV-9
 //	cairn effects list --duplicates              # every action that may have happened twice
 //
-// Exit codes: 0 ok, 1 failed or not found, 2 usage. With --json, a failure
+// Exit codes: 0 ok, 1 failed or not found, 2 usage, 3 the server refused a
+// damaged data directory (history.ErrCorrupt: restore a backup, or start
+// with --accept-data-loss). With --json, a failure
 // is a JSON object {"code", "message"} on standard error.
 package main
 
@@ -70,7 +72,7 @@ func cli(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON for scripts (errors too, on stderr)")
-	root.AddCommand(serverCommand(g), workflowCommand(g), effectsCommand(g), historyCommand(g), replayCommand(g),
+	root.AddCommand(serverCommand(g), devCommand(g), workflowCommand(g), taskQueueCommand(g), effectsCommand(g), historyCommand(g), replayCommand(g),
 		demoCommand(g), benchCommand(g), versionCommand(g))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -106,8 +108,22 @@ func exitCode(err error) int {
 	if isUsage(err) {
 		return 2
 	}
+	var c corruptError
+	if errors.As(err, &c) {
+		return exitCorrupt
+	}
 	return 1
 }
+
+// exitCorrupt is the exit code of `cairn server` refusing a damaged data
+// directory (history.ErrCorrupt at open): a supervisor must not restart it
+// in a loop, an operator must restore a backup or accept the loss.
+const exitCorrupt = 3
+
+// corruptError marks the server's refusal to open damaged data.
+type corruptError struct{ error }
+
+func (e corruptError) Unwrap() error { return e.error }
 
 // isUsage reports a command-line mistake: ours, or one cobra or pflag
 // found.

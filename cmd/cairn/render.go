@@ -23,9 +23,7 @@ package main
 //     enough); JSON input is inputFlags (--input or --input-file).
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -61,15 +59,10 @@ func printJSON(w io.Writer, v any) error {
 
 // errorCode is the code --json prints for err.
 func errorCode(err error, exit int) api.Code {
-	switch {
-	case exit == 2:
+	if exit == 2 {
 		return "usage"
-	case errors.Is(err, context.DeadlineExceeded):
-		return api.CodeDeadlineExceeded
-	case errors.Is(err, context.Canceled):
-		return api.CodeCanceled
 	}
-	return api.ErrorCode(err)
+	return api.TransportCode(err)
 }
 
 // writeJSONError prints err as {"code", "message"}.

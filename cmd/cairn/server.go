@@ -18,13 +18,20 @@ import (
 	"github.com/cairnflow/cairn/engine"
 	"github.com/cairnflow/cairn/engine/httpapi"
 	"github.com/cairnflow/cairn/engine/metrics"
+	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/history/badgerstore"
 	"github.com/cairnflow/cairn/internal/gctune"
+	"github.com/cairnflow/cairn/internal/ui"
 )
 
 type serverFlags struct {
-	data, listen, tokenFile, tlsCert, tlsKey, logLevel string
+	data, listen, uiListen, tokenFile, tlsCert, tlsKey, logLevel, pricing string
+	acceptDataLoss                                                        bool
+	maxSessions                                                           int
 }
+
+// DefaultUIListen is where the web UI listens unless told otherwise.
+const DefaultUIListen = "127.0.0.1:8233"
 
 func serverCommand(g *globals) *cobra.Command {
 	var f serverFlags
@@ -34,20 +41,30 @@ func serverCommand(g *globals) *cobra.Command {
 		Long: `Serve the engine over HTTP. Badger allows one process per data directory, so
 workers in other processes (and on other machines) talk to this server.
 
-A bearer token (--token-file or CAIRN_TOKEN) is required whenever --listen is
-not a loopback address: the server refuses to start open to the network.`,
+The web UI is served on a listener of its own (--ui-listen, default
+127.0.0.1:8233; "off" turns it off), with the same token: people sign in
+with it once.
+
+A bearer token (--token-file or CAIRN_TOKEN) is required whenever --listen or
+--ui-listen is not a loopback address: the server refuses to start open to
+the network.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			gctune.ForServer()
-			return serve(cmd.Context(), g, f)
+			return serve(cmd.Context(), g, f, serveHooks{})
 		},
 	}
 	cmd.Flags().StringVar(&f.data, "data", "./cairn-data", "data directory")
-	cmd.Flags().StringVar(&f.listen, "listen", "127.0.0.1:7233", "listen address")
+	cmd.Flags().StringVar(&f.listen, "listen", DefaultAddress, "listen address of the API (workers and the CLI)")
+	cmd.Flags().StringVar(&f.uiListen, "ui-listen", DefaultUIListen, `listen address of the web UI ("off": none)`)
 	cmd.Flags().StringVar(&f.tokenFile, "token-file", "", "file holding the bearer token (default: CAIRN_TOKEN)")
 	cmd.Flags().StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate file (with --tls-key)")
 	cmd.Flags().StringVar(&f.tlsKey, "tls-key", "", "TLS key file (with --tls-cert)")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "log level (debug, info, warn, error)")
+	cmd.Flags().StringVar(&f.pricing, "pricing", "", `JSON price table for token costs: {"model": {"input": USD/Mtok, "cached_input": …, "output": …}}`)
+	cmd.Flags().BoolVar(&f.acceptDataLoss, "accept-data-loss", false,
+		"open a data directory whose acknowledged data was lost or damaged, recording durably what was lost (instead: restore a backup)")
+	cmd.Flags().IntVar(&f.maxSessions, "max-sessions", 1024, "most client sessions (upgraded connections) open at once")
 	return cmd
 }
 
@@ -69,10 +86,10 @@ func serverToken(f serverFlags, g *globals) (string, error) {
 
 // isLoopback reports whether a listen address only accepts local
 // connections.
-func isLoopback(listen string) (bool, error) {
+func isLoopback(flag, listen string) (bool, error) {
 	host, _, err := net.SplitHostPort(listen)
 	if err != nil {
-		return false, usagef("--listen %q: %v", listen, err)
+		return false, usagef("%s %q: %v", flag, listen, err)
 	}
 	if host == "localhost" {
 		return true, nil
@@ -81,7 +98,20 @@ func isLoopback(listen string) (bool, error) {
 	return ip != nil && ip.IsLoopback(), nil
 }
 
-func serve(ctx context.Context, g *globals, f serverFlags) error {
+// serveHooks are what `cairn dev` adds to a server: it learns the
+// addresses once listening, and runs actors (its demo worker) beside it.
+type serveHooks struct {
+	ready  func(apiAddr, uiAddr string)
+	actors func(eng *engine.Engine, apiAddr string) ([]actor, error)
+}
+
+// actor is one member of the server's run group.
+type actor struct {
+	run       func() error
+	interrupt func(error)
+}
+
+func serve(ctx context.Context, g *globals, f serverFlags, hooks serveHooks) error {
 	lvl, err := zerolog.ParseLevel(f.logLevel)
 	if err != nil {
 		return usagef("--log-level %q: %v", f.logLevel, err)
@@ -91,22 +121,36 @@ func serve(ctx context.Context, g *globals, f serverFlags) error {
 	if err != nil {
 		return err
 	}
-	loopback, err := isLoopback(f.listen)
-	if err != nil {
-		return err
-	}
-	if !loopback && token == "" {
-		return fmt.Errorf("refusing to listen on %s without a token: set --token-file or CAIRN_TOKEN (or listen on 127.0.0.1)", f.listen)
+	for _, l := range []struct{ flag, addr string }{{"--listen", f.listen}, {"--ui-listen", f.uiListen}} {
+		if l.addr == "" || l.addr == "off" && l.flag == "--ui-listen" {
+			continue
+		}
+		loopback, err := isLoopback(l.flag, l.addr)
+		if err != nil {
+			return err
+		}
+		if !loopback && token == "" {
+			return fmt.Errorf("refusing to listen on %s without a token: set --token-file or CAIRN_TOKEN (or listen on 127.0.0.1)", l.addr)
+		}
 	}
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return usagef("--tls-cert and --tls-key go together")
 	}
-	st, err := badgerstore.Open(badgerstore.Options{Dir: f.data, Logger: &log})
+	st, err := badgerstore.Open(badgerstore.Options{Dir: f.data, Logger: &log, AcceptDataLoss: f.acceptDataLoss})
+	if errors.Is(err, history.ErrCorrupt) {
+		log.Error().Err(err).Str("data", f.data).Msg("refusing to serve: the data directory is damaged or lost acknowledged commits; " +
+			"restore a backup (cairn restore), or start with --accept-data-loss to go on without the lost data (the loss is recorded)")
+		return corruptError{err}
+	}
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	eng, err := engine.Open(engine.Options{Store: st, Logger: &log})
+	pricing, err := readPricing(f.pricing)
+	if err != nil {
+		return err
+	}
+	eng, err := engine.Open(engine.Options{Store: st, Logger: &log, Pricing: pricing})
 	if err != nil {
 		return err
 	}
@@ -115,7 +159,22 @@ func serve(ctx context.Context, g *globals, f serverFlags) error {
 	if err != nil {
 		return err
 	}
-	handler := httpapi.NewHandler(eng, httpapi.Options{Token: token, Logger: &log,
+	var uiLn net.Listener
+	if f.uiListen != "" && f.uiListen != "off" {
+		if uiLn, err = net.Listen("tcp", f.uiListen); err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("--ui-listen: %w", err)
+		}
+	}
+	scheme := "http://"
+	if f.tlsCert != "" {
+		scheme = "https://"
+	}
+	uiURL := ""
+	if uiLn != nil {
+		uiURL = scheme + uiLn.Addr().String() + "/"
+	}
+	handler := httpapi.NewHandler(eng, httpapi.Options{Token: token, Logger: &log, MaxSessions: f.maxSessions, UIURL: uiURL,
 		Collectors: []prometheus.Collector{metrics.NewCollector(eng, metrics.Options{Queues: eng.TaskQueues})}})
 	srv := &http.Server{
 		Handler:           handler,
@@ -124,20 +183,22 @@ func serve(ctx context.Context, g *globals, f serverFlags) error {
 		WriteTimeout:      90 * time.Second, // long polls answer within a minute
 		IdleTimeout:       2 * time.Minute,
 	}
-	log.Info().Str("listen", ln.Addr().String()).Str("data", f.data).Bool("auth", token != "").Bool("tls", f.tlsCert != "").Msg("cairn server ready")
 	var g2 run.Group
-	g2.Add(func() error {
-		var err error
-		if f.tlsCert != "" {
-			err = srv.ServeTLS(ln, f.tlsCert, f.tlsKey)
-		} else {
-			err = srv.Serve(ln)
+	serveOn := func(srv *http.Server, ln net.Listener) func() error {
+		return func() error {
+			var err error
+			if f.tlsCert != "" {
+				err = srv.ServeTLS(ln, f.tlsCert, f.tlsKey)
+			} else {
+				err = srv.Serve(ln)
+			}
+			if errors.Is(err, http.ErrServerClosed) {
+				return nil
+			}
+			return err
 		}
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
-		}
-		return err
-	}, func(error) {
+	}
+	g2.Add(serveOn(srv, ln), func(error) {
 		// Stop accepting, let in-flight requests (and their commits) finish.
 		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
@@ -145,6 +206,41 @@ func serve(ctx context.Context, g *globals, f serverFlags) error {
 		_ = srv.Shutdown(sctx)
 		_ = handler.Shutdown(sctx) // sessions: answer the calls in flight, then close
 	})
+	if uiLn != nil {
+		uiSrv := &http.Server{
+			Handler:           ui.New(eng, ui.Options{Token: token, Secure: f.tlsCert != "", Logger: &log}),
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       60 * time.Second,
+			IdleTimeout:       2 * time.Minute, // no WriteTimeout: a run page streams while it is open
+		}
+		g2.Add(serveOn(uiSrv, uiLn), func(error) {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = uiSrv.Shutdown(sctx)
+			_ = uiSrv.Close() // streams do not end by themselves
+		})
+	}
+	if hooks.actors != nil {
+		actors, err := hooks.actors(eng, ln.Addr().String())
+		if err != nil {
+			_ = ln.Close()
+			if uiLn != nil {
+				_ = uiLn.Close()
+			}
+			return err
+		}
+		for _, a := range actors {
+			g2.Add(a.run, a.interrupt)
+		}
+	}
+	ev := log.Info().Str("listen", ln.Addr().String()).Str("data", f.data).Bool("auth", token != "").Bool("tls", f.tlsCert != "")
+	if uiURL != "" {
+		ev = ev.Str("ui", uiURL)
+	}
+	ev.Msg("cairn server ready")
+	if hooks.ready != nil {
+		hooks.ready(ln.Addr().String(), uiURL)
+	}
 	g2.Add(func() error {
 		<-ctx.Done()
 		log.Info().Msg("shutting down")

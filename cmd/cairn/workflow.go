@@ -21,8 +21,8 @@ import (
 
 func workflowCommand(g *globals) *cobra.Command {
 	return clientFlags(group("workflow", "Start, inspect and steer workflows",
-		wfStart(g), wfList(g), wfDescribe(g), wfShow(g), wfSignal(g), wfQuery(g), wfStack(g), wfCancel(g), wfTerminate(g),
-		wfResult(g), wfResolve(g)), g)
+		wfStart(g), wfList(g), wfCount(g), wfDescribe(g), wfShow(g), wfSignal(g), wfQuery(g), wfStack(g), wfCancel(g), wfTerminate(g),
+		wfResult(g), wfResolve(g), wfBudget(g), wfWatch(g)), g)
 }
 
 // runRef names a run in --json outputs of the commands that act on one.
@@ -85,11 +85,17 @@ type listFilter struct {
 func (lf *listFilter) flags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&lf.status, "status", "", "only runs with this status (running, paused, completed, failed, canceled, terminated, timed_out, continued_as_new)")
+	f.BoolVar(&lf.corrupt, "corrupt", false, "only runs quarantined because their stored data is damaged")
+	lf.filterFlags(cmd)
+}
+
+// filterFlags are the filters count shares with list.
+func (lf *listFilter) filterFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
 	f.StringVar(&lf.typ, "type", "", "only runs of this workflow type")
 	f.StringVar(&lf.idPrefix, "id-prefix", "", "only workflow ids starting with this")
 	f.StringVar(&lf.after, "started-after", "", "only runs started after this time (RFC 3339, or a duration ago: 1h)")
 	f.StringVar(&lf.before, "started-before", "", "only runs started before this time (RFC 3339, or a duration ago: 10m)")
-	f.BoolVar(&lf.corrupt, "corrupt", false, "only runs quarantined because their stored data is damaged")
 }
 
 // request builds the list request of the filter flags.
@@ -172,6 +178,8 @@ func printList(g *globals, w io.Writer, resp *api.ListWorkflowsResponse) {
 		switch {
 		case wi.Corrupt != "":
 			note = "CORRUPT: " + abbreviate(wi.Corrupt, 60)
+		case wi.Pause != nil && wi.Pause.Kind == api.PauseBudget:
+			note = abbreviate(wi.Pause.Reason, 60) + "; waits for: cairn workflow budget " + wi.WorkflowID
 		case wi.Pause != nil:
 			note = "waits for: cairn workflow resolve " + wi.WorkflowID
 		}
@@ -185,6 +193,42 @@ func printList(g *globals, w io.Writer, resp *api.ListWorkflowsResponse) {
 	if resp.NextPageToken != nil {
 		fmt.Fprintf(w, "(more: --page-token %s)\n", base64.StdEncoding.EncodeToString(resp.NextPageToken))
 	}
+}
+
+func wfCount(g *globals) *cobra.Command {
+	var lf listFilter
+	cmd := &cobra.Command{
+		Use:   "count [--type T] [--id-prefix P] [--started-after T] [--started-before T]",
+		Short: "Count runs, by status",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			lreq, err := lf.request(time.Now())
+			if err != nil {
+				return err
+			}
+			c, err := g.dial()
+			if err != nil {
+				return err
+			}
+			resp, err := c.CountWorkflows(cmd.Context(), &api.CountWorkflowsRequest{WorkflowType: lreq.WorkflowType,
+				WorkflowIDPrefix: lreq.WorkflowIDPrefix, StartedAfter: lreq.StartedAfter, StartedBefore: lreq.StartedBefore})
+			if err != nil {
+				return err
+			}
+			return g.emit(resp, func(w io.Writer) {
+				fmt.Fprintf(w, "%d runs\n", resp.Total)
+				rows := [][]string{}
+				for _, c := range resp.ByStatus {
+					rows = append(rows, []string{g.statusText(c.Status), fmt.Sprint(c.Count)})
+				}
+				if len(rows) > 0 {
+					table(w, []string{"STATUS", "RUNS"}, rows)
+				}
+			})
+		},
+	}
+	lf.filterFlags(cmd)
+	return cmd
 }
 
 // shortRun is how tables show a run id: a prefix every --run flag takes.
@@ -316,11 +360,15 @@ func printDescribe(g *globals, w io.Writer, out describeOut) {
 	if d.CancelRequested && i.Status.Open() {
 		fmt.Fprintf(w, "Cancel    requested\n")
 	}
-	if p := i.Pause; p != nil {
+	if p := i.Pause; p != nil && p.Kind == api.PauseBudget {
+		fmt.Fprintf(w, "\nPAUSED: %s is held since %s\n  reason: %s\n  raise:  cairn workflow budget %s --max-tokens N | --max-cost USD | --max-turns N --reason WHY\n  or:     cairn workflow budget %s --stop --reason WHY\n",
+			p.ActivityType, relative(p.Since, now), p.Reason, i.WorkflowID, i.WorkflowID)
+	} else if p != nil {
 		fmt.Fprintf(w, "\nPAUSED on %s (activity %s, event %d, attempt %d) since %s\n  reason: %s\n  args:   %s\n  key:    %s\n  resolve: cairn workflow resolve %s --happened [--result JSON] | --not-happened | --fail --reason WHY\n",
 			p.ActivityType, p.ActivityID, p.ScheduledEventID, p.Attempt, relative(p.Since, now), p.Reason, view.PayloadText(p.Input),
 			p.IdempotencyKey, i.WorkflowID)
 	}
+	printUsage(w, d)
 	if i.Duplicates > 0 || i.EffectConflicts > 0 {
 		fmt.Fprintf(w, "\n%s: see cairn effects list --workflow %s --duplicates\n", g.effectFlag(&i), i.WorkflowID)
 	}
@@ -491,14 +539,39 @@ func (g *globals) query(ctx context.Context, c client.Client, workflowID, runID,
 		return out, err
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, api.ErrUnavailable) && qctx.Err() != nil {
-		queue := "its task queue"
-		if d, derr := c.DescribeWorkflow(ctx, workflowID, runID); derr == nil {
-			queue = "task queue " + d.Info.TaskQueue
-		}
-		return out, noAnswerError{fmt.Sprintf("no worker answered the %s query on %s within %s: is a worker for it running?",
-			queryType, queue, timeout)}
+		return out, noAnswerError{fmt.Sprintf("no worker answered the %s query on %s within %s%s",
+			queryType, queueName(ctx, c, workflowID, runID), timeout, whyNoAnswer(ctx, c, workflowID, runID))}
 	}
 	return out, err
+}
+
+// queueName names the run's task queue for a message.
+func queueName(ctx context.Context, c client.Client, workflowID, runID string) string {
+	if d, err := c.DescribeWorkflow(ctx, workflowID, runID); err == nil {
+		return "task queue " + d.Info.TaskQueue
+	}
+	return "its task queue"
+}
+
+// whyNoAnswer says what the run's task queue looks like: nobody polls it,
+// or who does.
+func whyNoAnswer(ctx context.Context, c client.Client, workflowID, runID string) string {
+	d, err := c.DescribeWorkflow(ctx, workflowID, runID)
+	if err != nil {
+		return ""
+	}
+	q, err := c.DescribeTaskQueue(ctx, d.Info.TaskQueue)
+	if err != nil {
+		return ""
+	}
+	if len(q.WorkflowPollers) == 0 {
+		return fmt.Sprintf(": no worker polled it in the last %s (is one running? see: cairn task-queue describe %s)", api.PollerRetention, q.Name)
+	}
+	names := make([]string, len(q.WorkflowPollers))
+	for i, p := range q.WorkflowPollers {
+		names[i] = p.Identity
+	}
+	return fmt.Sprintf(": its workers (%s) did not answer in time", strings.Join(names, ", "))
 }
 
 // noAnswerError says no worker answered a query in time; it wraps

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -46,6 +47,11 @@ var (
 	// "Operations"); every other run is served. Where the store named the
 	// damage, the error also wraps history.ErrCorrupt.
 	ErrDataCorrupt = errors.New("cairn: data corrupt")
+	// ErrResourceExhausted: the server ran out of a resource it needs to
+	// write (the message starts "resource exhausted: disk full" for a full
+	// disk). Nothing was written; reads keep working and writes succeed
+	// again once the resource returns, so retry later.
+	ErrResourceExhausted = errors.New("resource exhausted")
 )
 
 // Code is the stable, transport-level name of an error.
@@ -69,6 +75,8 @@ const (
 	CodeDeadlineExceeded Code = "deadline_exceeded"
 	CodeCanceled         Code = "canceled"
 	CodeDataCorrupt      Code = "data_corrupt"
+	// CodeResourceExhausted: ErrResourceExhausted.
+	CodeResourceExhausted Code = "resource_exhausted"
 )
 
 var codeErrors = []struct {
@@ -87,6 +95,7 @@ var codeErrors = []struct {
 	{CodeUnavailable, ErrUnavailable},
 	{CodeUnauthenticated, ErrUnauthenticated},
 	{CodeDataCorrupt, ErrDataCorrupt},
+	{CodeResourceExhausted, ErrResourceExhausted},
 }
 
 // ErrorCode returns the stable code for err (CodeOK for nil, CodeInternal
@@ -101,6 +110,19 @@ func ErrorCode(err error) Code {
 		}
 	}
 	return CodeInternal
+}
+
+// TransportCode is ErrorCode for an error about to cross a transport: a
+// context's deadline or cancellation has its own code (deadline_exceeded,
+// canceled) rather than internal.
+func TransportCode(err error) Code {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return CodeDeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		return CodeCanceled
+	}
+	return ErrorCode(err)
 }
 
 // ErrorFromCode rebuilds an error from a code and message received over a

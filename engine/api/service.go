@@ -53,6 +53,15 @@ type Service interface {
 	// ResolveActivity decides an activity whose outcome is unknown (the run
 	// is paused on it): happened, not happened, or failed.
 	ResolveActivity(ctx context.Context, req *ResolveActivityRequest) (*ResolveActivityResponse, error)
+	// CountWorkflows counts runs by status, with ListWorkflows' filters.
+	// It reads every matching run's list entry: O(runs matched).
+	CountWorkflows(ctx context.Context, req *CountWorkflowsRequest) (*CountWorkflowsResponse, error)
+	// DescribeTaskQueue returns a task queue's backlog and the pollers seen
+	// on it lately, so that a queue nobody polls shows as such.
+	DescribeTaskQueue(ctx context.Context, req *DescribeTaskQueueRequest) (*DescribeTaskQueueResponse, error)
+	// ListTaskQueues describes every task queue with a backlog or a poller
+	// seen lately (workers' sticky queues left out), by name.
+	ListTaskQueues(ctx context.Context, req *ListTaskQueuesRequest) (*ListTaskQueuesResponse, error)
 	// ListEffects reads the effects ledger: every action with an
 	// idempotency key, its state, attempts, duplicates and result, across
 	// the runs of its workflow id.
@@ -81,4 +90,23 @@ type Service interface {
 	// FailActivity records the attempt's failure (retried per policy), or
 	// with OutcomeUnknown that the tool cannot tell whether it took effect.
 	FailActivity(ctx context.Context, req *FailActivityRequest) (*FailActivityResponse, error)
+
+	// GetChunks returns stored payload chunks by hash (and, with
+	// Ancestors, the chunks they extend), for workers and tools that
+	// resolve payloads recorded by reference. ErrNotFound for an unknown
+	// hash.
+	GetChunks(ctx context.Context, req *GetChunksRequest) (*GetChunksResponse, error)
+
+	// UpdateBudget raises (or lowers) a run's budget, or stops the run's
+	// held model calls. ErrNotFound, ErrWorkflowClosed.
+	UpdateBudget(ctx context.Context, req *UpdateBudgetRequest) (*UpdateBudgetResponse, error)
+	// PublishStream publishes an activity attempt's live output (tokens)
+	// to the run's watchers; nothing is recorded. ErrStaleAttempt when the
+	// attempt no longer holds its lease.
+	PublishStream(ctx context.Context, req *PublishStreamRequest) (*PublishStreamResponse, error)
+	// WatchStream reads a run's live stream, long-polling with Wait.
+	WatchStream(ctx context.Context, req *WatchStreamRequest) (*WatchStreamResponse, error)
+	// GetTranscript returns an agent run's conversation, model calls and
+	// tool calls, with usage and budget.
+	GetTranscript(ctx context.Context, req *GetTranscriptRequest) (*GetTranscriptResponse, error)
 }

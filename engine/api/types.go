@@ -109,6 +109,10 @@ type StartWorkflowRequest struct {
 	// workflow id and request id as the open run returns that run.
 	RequestID string
 	Identity  string
+	// Budget bounds what the run may spend on metered activities (model
+	// calls); zero: no limit. Workflow code and people can change it
+	// later (UpdateBudget).
+	Budget history.Budget
 }
 
 // StartWorkflowResponse names the run.
@@ -206,7 +210,16 @@ type PauseInfo struct {
 	Input            Payload
 	Reason           string
 	Since            time.Time
+	// Kind says what the run waits for: PauseOutcomeUnknown (resolve the
+	// activity) or PauseBudget (raise the budget or stop the run).
+	Kind string
 }
+
+// The pause kinds.
+const (
+	PauseOutcomeUnknown = "outcome_unknown"
+	PauseBudget         = "budget"
+)
 
 // ActivityState is where a pending activity stands.
 type ActivityState uint8
@@ -218,6 +231,7 @@ const (
 	ActivityStateBackoff                              // waiting for its retry timer
 	ActivityStateUnknown                              // outcome unknown: run paused
 	ActivityStateReconciling                          // the Reconcile lookup is running
+	ActivityStateHeld                                 // a metered activity waiting for a budget raise: run paused
 )
 
 // String returns the state's name.
@@ -233,6 +247,8 @@ func (s ActivityState) String() string {
 		return "unknown"
 	case ActivityStateReconciling:
 		return "reconciling"
+	case ActivityStateHeld:
+		return "held"
 	}
 	return "?"
 }
@@ -289,6 +305,34 @@ type DescribeWorkflowResponse struct {
 	// EffectReports are the judged late reports of this run's actions
 	// (duplicates, possible duplicates, confirmations, conflicts).
 	EffectReports []EffectReport `json:",omitempty"`
+	// Usage is what the run's activities reported (tokens and cost),
+	// failed and retried attempts included, by model.
+	Usage *UsageSummary
+	// WorkflowUsage is the same over every run of the workflow id.
+	WorkflowUsage *UsageSummary
+	// Budget is the run's budget and where it stands.
+	Budget *BudgetStatus
+}
+
+// UsageSummary totals usage, overall and by model.
+type UsageSummary struct {
+	Total   history.Usage
+	ByModel []history.Usage
+	// Calls counts the metered activities scheduled (turns).
+	Calls int64
+	// Unpriced lists models with usage but no price in the engine's table.
+	Unpriced []string
+}
+
+// BudgetStatus is a run's budget, what it used, and whether it is
+// exhausted (then Exceeded says why, and a held model call waits).
+type BudgetStatus struct {
+	Budget   history.Budget
+	Used     history.Usage
+	Turns    int64
+	Exceeded string
+	// Held lists the scheduled event ids of the metered activities held.
+	Held []int64
 }
 
 // GetHistoryRequest reads a run's events.
@@ -351,6 +395,74 @@ type ListWorkflowsRequest struct {
 type ListWorkflowsResponse struct {
 	Workflows     []WorkflowInfo
 	NextPageToken []byte // nil on the last page
+}
+
+// CountWorkflowsRequest filters the runs to count as ListWorkflowsRequest
+// does.
+type CountWorkflowsRequest struct {
+	WorkflowType     string // empty: any
+	WorkflowIDPrefix string // empty: any
+	StartedAfter     time.Time
+	StartedBefore    time.Time
+}
+
+// CountWorkflowsResponse holds the counts.
+type CountWorkflowsResponse struct {
+	Total int64
+	// ByStatus has one entry per status with runs, in status order.
+	ByStatus []StatusCount
+}
+
+// StatusCount is how many runs have one status.
+type StatusCount struct {
+	Status Status
+	Count  int64
+}
+
+// DescribeTaskQueueRequest names a task queue.
+type DescribeTaskQueueRequest struct {
+	TaskQueue string
+}
+
+// DescribeTaskQueueResponse describes it.
+type DescribeTaskQueueResponse struct {
+	Queue TaskQueueInfo
+}
+
+// ListTaskQueuesRequest filters the queues listed.
+type ListTaskQueuesRequest struct {
+	NamePrefix string // empty: every queue
+}
+
+// ListTaskQueuesResponse describes the known task queues, by name.
+type ListTaskQueuesResponse struct {
+	Queues []TaskQueueInfo
+}
+
+// TaskQueueInfo is a task queue's backlog and its pollers.
+type TaskQueueInfo struct {
+	Name string
+	// WorkflowBacklog and ActivityBacklog count the tasks ready on the
+	// queue that no poller has taken (queries included).
+	WorkflowBacklog int
+	ActivityBacklog int
+	// WorkflowPollers and ActivityPollers are the workers that polled the
+	// queue within PollerRetention, by identity.
+	WorkflowPollers []PollerInfo
+	ActivityPollers []PollerInfo
+}
+
+// PollerRetention is how long the engine remembers a poller after its last
+// poll ended.
+const PollerRetention = 5 * time.Minute
+
+// PollerInfo is one worker polling a queue.
+type PollerInfo struct {
+	Identity string
+	// LastSeen is when its last poll began or ended (now, while one waits).
+	LastSeen time.Time
+	// Polling counts its polls waiting right now.
+	Polling int
 }
 
 // QueryWorkflowRequest asks a run a question.
@@ -419,6 +531,11 @@ type WorkflowTask struct {
 	// least this long", which replays exactly; 0 means unknown.
 	SuggestContinueAsNewAt int64
 	Query                  *WorkflowQuery
+	// MaxPayloadBytes is the engine's payload limit (0: unknown). A worker
+	// checks its commands' payloads against it before completing the
+	// task, and fails the task with cause CauseLimitExceeded instead of
+	// sending what would be refused.
+	MaxPayloadBytes int
 }
 
 // WorkflowQuery is a query to answer from the run's current state.
@@ -445,10 +562,11 @@ const (
 	CommandFailWorkflow
 	CommandCancelWorkflow
 	CommandContinueAsNew
+	CommandSetBudget
 	commandCount
 )
 
-var commandNames = [commandCount]string{"Unspecified", "ScheduleActivity", "RequestCancelActivity", "StartTimer", "CancelTimer", "RecordMarker", "StartChildWorkflow", "SignalExternalWorkflow", "CompleteWorkflow", "FailWorkflow", "CancelWorkflow", "ContinueAsNew"}
+var commandNames = [commandCount]string{"Unspecified", "ScheduleActivity", "RequestCancelActivity", "StartTimer", "CancelTimer", "RecordMarker", "StartChildWorkflow", "SignalExternalWorkflow", "CompleteWorkflow", "FailWorkflow", "CancelWorkflow", "ContinueAsNew", "SetBudget"}
 
 // String returns the command type's name.
 func (t CommandType) String() string {
@@ -474,6 +592,13 @@ type Command struct {
 	FailWorkflow           *FailWorkflowCommand           `msgpack:",omitempty" json:",omitempty"`
 	CancelWorkflow         *CancelWorkflowCommand         `msgpack:",omitempty" json:",omitempty"`
 	ContinueAsNew          *ContinueAsNewCommand          `msgpack:",omitempty" json:",omitempty"`
+	SetBudget              *SetBudgetCommand              `msgpack:",omitempty" json:",omitempty"`
+}
+
+// SetBudgetCommand sets the run's budget from workflow code
+// (→ BudgetUpdated, By "workflow").
+type SetBudgetCommand struct {
+	Budget history.Budget
 }
 
 // ScheduleActivityCommand schedules an activity (→ ActivityScheduled).
@@ -490,6 +615,9 @@ type ScheduleActivityCommand struct {
 	KeyMaterial []byte
 	// HasReconcile says the activity declares a Reconcile lookup.
 	HasReconcile bool
+	// Metered activities (model calls) report usage and count against the
+	// run's budget.
+	Metered bool
 }
 
 // RequestCancelActivityCommand cancels a scheduled activity
@@ -579,10 +707,22 @@ type CompleteWorkflowTaskResponse struct{}
 // FailWorkflowTaskRequest reports a failed workflow task.
 type FailWorkflowTaskRequest struct {
 	TaskToken []byte
-	Cause     string // "panic", "nondeterminism", "blocked", …
+	Cause     string // "panic", "nondeterminism", "blocked", CauseLimitExceeded, …
 	Failure   Failure
 	Identity  string
 }
+
+// Workflow task failure causes the engine acts on. A task failed (or
+// whose completion is refused) with one of them would fail the same way
+// on every retry: after Limits.MaxWorkflowTaskRefusals such failures in a
+// row the engine terminates the run with the cause as its reason.
+const (
+	// CauseLimitExceeded: the commands break a limit (a payload, the
+	// pending activities, timers or children, the request size).
+	CauseLimitExceeded = "limit_exceeded"
+	// CauseBadCommands: the commands are malformed.
+	CauseBadCommands = "bad_commands"
+)
 
 // FailWorkflowTaskResponse is empty.
 type FailWorkflowTaskResponse struct{}
@@ -631,6 +771,10 @@ type ActivityTask struct {
 	StartToCloseTimeout time.Duration
 	HeartbeatTimeout    time.Duration
 	HeartbeatDetails    Payload
+	// MaxResultBytes is the largest result (and heartbeat or failure
+	// details) the engine records (0: unknown). A worker whose result is
+	// larger completes the attempt with ResultOmitted set instead.
+	MaxResultBytes int
 	// HardDeadline is when the attempt ends whatever its heartbeats say
 	// (start-to-close, or schedule-to-close).
 	HardDeadline time.Time
@@ -654,6 +798,14 @@ type CompleteActivityRequest struct {
 	TaskToken []byte
 	Result    Payload
 	Identity  string
+	// ResultOmitted, with an empty Result, says the activity succeeded but
+	// its result is not sent (it is over MaxResultBytes): the engine
+	// records it as completed without a result (see
+	// history.ActivityCompleted.ResultOmitted). The engine does the same
+	// by itself with a result over its limit.
+	ResultOmitted string
+	// Usage is what the attempt consumed (a model call's tokens).
+	Usage history.Usage
 	// HeartbeatDetails are the attempt's last heartbeat details, if newer
 	// than the last heartbeat sent (flushed with the outcome).
 	HeartbeatDetails Payload
@@ -675,6 +827,12 @@ type FailActivityRequest struct {
 	// Canceled: the attempt stopped because cancellation was requested.
 	Canceled bool
 	Identity string
+	// Usage is what the attempt consumed before it failed.
+	Usage history.Usage
+	// RetryAfter, when positive, is the delay before the next attempt the
+	// activity asks for (a provider's Retry-After), instead of the retry
+	// policy's backoff; it does not make a non-retryable failure retryable.
+	RetryAfter time.Duration
 	// NotStarted: the worker gives the task back without having started
 	// it, because the lease was over by its clock when the task reached it
 	// (it sat in a poll response, or the worker was frozen). The engine
@@ -729,11 +887,191 @@ func (s *ActivityState) UnmarshalJSON(b []byte) error {
 		*s = ActivityState(n)
 		return nil
 	}
-	for v := ActivityStateScheduled; v <= ActivityStateReconciling; v++ {
+	for v := ActivityStateScheduled; v <= ActivityStateHeld; v++ {
 		if v.String() == name {
 			*s = v
 			return nil
 		}
 	}
 	return fmt.Errorf("%w: unknown activity state %q", ErrInvalidArgument, name)
+}
+
+// GetChunksRequest names payload chunks to read.
+type GetChunksRequest struct {
+	Hashes [][]byte
+	// Ancestors also returns each chunk's parent, its parent's parent …
+	// (in that order) up to MaxBytes of data.
+	Ancestors bool
+	// MaxBytes bounds the data of one answer (0 or more than 4 MiB: 4 MiB);
+	// at least one chunk is always returned. Ask again for what is missing.
+	MaxBytes int
+	// Identity names the caller (a worker, a tool), for logs.
+	Identity string
+}
+
+// GetChunksResponse holds the chunks found, in the order walked.
+type GetChunksResponse struct {
+	Chunks []history.Chunk
+}
+
+// UpdateBudgetRequest changes a run's budget (the current run when RunID
+// is empty): a raise lets the held metered activities go on; Stop fails
+// them with a non-retryable BudgetExceeded error, which the agent loop
+// reports to the workflow.
+type UpdateBudgetRequest struct {
+	WorkflowID string
+	RunID      string
+	Budget     history.Budget
+	Stop       bool
+	Identity   string
+	Reason     string
+}
+
+// UpdateBudgetResponse is the budget's new status.
+type UpdateBudgetResponse struct {
+	Budget BudgetStatus
+}
+
+// StreamKind names a stream event.
+type StreamKind string
+
+// The stream event kinds.
+const (
+	// StreamText is a piece of the answer's text.
+	StreamText StreamKind = "text"
+	// StreamToolCall is a piece of a tool call (its name, or a fragment of
+	// its JSON arguments).
+	StreamToolCall StreamKind = "tool_call"
+	// StreamDone: the attempt's answer is complete and recorded (the
+	// activity completed).
+	StreamDone StreamKind = "done"
+	// StreamSuperseded: the attempt ended without an answer (it failed, its
+	// lease was lost, another attempt took over); what it streamed is not
+	// the answer and must not be shown as part of the next attempt's.
+	StreamSuperseded StreamKind = "superseded"
+)
+
+// StreamDelta is a piece of live output an activity attempt publishes.
+type StreamDelta struct {
+	Kind StreamKind
+	Text string
+	// ToolCallIndex, ToolCallID and ToolName identify the tool call a
+	// StreamToolCall delta belongs to.
+	ToolCallIndex int
+	ToolCallID    string
+	ToolName      string
+}
+
+// PublishStreamRequest publishes an attempt's live output. Nothing is
+// written to history; the engine keeps a bounded window per run in memory.
+type PublishStreamRequest struct {
+	TaskToken []byte
+	Deltas    []StreamDelta
+}
+
+// PublishStreamResponse says whether the attempt should stop.
+type PublishStreamResponse struct {
+	CancelRequested bool
+}
+
+// StreamEvent is one event of a run's live stream, numbered per run.
+type StreamEvent struct {
+	Seq              int64
+	Time             time.Time
+	ScheduledEventID int64
+	Attempt          int32
+	ActivityType     string
+	StreamDelta
+}
+
+// WatchStreamRequest reads a run's live stream after AfterSeq, long-polling
+// with Wait until there is something or the run closes.
+type WatchStreamRequest struct {
+	WorkflowID string
+	RunID      string
+	AfterSeq   int64
+	Wait       bool
+}
+
+// WatchStreamResponse holds stream events in order. Gap is set when events
+// after AfterSeq were dropped from the window (the reader was too slow or
+// arrived late); the text of an attempt still streaming is then resent
+// whole, as one event. Closed: the run has closed; nothing more will come.
+type WatchStreamResponse struct {
+	RunID   string
+	Events  []StreamEvent
+	NextSeq int64
+	Gap     bool
+	Closed  bool
+}
+
+// GetTranscriptRequest names a run (the current one when RunID is empty).
+type GetTranscriptRequest struct {
+	WorkflowID string
+	RunID      string
+}
+
+// GetTranscriptResponse is an agent run's conversation as a list of items
+// in order: messages, the model calls that answered, and the tool calls
+// they asked for with what became of them.
+type GetTranscriptResponse struct {
+	RunID  string
+	Status Status
+	Items  []TranscriptItem
+	Usage  UsageSummary
+	Budget *BudgetStatus
+}
+
+// The transcript item kinds.
+const (
+	ItemMessage   = "message"
+	ItemModelCall = "model_call"
+	ItemToolCall  = "tool_call"
+)
+
+// TranscriptItem is one item: exactly the field Kind names is set.
+type TranscriptItem struct {
+	Kind      string
+	Message   *history.ChatMessage `json:",omitempty"`
+	ModelCall *ModelCallInfo       `json:",omitempty"`
+	ToolCall  *ToolCallInfo        `json:",omitempty"`
+}
+
+// The states of model and tool calls in a transcript.
+const (
+	CallScheduled        = "scheduled"
+	CallRunning          = "running"
+	CallRetrying         = "retrying"
+	CallCompleted        = "completed"
+	CallFailed           = "failed"
+	CallHeld             = "held" // a model call waiting for a budget raise
+	CallAwaitingApproval = "awaiting_approval"
+	CallRejected         = "rejected"
+	CallUnknown          = "outcome_unknown" // paused for a person
+)
+
+// ModelCallInfo describes one model call (a metered activity).
+type ModelCallInfo struct {
+	ScheduledEventID int64
+	ActivityType     string
+	Model            string
+	State            string
+	Attempt          int32
+	Usage            history.Usage
+	LastFailure      *Failure `json:",omitempty"`
+}
+
+// ToolCallInfo describes one tool call the model asked for.
+type ToolCallInfo struct {
+	ID        string
+	Name      string
+	Arguments string
+	// ScheduledEventID is the tool's activity (0 before it is scheduled,
+	// e.g. while it awaits approval or after a rejection).
+	ScheduledEventID int64
+	State            string
+	Effect           history.EffectClass
+	IdempotencyKey   string `json:",omitempty"`
+	Result           string `json:",omitempty"` // what the model is told
+	ApprovedBy       string `json:",omitempty"`
 }

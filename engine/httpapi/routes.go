@@ -41,6 +41,9 @@ var routes = map[string]endpoint{
 	"ListWorkflows":           route(false, api.Service.ListWorkflows),
 	"QueryWorkflow":           route(true, api.Service.QueryWorkflow),
 	"ResolveActivity":         route(false, api.Service.ResolveActivity),
+	"CountWorkflows":          route(false, api.Service.CountWorkflows),
+	"DescribeTaskQueue":       route(false, api.Service.DescribeTaskQueue),
+	"ListTaskQueues":          route(false, api.Service.ListTaskQueues),
 	"ListEffects":             route(false, api.Service.ListEffects),
 	"PollWorkflowTask":        route(true, api.Service.PollWorkflowTask),
 	"CompleteWorkflowTask":    route(false, api.Service.CompleteWorkflowTask),
@@ -50,6 +53,11 @@ var routes = map[string]endpoint{
 	"RecordActivityHeartbeat": route(false, api.Service.RecordActivityHeartbeat),
 	"CompleteActivity":        route(false, api.Service.CompleteActivity),
 	"FailActivity":            route(false, api.Service.FailActivity),
+	"GetChunks":               route(false, api.Service.GetChunks),
+	"UpdateBudget":            route(false, api.Service.UpdateBudget),
+	"PublishStream":           route(false, api.Service.PublishStream),
+	"WatchStream":             route(true, api.Service.WatchStream),
+	"GetTranscript":           route(false, api.Service.GetTranscript),
 }
 
 // Methods returns the names of the served methods.

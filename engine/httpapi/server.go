@@ -59,6 +59,21 @@ type Options struct {
 	// RequestTimeout bounds every call but the long polls (default 30 s;
 	// long polls are bounded by the engine's poll timeout).
 	RequestTimeout time.Duration
+	// UIURL, when set, is where the web UI is served: GET / answers with
+	// a pointer to it (the API has no page of its own).
+	UIURL string
+	// MaxSessions bounds the sessions open at once (default 1,024). An
+	// upgrade past it is answered 503 (unavailable); clients retry.
+	MaxSessions int
+	// SessionIdleTimeout closes a session that has had no call in flight
+	// and received no frame for this long (default 5 min). Workers keep
+	// long polls in flight, so their sessions are never idle; a client
+	// whose session was closed opens a new one at its next call.
+	SessionIdleTimeout time.Duration
+	// SessionFrameTimeout bounds how long a frame may take to arrive once
+	// its first byte has (default 1 min): a peer that stalls in the middle
+	// of a frame is disconnected rather than holding the bytes it sent.
+	SessionFrameTimeout time.Duration
 }
 
 // maxIdleRunners bounds the goroutines kept waiting for session calls.
@@ -87,6 +102,15 @@ func NewHandler(svc api.Service, opts Options) *Handler {
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = 30 * time.Second
 	}
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = 1024
+	}
+	if opts.SessionIdleTimeout <= 0 {
+		opts.SessionIdleTimeout = 5 * time.Minute
+	}
+	if opts.SessionFrameTimeout <= 0 {
+		opts.SessionFrameTimeout = time.Minute
+	}
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()
 		opts.Registry.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{})) // a fresh registry: cannot clash
@@ -101,6 +125,15 @@ func NewHandler(svc api.Service, opts Options) *Handler {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = io.WriteString(w, "ok\n")
 	})
+	h.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if h.opts.UIURL == "" {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, "This is Cairn's API (POST "+Prefix+"<Method>); this server has no web UI.\n")
+			return
+		}
+		_, _ = io.WriteString(w, "This is Cairn's API (POST "+Prefix+"<Method>). The web UI is at "+h.opts.UIURL+"\n")
+	})
 	h.mux.Handle("/metrics", h.auth(promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{})))
 	h.mux.Handle("/debug/pprof/", h.auth(http.HandlerFunc(pprof.Index)))
 	h.mux.Handle("/debug/pprof/profile", h.auth(http.HandlerFunc(pprof.Profile)))
@@ -108,6 +141,7 @@ func NewHandler(svc api.Service, opts Options) *Handler {
 	h.mux.Handle("/debug/pprof/symbol", h.auth(http.HandlerFunc(pprof.Symbol)))
 	h.mux.Handle("/debug/pprof/cmdline", h.auth(http.HandlerFunc(pprof.Cmdline)))
 	h.mux.Handle(Prefix, h.auth(http.HandlerFunc(h.serveAPI)))
+	h.mux.Handle(StreamPath, http.HandlerFunc(h.serveStream)) // its own auth: EventSource sends no headers
 	h.mux.Handle(wire.SessionPath, h.auth(http.HandlerFunc(h.serveSession)))
 	return h
 }
@@ -247,13 +281,7 @@ func (h *Handler) fail(w http.ResponseWriter, method string, err error) {
 // errorBody maps err to its HTTP status and error body, logging server
 // errors.
 func (h *Handler) errorBody(method string, err error) (int, api.ErrorBody) {
-	code := api.ErrorCode(err)
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		code = api.CodeDeadlineExceeded
-	case errors.Is(err, context.Canceled):
-		code = api.CodeCanceled
-	}
+	code := api.TransportCode(err)
 	status := StatusOf(code)
 	if status >= 500 {
 		h.log.Error().Err(err).Str("method", method).Msg("request failed")
@@ -291,6 +319,8 @@ func StatusOf(code api.Code) int {
 		return http.StatusUnprocessableEntity
 	case api.CodeUnavailable:
 		return http.StatusServiceUnavailable
+	case api.CodeResourceExhausted:
+		return http.StatusInsufficientStorage
 	case api.CodeUnauthenticated:
 		return http.StatusUnauthorized
 	case api.CodeDeadlineExceeded:

@@ -430,6 +430,7 @@ func TestErrorCodes(t *testing.T) {
 		{api.ErrQueryFailed, api.CodeQueryFailed, 422},
 		{api.ErrUnavailable, api.CodeUnavailable, 503},
 		{api.ErrUnauthenticated, api.CodeUnauthenticated, 401},
+		{api.ErrResourceExhausted, api.CodeResourceExhausted, 507},
 		{api.ErrInternal, api.CodeInternal, 500},
 		{api.ErrDataCorrupt, api.CodeDataCorrupt, 500},
 		{errors.New("an error the contract does not name"), api.CodeInternal, 500},
@@ -623,6 +624,22 @@ func TestMetricsCountRequests(t *testing.T) {
 	} {
 		if !bytes.Contains(r.body, []byte(line)) {
 			t.Errorf("metrics lack %q", line)
+		}
+	}
+}
+
+// The API's / points to the web UI, when there is one.
+func TestRootPointsToTheUI(t *testing.T) {
+	for url, want := range map[string]string{"http://127.0.0.1:8233/": "The web UI is at http://127.0.0.1:8233/", "": "no web UI"} {
+		srv := newTestServer(t, NewHandler(&stubService{}, Options{UIURL: url}))
+		resp, err := http.Get(srv.URL + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), want) {
+			t.Fatalf("GET / with UIURL %q: %d %q", url, resp.StatusCode, b)
 		}
 	}
 }

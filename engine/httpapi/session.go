@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairnflow/cairn/engine/api"
@@ -23,8 +24,12 @@ import (
 type sessions struct {
 	mu      sync.Mutex
 	closing bool
+	count   int // connections being upgraded or served (bounded by MaxSessions)
 	open    map[*session]struct{}
 	wg      sync.WaitGroup
+	// busyWakes counts idle timeouts that found calls in flight (the
+	// session was kept): for tests.
+	busyWakes atomic.Int64
 }
 
 // session serves the calls of one upgraded connection.
@@ -38,7 +43,14 @@ type session struct {
 	mu    sync.Mutex
 	calls map[uint32]context.CancelFunc
 	wg    sync.WaitGroup
+
+	// dlMu orders the reader's deadlines with Shutdown's: once Shutdown
+	// has set its deadline, the reader sets none.
+	dlMu sync.Mutex
 }
+
+// errIdle ends a session that stayed silent with no call in flight.
+var errIdle = errors.New("session idle")
 
 // serveSession upgrades the request to the session protocol (see package
 // internal/wire) and serves its calls until the connection ends.
@@ -54,11 +66,11 @@ func (h *Handler) serveSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, api.CodeInternal, "connection cannot be upgraded")
 		return
 	}
-	if !h.sess.add(nil) {
-		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, "server is shutting down")
+	if ok, why := h.sess.reserve(h.opts.MaxSessions); !ok {
+		writeError(w, http.StatusServiceUnavailable, api.CodeUnavailable, why)
 		return
 	}
-	defer h.sess.wg.Done()
+	defer h.sess.release()
 	conn, rw, err := hj.Hijack()
 	if err != nil {
 		h.log.Warn().Err(err).Msg("session upgrade failed")
@@ -98,6 +110,10 @@ func (s *session) serve(br *bufio.Reader) {
 	defer s.cancel()
 	rd := wire.NewReader(br, s.h.opts.MaxBodyBytes)
 	for {
+		if err := s.awaitFrame(br); err != nil {
+			s.end(err)
+			return
+		}
 		f, err := rd.Read()
 		var tooBig *wire.TooLargeError
 		switch {
@@ -129,6 +145,51 @@ func (s *session) serve(br *bufio.Reader) {
 	}
 }
 
+// awaitFrame waits for the first byte of the next frame, then gives the
+// frame SessionFrameTimeout to arrive whole. A session with no call in
+// flight that stays silent for SessionIdleTimeout ends with errIdle.
+func (s *session) awaitFrame(br *bufio.Reader) error {
+	for {
+		if err := s.readDeadline(s.h.opts.SessionIdleTimeout); err != nil {
+			return err
+		}
+		_, err := br.Peek(1)
+		if err == nil {
+			break
+		}
+		if !isTimeout(err) || s.h.sess.isClosing() {
+			return err
+		}
+		if s.inflight() == 0 {
+			return errIdle
+		}
+		s.h.sess.busyWakes.Add(1)
+	}
+	return s.readDeadline(s.h.opts.SessionFrameTimeout)
+}
+
+// readDeadline sets the connection's read deadline d from now, unless
+// Shutdown has begun (its own deadline stands).
+func (s *session) readDeadline(d time.Duration) error {
+	s.dlMu.Lock()
+	defer s.dlMu.Unlock()
+	if s.h.sess.isClosing() {
+		return net.ErrClosed
+	}
+	return s.conn.SetReadDeadline(time.Now().Add(d))
+}
+
+func (s *session) inflight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.calls)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
 // end handles the end of the read side: on shutdown the calls in flight
 // finish and answer; otherwise they are canceled.
 func (s *session) end(err error) {
@@ -136,8 +197,15 @@ func (s *session) end(err error) {
 		s.wg.Wait()
 		return
 	}
-	if errors.Is(err, wire.ErrProtocol) {
-		s.h.log.Warn().Err(err).Str("remote", s.conn.RemoteAddr().String()).Msg("session closed")
+	remote := s.conn.RemoteAddr().String()
+	switch {
+	case errors.Is(err, wire.ErrProtocol):
+		s.h.log.Warn().Err(err).Str("remote", remote).Msg("session closed")
+	case errors.Is(err, errIdle):
+		s.h.log.Debug().Str("remote", remote).Dur("idle", s.h.opts.SessionIdleTimeout).Msg("idle session closed")
+	case isTimeout(err):
+		s.h.log.Warn().Str("remote", remote).Dur("timeout", s.h.opts.SessionFrameTimeout).
+			Msg("session closed: a frame did not arrive whole in time")
 	}
 	s.cancel()
 	s.wg.Wait()
@@ -218,17 +286,36 @@ func (s *session) reply(id uint32, method string, resp any, err error) error {
 	return nil
 }
 
-// add registers a session (nil: only counts a connection being upgraded);
-// false once Shutdown began.
+// reserve counts a connection about to be upgraded; false (and why) once
+// Shutdown began or max sessions are open. Each reserve that succeeds is
+// paired with a release.
+func (ss *sessions) reserve(max int) (bool, string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	switch {
+	case ss.closing:
+		return false, "server is shutting down"
+	case ss.count >= max:
+		return false, fmt.Sprintf("too many sessions open (%d); retry later", max)
+	}
+	ss.count++
+	ss.wg.Add(1)
+	return true, ""
+}
+
+func (ss *sessions) release() {
+	ss.mu.Lock()
+	ss.count--
+	ss.mu.Unlock()
+	ss.wg.Done()
+}
+
+// add registers a session being served; false once Shutdown began.
 func (ss *sessions) add(s *session) bool {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.closing {
 		return false
-	}
-	if s == nil {
-		ss.wg.Add(1)
-		return true
 	}
 	if ss.open == nil {
 		ss.open = make(map[*session]struct{})
@@ -258,10 +345,18 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 	ss := &h.sess
 	ss.mu.Lock()
 	ss.closing = true
+	open := make([]*session, 0, len(ss.open))
 	for s := range ss.open {
-		_ = s.conn.SetReadDeadline(time.Now()) // the reader stops; calls go on
+		open = append(open, s)
 	}
 	ss.mu.Unlock()
+	// A reader sets its deadlines under dlMu after checking closing: set
+	// this one after any it set, and it sets no more.
+	for _, s := range open {
+		s.dlMu.Lock()
+		_ = s.conn.SetReadDeadline(time.Now()) // the reader stops; calls go on
+		s.dlMu.Unlock()
+	}
 	done := make(chan struct{})
 	go func() {
 		ss.wg.Wait()

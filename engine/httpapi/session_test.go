@@ -321,3 +321,168 @@ func TestSessionBrokenConnection(t *testing.T) {
 		t.Fatalf("%d sessions, want a second one", n)
 	}
 }
+
+const upgradeHdr = "Connection: Upgrade\r\nUpgrade: " + wire.Protocol + "\r\nAuthorization: Bearer " + token + "\r\n"
+
+// waitClosed waits until the server closes conn (a read returns an error
+// other than the client's own deadline, which bounds the wait).
+func waitClosed(t *testing.T, conn net.Conn, br *bufio.Reader) {
+	t.Helper()
+	_ = conn.SetReadDeadline(time.Now().Add(time.Minute))
+	if _, err := br.ReadByte(); err == nil || isTimeout(err) {
+		t.Fatalf("the server did not close the session: %v", err)
+	}
+}
+
+// TestSessionCap: past MaxSessions an upgrade is refused with 503
+// (unavailable); a session closing makes room again.
+func TestSessionCap(t *testing.T) {
+	h := NewHandler(&stubService{}, Options{Token: token, MaxSessions: 2})
+	addr, _ := sessionServer(t, h)
+	var conns []net.Conn
+	for range 2 {
+		c, _, resp := rawSession(t, addr, upgradeHdr)
+		if resp.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("upgrade: %s", resp.Status)
+		}
+		conns = append(conns, c)
+	}
+	_, _, resp := rawSession(t, addr, upgradeHdr)
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), string(api.CodeUnavailable)) {
+		t.Fatalf("third session: %s %s, want 503 unavailable", resp.Status, body)
+	}
+	_ = conns[0].Close()
+	for {
+		h.sess.mu.Lock()
+		n := h.sess.count
+		h.sess.mu.Unlock()
+		if n < 2 {
+			break
+		}
+		runtime.Gosched()
+	}
+	if _, _, resp := rawSession(t, addr, upgradeHdr); resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade after one closed: %s", resp.Status)
+	}
+}
+
+// TestSessionIdleIsClosed: a silent session with no call in flight is
+// closed after SessionIdleTimeout; one whose call is in flight (a long
+// poll) is not, however long it stays silent.
+func TestSessionIdleIsClosed(t *testing.T) {
+	svc := newGatedService()
+	const idle = 20 * time.Millisecond
+	h := NewHandler(svc, Options{Token: token, SessionIdleTimeout: idle})
+	addr, _ := sessionServer(t, h)
+	conn, br, _ := rawSession(t, addr, upgradeHdr)
+	waitClosed(t, conn, br)
+
+	busy, bbr, _ := rawSession(t, addr, upgradeHdr)
+	w := wire.NewWriter(busy)
+	body, _ := api.MarshalMsgpack(&api.DescribeWorkflowRequest{WorkflowID: "w"})
+	if err := w.Send(wire.KindCall, 1, "DescribeWorkflow", body); err != nil {
+		t.Fatal(err)
+	}
+	<-svc.entered
+	// The call is held over several idle timeouts (the server's reader
+	// wakes at each and finds it in flight), then answered on the same
+	// session.
+	for h.sess.busyWakes.Load() < 3 {
+		runtime.Gosched()
+	}
+	close(svc.release)
+	f, err := wire.NewReader(bbr, 1<<20).Read()
+	if err != nil || f.Kind != wire.KindReply || f.ID != 1 {
+		t.Fatalf("reply on the busy session: %+v %v", f, err)
+	}
+	waitClosed(t, busy, bbr) // idle again: closed
+}
+
+// TestSessionStalledFrameIsCut: a peer that sends part of a frame and
+// stops is disconnected after SessionFrameTimeout; the server goes on.
+func TestSessionStalledFrameIsCut(t *testing.T) {
+	h := NewHandler(&stubService{}, Options{Token: token, SessionFrameTimeout: 20 * time.Millisecond})
+	addr, _ := sessionServer(t, h)
+	conn, br, _ := rawSession(t, addr, upgradeHdr)
+	var head [9]byte
+	binary.BigEndian.PutUint32(head[:4], 1<<20)
+	head[4] = byte(wire.KindCall)
+	if _, err := conn.Write(append(head[:], "\x10DescribeWorkflow"...)); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, conn, br)
+	if _, err := remote(t, addr).DescribeWorkflow(context.Background(), &api.DescribeWorkflowRequest{WorkflowID: "w"}); err != nil {
+		t.Fatalf("server stopped serving: %v", err)
+	}
+}
+
+// describeOfSize returns a DescribeWorkflow request whose encoding, with
+// the call frame's method, is exactly n bytes after the frame header.
+func describeOfSize(t *testing.T, n int) []byte {
+	t.Helper()
+	const method = "DescribeWorkflow"
+	for k := 0; k < n; k++ {
+		body, _ := api.MarshalMsgpack(&api.DescribeWorkflowRequest{WorkflowID: strings.Repeat("y", k)})
+		if 1+len(method)+len(body) == n {
+			return body
+		}
+	}
+	t.Fatalf("no request of %d bytes", n)
+	return nil
+}
+
+// TestSessionFrameLimitBoundary: frames of limit−1 and limit bytes are
+// served; limit+1 is answered limit_exceeded without reaching the
+// service, and the session goes on.
+func TestSessionFrameLimitBoundary(t *testing.T) {
+	const limit = 1024
+	stub := &stubService{}
+	addr, _ := sessionServer(t, NewHandler(stub, Options{Token: token, MaxBodyBytes: limit}))
+	conn, br, _ := rawSession(t, addr, upgradeHdr)
+	w, rd := wire.NewWriter(conn), wire.NewReader(br, 1<<20)
+	for i, n := range []int{limit - 1, limit, limit + 1} {
+		id := uint32(i + 1)
+		if err := w.Send(wire.KindCall, id, "DescribeWorkflow", describeOfSize(t, n)); err != nil {
+			t.Fatal(err)
+		}
+		f, err := rd.Read()
+		if err != nil || f.ID != id {
+			t.Fatalf("frame of %d: %+v %v", n, f, err)
+		}
+		served := stub.count()
+		switch {
+		case n <= limit && (f.Kind != wire.KindReply || served != i+1):
+			t.Fatalf("frame of %d bytes (limit %d): kind %d %s, %d calls served", n, limit, f.Kind, f.Body, served)
+		case n > limit && (f.Kind != wire.KindFail || !strings.Contains(string(f.Body), string(api.CodeLimitExceeded)) || served != 2):
+			t.Fatalf("frame of %d bytes (limit %d): kind %d %s, %d calls served", n, limit, f.Kind, f.Body, served)
+		}
+	}
+}
+
+// TestRequestBodyLimitBoundary: plain requests of limit−1 and limit bytes
+// are served; limit+1 is 413 limit_exceeded and never reaches the service.
+func TestRequestBodyLimitBoundary(t *testing.T) {
+	const limit = 1024
+	stub := &stubService{}
+	addr, _ := sessionServer(t, NewHandler(stub, Options{Token: token, MaxBodyBytes: limit}))
+	for i, n := range []int{limit - 1, limit, limit + 1} {
+		body := []byte(`{"WorkflowID":"` + strings.Repeat("y", n-len(`{"WorkflowID":""}`)) + `"}`)
+		req, _ := http.NewRequest("POST", addr+Prefix+"DescribeWorkflow", strings.NewReader(string(body)))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", ContentJSON)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		served := stub.count()
+		switch {
+		case n <= limit && (resp.StatusCode != 200 || served != i+1):
+			t.Fatalf("body of %d bytes (limit %d): %s %s", n, limit, resp.Status, out)
+		case n > limit && (resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(out), string(api.CodeLimitExceeded)) || served != 2):
+			t.Fatalf("body of %d bytes (limit %d): %s %s, %d served", n, limit, resp.Status, out, served)
+		}
+	}
+}

@@ -22,6 +22,12 @@ func (s *stubService) setErr(err error) {
 	s.mu.Unlock()
 }
 
+func (s *stubService) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.calls)
+}
+
 func (s *stubService) lastCall() (string, any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -92,6 +98,18 @@ func (s *stubService) ResolveActivity(_ context.Context, req *api.ResolveActivit
 	return stubCall[api.ResolveActivityResponse](s, "ResolveActivity", req)
 }
 
+func (s *stubService) CountWorkflows(_ context.Context, req *api.CountWorkflowsRequest) (*api.CountWorkflowsResponse, error) {
+	return stubCall[api.CountWorkflowsResponse](s, "CountWorkflows", req)
+}
+
+func (s *stubService) DescribeTaskQueue(_ context.Context, req *api.DescribeTaskQueueRequest) (*api.DescribeTaskQueueResponse, error) {
+	return stubCall[api.DescribeTaskQueueResponse](s, "DescribeTaskQueue", req)
+}
+
+func (s *stubService) ListTaskQueues(_ context.Context, req *api.ListTaskQueuesRequest) (*api.ListTaskQueuesResponse, error) {
+	return stubCall[api.ListTaskQueuesResponse](s, "ListTaskQueues", req)
+}
+
 func (s *stubService) PollWorkflowTask(_ context.Context, req *api.PollWorkflowTaskRequest) (*api.PollWorkflowTaskResponse, error) {
 	return stubCall[api.PollWorkflowTaskResponse](s, "PollWorkflowTask", req)
 }
@@ -122,4 +140,24 @@ func (s *stubService) CompleteActivity(_ context.Context, req *api.CompleteActiv
 
 func (s *stubService) FailActivity(_ context.Context, req *api.FailActivityRequest) (*api.FailActivityResponse, error) {
 	return stubCall[api.FailActivityResponse](s, "FailActivity", req)
+}
+
+func (s *stubService) GetChunks(_ context.Context, req *api.GetChunksRequest) (*api.GetChunksResponse, error) {
+	return stubCall[api.GetChunksResponse](s, "GetChunks", req)
+}
+
+func (s *stubService) UpdateBudget(_ context.Context, req *api.UpdateBudgetRequest) (*api.UpdateBudgetResponse, error) {
+	return stubCall[api.UpdateBudgetResponse](s, "UpdateBudget", req)
+}
+
+func (s *stubService) PublishStream(_ context.Context, req *api.PublishStreamRequest) (*api.PublishStreamResponse, error) {
+	return stubCall[api.PublishStreamResponse](s, "PublishStream", req)
+}
+
+func (s *stubService) WatchStream(_ context.Context, req *api.WatchStreamRequest) (*api.WatchStreamResponse, error) {
+	return stubCall[api.WatchStreamResponse](s, "WatchStream", req)
+}
+
+func (s *stubService) GetTranscript(_ context.Context, req *api.GetTranscriptRequest) (*api.GetTranscriptResponse, error) {
+	return stubCall[api.GetTranscriptResponse](s, "GetTranscript", req)
 }

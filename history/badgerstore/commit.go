@@ -89,6 +89,14 @@ func (s *Store) commitLoop() {
 // commitGroup commits reqs in as few transactions as fit, in order, and
 // answers every one of them.
 func (s *Store) commitGroup(reqs []*request) {
+	// A full disk: refuse the group before Badger writes anything.
+	if err := s.space.check(time.Now()); err != nil {
+		for _, r := range reqs {
+			r.finish(err)
+		}
+		s.queue.markReplies()
+		return
+	}
 	g := group{s: s, heads: make(map[string]int64)}
 	defer g.dropView()
 	for _, r := range reqs {
@@ -124,7 +132,10 @@ type group struct {
 func (g *group) admit(r *request) {
 	for {
 		if g.txn == nil {
-			g.txn = g.s.db.NewTransaction(true)
+			if err := g.begin(); err != nil {
+				g.reply(r, err)
+				return
+			}
 		}
 		if err := g.check(r); err != nil {
 			g.reply(r, err)
@@ -152,6 +163,18 @@ func (g *group) admit(r *request) {
 		g.rewrite()
 		g.flush()
 	}
+}
+
+// begin opens the group's transaction with the commit number it will have
+// once durable (see seqKey).
+func (g *group) begin() error {
+	g.txn = g.s.db.NewTransaction(true)
+	if err := g.txn.Set(seqKey, seal(seqKey, encodeSeq(g.s.seq+1))); err != nil {
+		g.txn.Discard()
+		g.txn = nil
+		return applyError(err)
+	}
+	return nil
 }
 
 // check verifies r's appends and conditions against the group's view.
@@ -233,7 +256,11 @@ func (g *group) apply(txn *badger.Txn, r *request) error {
 // members' writes (they fitted before, so they fit again).
 func (g *group) rewrite() {
 	g.txn.Discard()
-	g.txn = g.s.db.NewTransaction(true)
+	if err := g.begin(); err != nil {
+		g.s.heads.update(g.heads, false)
+		g.answer(fmt.Errorf("badgerstore: rebuild group: %w", err))
+		return
+	}
 	for _, m := range g.members {
 		if err := g.apply(g.txn, m); err != nil {
 			g.fail(fmt.Errorf("badgerstore: rebuild group: %w", err))
@@ -257,7 +284,12 @@ func (g *group) flush() {
 	g.txn = nil
 	g.dropView() // it predates this commit
 	if err != nil {
-		err = fmt.Errorf("badgerstore: commit: %w", err)
+		err = writeError(err)
+	} else {
+		g.s.seq++
+		if g.s.hwm != nil {
+			g.s.hwm.advance(g.s.seq)
+		}
 	}
 	g.s.heads.update(g.heads, err == nil)
 	g.answer(err)

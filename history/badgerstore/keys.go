@@ -11,7 +11,7 @@ import (
 //
 //	h tuple(wf, run) id(8, big-endian)  → encoded event (history.EncodeEvent)
 //	l tuple(wf, run)                    → last event id of the run (8, big-endian)
-//	s|c|q|t|e|v|m key                   → record of a history.Space (see spacePrefix)
+//	s|c|q|t|e|v|m|k|u key               → record of a history.Space (see spacePrefix)
 //	0x00 "cairn.format"                 → on-disk format version
 //
 // tuple is history.Key().Str(wf).Str(run): prefix-free, so the events of run
@@ -24,8 +24,11 @@ const (
 // formatKey holds the on-disk format version; formatVersion is the one this
 // code writes and reads.
 var (
-	formatKey     = []byte("\x00cairn.format")
-	formatVersion = []byte{1}
+	formatKey = []byte("\x00cairn.format")
+	// formatVersion 2: every record value sealed in its envelope
+	// (envelope.go). Format 1 stored record values bare; Open migrates it.
+	formatVersion = []byte{2}
+	formatV1      = []byte{1}
 )
 
 // maxKeyLen bounds record keys (Badger's own limit is 65000 bytes, including
@@ -50,6 +53,10 @@ func spacePrefix(sp history.Space) (byte, bool) {
 		return 'v', true
 	case history.SpaceMeta:
 		return 'm', true
+	case history.SpaceChunk:
+		return 'k', true
+	case history.SpaceUsage:
+		return 'u', true
 	}
 	return 0, false
 }

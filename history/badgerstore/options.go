@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cairnflow/cairn/third_party/badger"
+	"github.com/cairnflow/cairn/third_party/badger/options"
 	"github.com/rs/zerolog"
 )
 
@@ -105,6 +106,23 @@ type Options struct {
 	// DefaultCommitLinger; negative: never wait.
 	CommitLinger time.Duration
 
+	// MinFreeBytes is the free space below which commits are refused with
+	// history.ErrNoSpace before Badger writes anything, so that Badger
+	// always has room to flush its memtables and finish its compactions
+	// (default 3 × MemTableSize; negative: no check). Reads keep working;
+	// commits succeed again by themselves once space returns.
+	MinFreeBytes int64
+
+	// AcceptDataLoss opens a store that Open would refuse because
+	// acknowledged data was lost or damaged (history.ErrCorrupt from the
+	// integrity checks): the damage is treated as the end of the log, as
+	// upstream Badger does, and a LossRecord saying what was refused and
+	// which commits are gone is written durably (Store.Losses) and logged.
+	// For an operator who chose this over restoring a backup; never set it
+	// by default. Damage that Badger cannot read past (a table that fails
+	// its checksum, an unreadable MANIFEST) still refuses.
+	AcceptDataLoss bool
+
 	// Logger receives Badger's log lines (component=badger), from several
 	// goroutines: its writer must be safe for concurrent use. Nil silences
 	// them.
@@ -120,6 +138,7 @@ func (o Options) withDefaults() Options {
 	setDefault(&o.ValueLogFileSize, DefaultValueLogFileSize)
 	setDefault(&o.MaxBatchBytes, DefaultMaxBatchBytes)
 	setDefault(&o.CommitLinger, DefaultCommitLinger)
+	setDefault(&o.MinFreeBytes, 3*o.MemTableSize)
 	return o
 }
 
@@ -170,6 +189,10 @@ func (o Options) badgerOptions() badger.Options {
 		WithNumCompactors(2).
 		WithNumGoroutines(2).
 		WithMetricsEnabled(false).
+		// Every table block is checked against its checksum when it is
+		// read from disk (cached blocks were checked when loaded): a
+		// damaged block is an error, never keys that silently vanish.
+		WithChecksumVerificationMode(options.OnBlockRead).
 		// The committer goroutine is the only writer, so Badger's
 		// optimistic conflict detection has nothing to detect.
 		WithDetectConflicts(false).

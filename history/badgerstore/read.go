@@ -103,12 +103,18 @@ func (s *Store) scanEvents(ctx context.Context, txn *badger.Txn, run history.Run
 		}
 		ev, err := decodeItem(it.Item(), len(prefix), run, next)
 		if err != nil {
+			if ierr := it.Err(); ierr != nil {
+				return readError(fmt.Sprintf("read events of workflow %q run %q", run.WorkflowID, run.RunID), ierr)
+			}
 			return err
 		}
 		if !fn(ev) {
 			return nil
 		}
 		next++
+	}
+	if err := it.Err(); err != nil {
+		return readError(fmt.Sprintf("read events of workflow %q run %q", run.WorkflowID, run.RunID), err)
 	}
 	if next <= end {
 		return missingEvent(run, next)
@@ -137,8 +143,9 @@ func decodeItem(item *badger.Item, prefixLen int, run history.RunRef, want int64
 		return nil
 	})
 	if err != nil {
-		return history.Event{}, fmt.Errorf("badgerstore: read event %d of workflow %q run %q: %w",
-			want, run.WorkflowID, run.RunID, err)
+		c := readError("read value", err).(*history.CorruptError)
+		c.Run, c.EventID = run, want
+		return history.Event{}, c
 	}
 	return ev, decodeErr
 }
@@ -236,6 +243,11 @@ func (s *Store) scanRecords(ctx context.Context, txn *badger.Txn, space history.
 			break
 		}
 	}
+	// A damaged table block ends its table's part of the scan early while
+	// the other tables go on: what was read cannot be trusted.
+	if err := it.Err(); err != nil {
+		return nil, readError(fmt.Sprintf("scan %s", space), err)
+	}
 	return out, nil
 }
 
@@ -259,12 +271,14 @@ func scanStart(prefix, after []byte, reverse bool) []byte {
 }
 
 func copyRecord(space history.Space, item *badger.Item) (history.Record, error) {
-	v, err := item.ValueCopy(nil)
+	key := item.KeyCopy(nil)
+	raw, err := item.ValueCopy(nil)
 	if err != nil {
-		return history.Record{}, fmt.Errorf("badgerstore: read %s key %x: %w", space, item.Key()[1:], err)
+		return history.Record{}, readError(fmt.Sprintf("read %s key %x", space, key[1:]), err)
 	}
-	if v == nil {
-		v = []byte{}
+	v, err := unseal(key, raw)
+	if err != nil {
+		return history.Record{}, err
 	}
-	return history.Record{Space: space, Key: item.KeyCopy(nil)[1:], Value: v}, nil
+	return history.Record{Space: space, Key: key[1:], Value: v}, nil
 }

@@ -146,8 +146,8 @@ func (s *Store) addRecordWrite(r *request, sp history.Space, key, value []byte, 
 	if !seen.add(k) {
 		return invalidf("%s key %x is written twice in one batch", sp, key)
 	}
-	if !del && value == nil {
-		value = []byte{}
+	if !del {
+		value = seal(k, value)
 	}
 	r.add(write{key: k, value: value, del: del})
 	return nil

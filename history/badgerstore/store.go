@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cairnflow/cairn/third_party/badger"
+	"github.com/cairnflow/cairn/third_party/badger/y"
 
 	"github.com/cairnflow/cairn/history"
 )
@@ -28,6 +33,9 @@ type Store struct {
 	closeOnce   sync.Once
 	closeErr    error
 	heads       headCache // committer only
+	seq         uint64    // last durable group commit (committer only after Open)
+	hwm         *hwmFile  // nil InMemory
+	space       space
 	hooks       testHooks
 }
 
@@ -44,6 +52,15 @@ type testHooks struct {
 // Open opens (creating if needed) the store described by opts. A directory
 // held by another process (or another Store in this process) returns an
 // error wrapping history.ErrLocked at once.
+//
+// Open verifies the data before it serves any: damage to Badger's files
+// (a WAL record followed by valid ones, a MANIFEST shorter than was
+// synced, a table that fails its checksum or does not parse) and any
+// acknowledged commit missing from the database (see
+// docs/reliability.md, "Storage integrity") return an error wrapping
+// history.ErrCorrupt that says where and what, unless opts.AcceptDataLoss
+// is set. A full disk returns history.ErrNoSpace only if even the space
+// reserve does not let Badger open.
 func Open(opts Options) (*Store, error) { return open(opts, testHooks{}) }
 
 func open(opts Options, hooks testHooks) (*Store, error) {
@@ -51,18 +68,21 @@ func open(opts Options, hooks testHooks) (*Store, error) {
 		return nil, err
 	}
 	opts = opts.withDefaults()
-	db, err := badger.Open(opts.badgerOptions())
-	if err != nil {
-		return nil, openError(opts.Dir, err)
-	}
-	if err := checkFormat(db); err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	s := &Store{db: db, opts: opts, loopDone: make(chan struct{}), hooks: hooks}
+	s := &Store{opts: opts, loopDone: make(chan struct{}), hooks: hooks}
 	s.maxValueLen = opts.ValueLogFileSize
 	if opts.InMemory {
 		s.maxValueLen = valueThreshold
+		db, err := badger.Open(opts.badgerOptions())
+		if err != nil {
+			return nil, fmt.Errorf("badgerstore: open in memory: %w", err)
+		}
+		s.db = db
+		if err := checkFormat(db); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+	} else if err := s.openDir(); err != nil {
+		return nil, err
 	}
 	s.gate.init()
 	s.queue.init()
@@ -70,31 +90,130 @@ func open(opts Options, hooks testHooks) (*Store, error) {
 	return s, nil
 }
 
-// openError maps Badger's open errors. Badger reports a held directory lock
-// only as text (its error chain is flattened), so the message is matched;
-// TestLockedBySecondProcess guards the match against Badger upgrades.
-func openError(dir string, err error) error {
-	if strings.Contains(err.Error(), "Cannot acquire directory lock") {
-		return fmt.Errorf("badgerstore: open %q: %w (%v)", dir, history.ErrLocked, err)
+// openDir opens the on-disk database and checks its integrity.
+func (s *Store) openDir() error {
+	opts := s.opts
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return fmt.Errorf("badgerstore: create %q: %w", opts.Dir, err)
 	}
-	return fmt.Errorf("badgerstore: open %q: %w", dir, err)
+	hwm, st, err := openHWM(opts.Dir)
+	if err != nil {
+		return err
+	}
+	var refused error // the damage an AcceptDataLoss open goes past
+	db, err := openBadger(opts, hwm, st, false)
+	if err != nil && errors.Is(err, history.ErrCorrupt) && opts.AcceptDataLoss {
+		refused = err
+		db, err = openBadger(opts, hwm, st, true)
+	}
+	if err != nil {
+		_ = hwm.close()
+		return err
+	}
+	fail := func(err error) error {
+		_ = db.Close()
+		_ = hwm.close()
+		return err
+	}
+	if err := checkFormat(db); err != nil {
+		return fail(err)
+	}
+	r, err := checkSequence(db)
+	if err == nil {
+		err = verifySequence(r, st.seq, opts.Dir)
+	}
+	if err == nil && !st.existed && r.last > 0 {
+		err = corruptFile(filepath.Join(opts.Dir, HWMFile), -1, "the integrity file is missing, but the database holds %d group commits", r.last)
+	}
+	if err != nil && (!errors.Is(err, history.ErrCorrupt) || !opts.AcceptDataLoss) {
+		return fail(err)
+	}
+	if refused == nil {
+		refused = err
+	}
+	if refused != nil {
+		rec := LossRecord{At: time.Now().UTC(), Refused: refused.Error(), Resumed: r.last}
+		if st.seq > r.last {
+			rec.LostFrom, rec.LostTo = r.last+1, st.seq
+		} else if r.gapTo != 0 {
+			rec.LostFrom, rec.LostTo = r.gapFrom, r.gapTo
+		}
+		if err := recordLoss(db, rec); err != nil {
+			return fail(fmt.Errorf("badgerstore: record accepted data loss: %w", writeError(err)))
+		}
+		if err := hwm.reset(r.last); err != nil {
+			return fail(err)
+		}
+		if opts.Logger != nil {
+			opts.Logger.Error().Str("refused", rec.Refused).Uint64("lost_from", rec.LostFrom).Uint64("lost_to", rec.LostTo).
+				Uint64("resumed", rec.Resumed).Msg("badgerstore: opened over damaged or lost data (AcceptDataLoss); the loss is recorded")
+		}
+	}
+	hwm.advance(r.last) // after a power loss the mark on disk may lag
+	s.db, s.hwm, s.seq = db, hwm, r.last
+	s.space = space{dir: opts.Dir, min: opts.MinFreeBytes}
+	if makeReserve(opts.Dir) != nil {
+		s.space.missing.Store(true)
+	}
+	return nil
 }
 
-// checkFormat writes the format version into a new database and refuses a
-// database written in another format.
+// openBadger opens Badger with the integrity checks (relaxed: without
+// them, for AcceptDataLoss). On a full disk it drops the space reserve
+// and tries once more.
+func openBadger(opts Options, hwm *hwmFile, st hwmState, relaxed bool) (*badger.DB, error) {
+	bo := opts.badgerOptions().WithDetectLogDamage(!relaxed).WithOnManifestWrite(hwm.setManifest)
+	if !relaxed {
+		bo = bo.WithManifestMinSize(st.manifest)
+	}
+	db, err := badger.Open(bo)
+	if err != nil && y.IsNoSpace(err) && dropReserve(opts.Dir) {
+		db, err = badger.Open(bo)
+	}
+	if err != nil {
+		return nil, openError(opts.Dir, err)
+	}
+	return db, nil
+}
+
+// openError maps Badger's open errors. Badger reports a held directory lock
+// only as text (its error chain is flattened), so the message is matched;
+// TestLockedBySecondProcess guards the match against Badger upgrades. Any
+// other failure to open a directory that could be read is damage.
+func openError(dir string, err error) error {
+	switch {
+	case strings.Contains(err.Error(), "Cannot acquire directory lock"):
+		return fmt.Errorf("badgerstore: open %q: %w (%v)", dir, history.ErrLocked, err)
+	case y.IsNoSpace(err):
+		return fmt.Errorf("badgerstore: open %q: %w: %w", dir, history.ErrNoSpace, err)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("badgerstore: open %q: %w", dir, err)
+	}
+	return fmt.Errorf("badgerstore: open %q: %w", dir, fromBadgerCorrupt(err))
+}
+
+// checkFormat writes the format version into a new database, migrates a
+// database of format 1 (records without checksums) and refuses one written
+// in a format this build does not know.
 func checkFormat(db *badger.DB) error {
-	return db.Update(func(txn *badger.Txn) error {
-		v, found, err := getValue(txn, formatKey)
-		switch {
-		case err != nil:
-			return fmt.Errorf("badgerstore: read format: %w", err)
-		case !found:
-			return txn.Set(formatKey, formatVersion)
-		case !bytes.Equal(v, formatVersion):
-			return fmt.Errorf("%w: version %x (this build reads %x)", ErrFormat, v, formatVersion)
-		}
-		return nil
+	var v []byte
+	var found bool
+	err := db.View(func(txn *badger.Txn) error {
+		var err error
+		v, found, err = getRaw(txn, formatKey)
+		return err
 	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("badgerstore: read format: %w", err)
+	case !found:
+		return db.Update(func(txn *badger.Txn) error { return txn.Set(formatKey, formatVersion) })
+	case bytes.Equal(v, formatV1):
+		return migrateV1(db)
+	case !bytes.Equal(v, formatVersion):
+		return fmt.Errorf("%w: version %x (this build reads %x)", ErrFormat, v, formatVersion)
+	}
+	return nil
 }
 
 // Close waits for running calls (queued commits are committed, running
@@ -112,30 +231,44 @@ func (s *Store) Close() error {
 		if err := s.db.Close(); err != nil {
 			s.closeErr = fmt.Errorf("badgerstore: close: %w", err)
 		}
+		if s.hwm != nil {
+			if err := s.hwm.close(); err != nil && s.closeErr == nil {
+				s.closeErr = err
+			}
+		}
 	})
 	return s.closeErr
 }
 
-// lookup reads one key in txn and passes its value, valid only during the
-// call, to fn.
-func lookup(txn *badger.Txn, key []byte, fn func(v []byte)) (found bool, err error) {
+// getRaw reads one key in txn, copying its stored bytes (never nil when
+// found).
+func getRaw(txn *badger.Txn, key []byte) (value []byte, found bool, err error) {
 	item, err := txn.Get(key)
 	if errors.Is(err, badger.ErrKeyNotFound) {
-		return false, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("badgerstore: get: %w", err)
+		return nil, false, readError(fmt.Sprintf("get key %x", key), err)
 	}
-	if err := item.Value(func(v []byte) error { fn(v); return nil }); err != nil {
-		return false, fmt.Errorf("badgerstore: read value: %w", err)
+	value, err = item.ValueCopy(nil)
+	if err != nil {
+		return nil, false, readError(fmt.Sprintf("read value of key %x", key), err)
 	}
-	return true, nil
+	if value == nil {
+		value = []byte{}
+	}
+	return value, true, nil
 }
 
-// getValue reads one key in txn, copying its value (never nil when found).
+// getValue reads one record in txn and checks its envelope, returning a
+// copy of its value (never nil when found).
 func getValue(txn *badger.Txn, key []byte) (value []byte, found bool, err error) {
-	found, err = lookup(txn, key, func(v []byte) { value = append([]byte{}, v...) })
-	return value, found, err
+	raw, found, err := getRaw(txn, key)
+	if err != nil || !found {
+		return nil, found, err
+	}
+	value, err = unseal(key, raw)
+	return value, err == nil, err
 }
 
 // lastKeySuffix sorts after any event id (and any short junk) under a
@@ -156,6 +289,9 @@ func lastEvent(txn *badger.Txn, run history.RunRef) (int64, error) {
 	// Past every key under the prefix, not just every event id, so that a
 	// malformed key there is seen and reported.
 	it.Seek(append(bytes.Clone(prefix), lastKeySuffix...))
+	if err := it.Err(); err != nil {
+		return 0, readError(fmt.Sprintf("find the last event of workflow %q run %q", run.WorkflowID, run.RunID), err)
+	}
 	if !it.Valid() {
 		return 0, nil
 	}

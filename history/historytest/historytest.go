@@ -68,6 +68,7 @@ func Run(t *testing.T, h Harness) {
 		{"LargeHistory", testLargeHistory},
 		{"ConcurrentWriters", testConcurrentWriters},
 		{"Records", testRecords},
+		{"Chunks", testChunks},
 		{"Scan", testScan},
 		{"ScanIndexKeys", testScanIndexKeys},
 		{"Invalid", testInvalid},

@@ -68,6 +68,10 @@ type Agent struct {
 	HangAfterPay bool
 	// OnPaid is called after the provider took a payment.
 	OnPaid func(Receipt)
+	// TimesOut, when it holds for a payment, makes the provider take the
+	// payment and then time out: SendPayment cannot tell whether it went
+	// through (its outcome is unknown), as `cairn dev --demo` shows.
+	TimesOut func(Payment) bool
 }
 
 // PayInvoice is the agent: check the budget, pay, tell the vendor.
@@ -94,6 +98,19 @@ func PayInvoice(ctx sdk.Context, inv Invoice) (Receipt, error) {
 	return receipt, nil
 }
 
+// ProviderTimeout is the provider's answer when it took too long: nobody
+// can tell whether the payment went through (it is an
+// activities.ErrOutcomeUnknown).
+type ProviderTimeout struct{ After time.Duration }
+
+// Error says so.
+func (e ProviderTimeout) Error() string {
+	return fmt.Sprintf("the payment provider did not answer within %s", e.After)
+}
+
+// Unwrap makes it an unknown outcome.
+func (e ProviderTimeout) Unwrap() error { return activities.ErrOutcomeUnknown }
+
 // CheckBudget approves invoices up to $10,000.
 func (a *Agent) CheckBudget(_ context.Context, inv Invoice) (bool, error) {
 	return inv.Amount <= 10000, nil
@@ -112,6 +129,9 @@ func (a *Agent) SendPayment(ctx context.Context, p Payment) (Receipt, error) {
 	}
 	if a.OnPaid != nil {
 		a.OnPaid(r)
+	}
+	if a.TimesOut != nil && a.TimesOut(p) {
+		return Receipt{}, ProviderTimeout{After: 30 * time.Second}
 	}
 	if a.HangAfterPay {
 		<-ctx.Done() // the process is killed here: paid, but nobody recorded it

@@ -32,18 +32,36 @@ type Row struct {
 
 // Timeline lays out a history (in order, from its first event) as rows.
 func Timeline(evs []history.Event) []Row {
-	t := timeline{types: map[int64]string{}, started: map[int64]time.Time{}, attempts: map[int64]int32{}}
+	t := NewTimeline()
 	rows := make([]Row, 0, len(evs))
-	var t0 time.Time
-	if len(evs) > 0 {
-		t0 = evs[0].Time
-	}
 	for _, ev := range evs {
-		r := t.row(ev)
-		r.ID, r.Time, r.Offset, r.Type = ev.ID, ev.Time, ev.Time.Sub(t0), ev.Type().String()
-		rows = append(rows, r)
+		rows = append(rows, t.Row(ev))
 	}
 	return rows
+}
+
+// A Tracker lays out a history event by event, for a history that grows
+// (a live view): feed it every event in order, from the first.
+type Tracker struct {
+	t  timeline
+	t0 time.Time
+	n  int64
+}
+
+// NewTimeline returns a Tracker at the start of a history.
+func NewTimeline() *Tracker {
+	return &Tracker{t: timeline{types: map[int64]string{}, started: map[int64]time.Time{}, attempts: map[int64]int32{}}}
+}
+
+// Row returns the next event's row.
+func (tr *Tracker) Row(ev history.Event) Row {
+	if tr.n == 0 {
+		tr.t0 = ev.Time
+	}
+	tr.n++
+	r := tr.t.row(ev)
+	r.ID, r.Time, r.Offset, r.Type = ev.ID, ev.Time, ev.Time.Sub(tr.t0), ev.Type().String()
+	return r
 }
 
 type timeline struct {

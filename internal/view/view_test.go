@@ -27,8 +27,16 @@ func TestMarshal(t *testing.T) {
 		t.Fatal(err)
 	}
 	type embedded struct{ Extra int }
+	type info struct {
+		WorkflowID    string
+		RunID         string
+		Status        api.Status
+		StartTime     time.Time
+		CloseTime     time.Time
+		HistoryLength int64
+	}
 	v := struct {
-		*api.WorkflowInfo
+		*info
 		embedded
 		Input    history.Payload
 		Empty    history.Payload
@@ -42,16 +50,16 @@ func TestMarshal(t *testing.T) {
 		Ignored  string `json:"-"`
 		internal int
 	}{
-		WorkflowInfo: &api.WorkflowInfo{WorkflowID: "w", RunID: "r", Status: api.StatusPaused, StartTime: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)},
-		embedded:     embedded{Extra: 7},
-		Input:        p,
-		Timeout:      90 * time.Second,
-		Effect:       history.SideEffect,
-		Token:        []byte{1, 2},
-		Failure:      &history.Failure{Type: "Boom", Message: "it broke"},
-		Counts:       map[api.Status]int{api.StatusRunning: 2, api.StatusCompleted: 0},
-		Raw:          history.Payload{Encoding: "zstd", Data: []byte{0xff}},
-		Ignored:      "no",
+		info:     &info{WorkflowID: "w", RunID: "r", Status: api.StatusPaused, StartTime: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)},
+		embedded: embedded{Extra: 7},
+		Input:    p,
+		Timeout:  90 * time.Second,
+		Effect:   history.SideEffect,
+		Token:    []byte{1, 2},
+		Failure:  &history.Failure{Type: "Boom", Message: "it broke"},
+		Counts:   map[api.Status]int{api.StatusRunning: 2, api.StatusCompleted: 0},
+		Raw:      history.Payload{Encoding: "zstd", Data: []byte{0xff}},
+		Ignored:  "no",
 	}
 	b, err := Marshal(v)
 	if err != nil {

@@ -118,8 +118,8 @@ func (r *Reader) Read() (Frame, error) {
 		}
 		return Frame{}, &TooLargeError{Kind: f.Kind, ID: f.ID, Size: rest, Limit: r.limit}
 	}
-	body := make([]byte, rest)
-	if _, err := io.ReadFull(r.r, body); err != nil {
+	body, err := readBody(r.r, rest)
+	if err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 			return Frame{}, fmt.Errorf("%w: truncated frame", ErrProtocol)
 		}
@@ -133,6 +133,45 @@ func (r *Reader) Read() (Frame, error) {
 	}
 	f.Body = body
 	return f, nil
+}
+
+// bodyChunk is the most a frame's body is given before its bytes arrive.
+const bodyChunk = 64 << 10
+
+// readBody reads a body of n bytes without trusting n: the bytes go into
+// chunks of bodyChunk as they arrive, and only once half of the body has
+// arrived is the whole of it allocated (the chunks copied in, the rest
+// read straight into place). A peer that announces a large frame and sends
+// little of it costs what it sent, never more than twice that; a whole
+// frame costs one allocation of its size and half of it again in chunks.
+func readBody(r io.Reader, n int64) ([]byte, error) {
+	if n <= bodyChunk {
+		b := make([]byte, n)
+		_, err := io.ReadFull(r, b)
+		return b, err
+	}
+	var chunks [][]byte
+	var got int64
+	for got < n/2 {
+		c := make([]byte, min(bodyChunk, n-got))
+		if _, err := io.ReadFull(r, c); err != nil {
+			return nil, err
+		}
+		chunks = append(chunks, c)
+		got += int64(len(c))
+	}
+	b := make([]byte, n)
+	off := 0
+	for _, c := range chunks {
+		off += copy(b[off:], c)
+	}
+	if _, err := io.ReadFull(r, b[off:]); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return b, nil
 }
 
 // MaxFrame is the longest frame the format can carry.

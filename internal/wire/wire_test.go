@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"testing"
 )
@@ -140,5 +141,35 @@ func TestSendAfterFailure(t *testing.T) {
 	}
 	if err := w2.Send(KindCall, 1, string(make([]byte, 300)), nil); !errors.Is(err, ErrProtocol) {
 		t.Fatalf("method name of 300 bytes: %v, want ErrProtocol", err)
+	}
+}
+
+// TestAnnouncedLengthIsNotAllocated: a frame's body is allocated as its
+// bytes arrive. A peer announcing a frame just under the limit and sending
+// a few bytes of it costs a few bytes, not the announced length.
+func TestAnnouncedLengthIsNotAllocated(t *testing.T) {
+	const announced = 4 << 20
+	head := frame(KindCall, 1, nil)[:headerLen]
+	binary.BigEndian.PutUint32(head, announced)
+	in := append(append([]byte{}, head...), "\x0dStartWorkflow"...)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	const frames = 16
+	for range frames {
+		_, err := NewReader(bufio.NewReader(bytes.NewReader(in)), announced).Read()
+		if !errors.Is(err, ErrProtocol) {
+			t.Fatalf("truncated frame: %v", err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / frames; per > 256<<10 {
+		t.Fatalf("%d bytes allocated per truncated frame announcing %d", per, announced)
+	}
+	// A whole large frame still reads back exactly.
+	body := bytes.Repeat([]byte("x"), 3<<20+17)
+	f, err := NewReader(bufio.NewReader(bytes.NewReader(frame(KindReply, 9, body))), announced).Read()
+	if err != nil || !bytes.Equal(f.Body, body) || f.ID != 9 {
+		t.Fatalf("large frame: %v (%d bytes)", err, len(f.Body))
 	}
 }

@@ -51,6 +51,14 @@ type Client interface {
 	GetHistory(ctx context.Context, workflowID, runID string) ([]history.Event, error)
 	// ListWorkflows lists runs newest first.
 	ListWorkflows(ctx context.Context, req *api.ListWorkflowsRequest) (*api.ListWorkflowsResponse, error)
+	// CountWorkflows counts runs by status, with ListWorkflows' filters.
+	CountWorkflows(ctx context.Context, req *api.CountWorkflowsRequest) (*api.CountWorkflowsResponse, error)
+	// DescribeTaskQueue returns a task queue's backlog and its recent
+	// pollers.
+	DescribeTaskQueue(ctx context.Context, taskQueue string) (*api.TaskQueueInfo, error)
+	// ListTaskQueues describes the task queues with a backlog or a recent
+	// poller.
+	ListTaskQueues(ctx context.Context) ([]api.TaskQueueInfo, error)
 	// ListEffects reads the effects ledger: the actions with an
 	// idempotency key, their state, attempts, duplicates and results.
 	ListEffects(ctx context.Context, req *api.ListEffectsRequest) (*api.ListEffectsResponse, error)
@@ -290,6 +298,26 @@ func (c *serviceClient) GetHistory(ctx context.Context, workflowID, runID string
 
 func (c *serviceClient) ListWorkflows(ctx context.Context, req *api.ListWorkflowsRequest) (*api.ListWorkflowsResponse, error) {
 	return c.svc.ListWorkflows(ctx, req)
+}
+
+func (c *serviceClient) CountWorkflows(ctx context.Context, req *api.CountWorkflowsRequest) (*api.CountWorkflowsResponse, error) {
+	return c.svc.CountWorkflows(ctx, req)
+}
+
+func (c *serviceClient) DescribeTaskQueue(ctx context.Context, taskQueue string) (*api.TaskQueueInfo, error) {
+	resp, err := c.svc.DescribeTaskQueue(ctx, &api.DescribeTaskQueueRequest{TaskQueue: taskQueue})
+	if err != nil {
+		return nil, err
+	}
+	return &resp.Queue, nil
+}
+
+func (c *serviceClient) ListTaskQueues(ctx context.Context) ([]api.TaskQueueInfo, error) {
+	resp, err := c.svc.ListTaskQueues(ctx, &api.ListTaskQueuesRequest{})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Queues, nil
 }
 
 func (c *serviceClient) ListEffects(ctx context.Context, req *api.ListEffectsRequest) (*api.ListEffectsResponse, error) {

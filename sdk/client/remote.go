@@ -250,6 +250,21 @@ func (r *RemoteService) ResolveActivity(ctx context.Context, req *api.ResolveAct
 	return call[api.ResolveActivityRequest, api.ResolveActivityResponse](ctx, r, "ResolveActivity", req)
 }
 
+// CountWorkflows implements api.Service.
+func (r *RemoteService) CountWorkflows(ctx context.Context, req *api.CountWorkflowsRequest) (*api.CountWorkflowsResponse, error) {
+	return call[api.CountWorkflowsRequest, api.CountWorkflowsResponse](ctx, r, "CountWorkflows", req)
+}
+
+// DescribeTaskQueue implements api.Service.
+func (r *RemoteService) DescribeTaskQueue(ctx context.Context, req *api.DescribeTaskQueueRequest) (*api.DescribeTaskQueueResponse, error) {
+	return call[api.DescribeTaskQueueRequest, api.DescribeTaskQueueResponse](ctx, r, "DescribeTaskQueue", req)
+}
+
+// ListTaskQueues implements api.Service.
+func (r *RemoteService) ListTaskQueues(ctx context.Context, req *api.ListTaskQueuesRequest) (*api.ListTaskQueuesResponse, error) {
+	return call[api.ListTaskQueuesRequest, api.ListTaskQueuesResponse](ctx, r, "ListTaskQueues", req)
+}
+
 // ListEffects implements api.Service.
 func (r *RemoteService) ListEffects(ctx context.Context, req *api.ListEffectsRequest) (*api.ListEffectsResponse, error) {
 	return call[api.ListEffectsRequest, api.ListEffectsResponse](ctx, r, "ListEffects", req)
@@ -293,4 +308,29 @@ func (r *RemoteService) CompleteActivity(ctx context.Context, req *api.CompleteA
 // FailActivity implements api.Service.
 func (r *RemoteService) FailActivity(ctx context.Context, req *api.FailActivityRequest) (*api.FailActivityResponse, error) {
 	return call[api.FailActivityRequest, api.FailActivityResponse](ctx, r, "FailActivity", req)
+}
+
+// GetChunks implements api.Service.
+func (r *RemoteService) GetChunks(ctx context.Context, req *api.GetChunksRequest) (*api.GetChunksResponse, error) {
+	return call[api.GetChunksRequest, api.GetChunksResponse](ctx, r, "GetChunks", req)
+}
+
+// UpdateBudget implements api.Service.
+func (r *RemoteService) UpdateBudget(ctx context.Context, req *api.UpdateBudgetRequest) (*api.UpdateBudgetResponse, error) {
+	return call[api.UpdateBudgetRequest, api.UpdateBudgetResponse](ctx, r, "UpdateBudget", req)
+}
+
+// PublishStream implements api.Service.
+func (r *RemoteService) PublishStream(ctx context.Context, req *api.PublishStreamRequest) (*api.PublishStreamResponse, error) {
+	return call[api.PublishStreamRequest, api.PublishStreamResponse](ctx, r, "PublishStream", req)
+}
+
+// WatchStream implements api.Service.
+func (r *RemoteService) WatchStream(ctx context.Context, req *api.WatchStreamRequest) (*api.WatchStreamResponse, error) {
+	return call[api.WatchStreamRequest, api.WatchStreamResponse](ctx, r, "WatchStream", req)
+}
+
+// GetTranscript implements api.Service.
+func (r *RemoteService) GetTranscript(ctx context.Context, req *api.GetTranscriptRequest) (*api.GetTranscriptResponse, error) {
+	return call[api.GetTranscriptRequest, api.GetTranscriptResponse](ctx, r, "GetTranscript", req)
 }

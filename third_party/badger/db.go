@@ -12,6 +12,7 @@ import (
 	"errors"
 	"expvar"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"os"
 	"path/filepath"
@@ -100,6 +101,9 @@ type DB struct {
 	// entered atomically. This replaces the 10ms busy-sleep that previously
 	// polled flushChan from writeRequests.
 	flushCond *sync.Cond
+	// flushErr is the error of the last failed memtable flush, nil once one
+	// succeeds (Cairn patch).
+	flushErr atomic.Pointer[error]
 
 	// Initialized via openMemTables.
 	nextMemFid int
@@ -828,6 +832,19 @@ func (db *DB) writeToLSM(b *request) error {
 	if !db.opt.InMemory && len(b.Ptrs) != len(b.Entries) {
 		return fmt.Errorf("Ptrs and Entries don't match: %+v", b)
 	}
+	// Cairn patch: allocate the WAL's blocks for the whole request before
+	// writing any of it, so that a full disk fails the request here, with
+	// nothing applied, instead of raising SIGBUS in the memory map (or
+	// leaving half a transaction in the memtable).
+	if wal := db.mt.wal; wal != nil {
+		need := int64(wal.writeAt) + maxHeaderSize
+		for _, e := range b.Entries {
+			need += int64(maxHeaderSize + len(e.Key) + len(e.Value) + crc32.Size)
+		}
+		if err := wal.reserve(need); err != nil {
+			return err
+		}
+	}
 
 	for i, entry := range b.Entries {
 		var err error
@@ -1050,6 +1067,15 @@ func (db *DB) ensureRoomForWrite() error {
 	if !db.mt.isFull() {
 		return nil
 	}
+	// Cairn patch: create the next memtable first. Upstream pushed the full
+	// one to the flusher and then set db.mt to the new one, which was nil
+	// when creating it failed (a full disk), and the next write panicked.
+	// Now a failure leaves db.mt as it was (its WAL has room for more than
+	// MemTableSize) and fails only this write.
+	next, err := db.newMemTable()
+	if err != nil {
+		return y.Wrapf(err, "cannot create new mem table")
+	}
 
 	for {
 		select {
@@ -1058,10 +1084,7 @@ func (db *DB) ensureRoomForWrite() error {
 				db.mt.sl.MemSize(), len(db.flushChan))
 			// We manage to push this task. Let's modify imm.
 			db.imm = append(db.imm, db.mt)
-			db.mt, err = db.newMemTable()
-			if err != nil {
-				return y.Wrapf(err, "cannot create new mem table")
-			}
+			db.mt = next
 			// New memtable is empty. We certainly have room.
 			return nil
 		default:
@@ -1082,7 +1105,14 @@ func (db *DB) ensureRoomForWrite() error {
 			// drain, so waiting for room is safe and cannot deadlock). This matches
 			// the pre-cond behavior, which looped until the push succeeded.
 			if db.IsClosed() {
+				next.DecrRef() // deletes its empty WAL
 				return errNoRoom
+			}
+			// Cairn patch: while flushes fail for want of space, fail the
+			// write instead of stalling it until space returns.
+			if ferr := db.flushErr.Load(); ferr != nil && y.IsNoSpace(*ferr) {
+				next.DecrRef()
+				return *ferr
 			}
 			db.flushCond.Wait()
 		}
@@ -1157,12 +1187,15 @@ func (db *DB) flushMemtable(lc *z.Closer) {
 		}
 
 		for {
-			if err := db.handleMemTableFlush(mt, nil); err != nil {
+			if err := db.flushOne(mt); err != nil {
 				// Encountered error. Retry indefinitely.
 				db.opt.Errorf("error flushing memtable to disk: %v, retrying", err)
+				db.flushErr.Store(&err)
+				db.flushCond.Broadcast() // Cairn patch: stalled writers see it
 				time.Sleep(time.Second)
 				continue
 			}
+			db.flushErr.Store(nil)
 
 			// Update s.imm. Need a lock.
 			db.lock.Lock()
@@ -1184,6 +1217,12 @@ func (db *DB) flushMemtable(lc *z.Closer) {
 			break
 		}
 	}
+}
+
+// flushOne flushes mt, reporting a panic as an error (Cairn patch).
+func (db *DB) flushOne(mt *memTable) (err error) {
+	defer recoverAsError("memtable flush", &err)
+	return db.handleMemTableFlush(mt, nil)
 }
 
 func exists(path string) (bool, error) {

@@ -520,6 +520,15 @@ func (it *Iterator) Item() *Item {
 }
 
 // Valid returns false when iteration is done.
+// Err returns the error that made the iterator stop early, nil when it
+// simply ended (Cairn patch). A damaged table block stops the iteration of
+// that table while the others go on, so what was read before Err is set
+// may lack that table's keys or show their older versions: a caller that
+// finds Err set must discard what it read.
+func (it *Iterator) Err() error {
+	return y.IteratorErr(it.iitr)
+}
+
 func (it *Iterator) Valid() bool {
 	if it.item == nil {
 		return false

@@ -323,6 +323,12 @@ func (s *levelHandler) get(key []byte) (y.ValueStruct, error) {
 		y.NumLSMGetsAdd(s.db.opt.MetricsEnabled, s.strLevel, 1)
 		it.Seek(key)
 		if !it.Valid() {
+			// Cairn patch: a damaged block is an error, not "not here"
+			// (which served an older version from a lower level).
+			if err := it.Err(); err != nil {
+				_ = decr()
+				return y.ValueStruct{}, asCorrupt(th.Filename(), err)
+			}
 			continue
 		}
 		if y.SameKey(key, it.Key()) {

@@ -47,7 +47,7 @@ func revertToManifest(kv *DB, mf *Manifest, idMap map[uint64]struct{}) error {
 	// 1. Check all files in manifest exist.
 	for id := range mf.Tables {
 		if _, ok := idMap[id]; !ok {
-			return fmt.Errorf("file does not exist for table %d", id)
+			return corruptf(table.NewFilename(id, kv.opt.Dir), -1, "table file is missing (listed in the manifest)")
 		}
 	}
 
@@ -134,18 +134,14 @@ func newLevelsController(db *DB, mf *Manifest) (*levelsController, error) {
 
 			mf, err := z.OpenMmapFile(fname, db.opt.getFileFlags(), 0)
 			if err != nil {
-				rerr = y.Wrapf(err, "Opening file: %q", fname)
+				rerr = asCorrupt(fname, y.Wrapf(err, "Opening file: %q", fname))
 				return
 			}
 			t, err := table.OpenTable(mf, topt)
 			if err != nil {
-				if strings.HasPrefix(err.Error(), "CHECKSUM_MISMATCH:") {
-					db.opt.Errorf(err.Error())
-					db.opt.Errorf("Ignoring table %s", mf.Fd.Name())
-					// Do not set rerr. We will continue without this table.
-				} else {
-					rerr = y.Wrapf(err, "Opening table: %q", fname)
-				}
+				// Cairn patch: upstream ignored a table with a checksum
+				// mismatch and went on without its data.
+				rerr = asCorrupt(fname, err)
 				return
 			}
 
@@ -674,7 +670,7 @@ func (s *levelsController) checkOverlap(tables []*table.Table, lev int) bool {
 // concurrently, only iterating over the provided key range, generating tables.
 // This speeds up the compaction significantly.
 func (s *levelsController) subcompact(it y.Iterator, kr keyRange, cd compactDef,
-	inflightBuilders *y.Throttle, res chan<- *table.Table) {
+	inflightBuilders *y.Throttle, res chan<- *table.Table) error {
 
 	// Check overlap of the top level with the levels which are not being
 	// compacted in this compaction.
@@ -894,7 +890,10 @@ func (s *levelsController) subcompact(it y.Iterator, kr keyRange, cd compactDef,
 		}
 		go func(builder *table.Builder, fileID uint64) {
 			var err error
-			defer inflightBuilders.Done(err)
+			// Cairn patch: upstream deferred Done(err) with err still nil,
+			// so a table that could not be written (a full disk) was
+			// silently left out of the compaction's result.
+			defer func() { inflightBuilders.Done(err) }()
 			defer builder.Close()
 
 			var tbl *table.Table
@@ -912,8 +911,12 @@ func (s *levelsController) subcompact(it y.Iterator, kr keyRange, cd compactDef,
 			res <- tbl
 		}(builder, s.reserveFileID())
 	}
+	if err := y.IteratorErr(it); err != nil {
+		return err
+	}
 	s.kv.vlog.updateDiscardStats(discardStats)
 	s.kv.opt.Debugf("Discard stats: %v", discardStats)
+	return nil
 }
 
 // compactBuildTables merges topTables and botTables to form a list of new tables.
@@ -969,10 +972,12 @@ func (s *levelsController) compactBuildTables(
 			return nil, nil, err
 		}
 		go func(kr keyRange) {
-			defer inflightBuilders.Done(nil)
 			it := table.NewMergeIterator(newIterator(), false)
 			defer it.Close()
-			s.subcompact(it, kr, cd, inflightBuilders, res)
+			// Cairn patch: a damaged input table fails the compaction
+			// (upstream went on without the rest of its keys and then
+			// deleted the inputs).
+			inflightBuilders.Done(s.subcompact(it, kr, cd, inflightBuilders, res))
 		}(kr)
 	}
 
@@ -1586,7 +1591,10 @@ func tablesToString(tables []*table.Table) []string {
 var errFillTables = errors.New("Unable to fill tables")
 
 // doCompact picks some table on level l and compacts it away to the next level.
-func (s *levelsController) doCompact(id int, p compactionPriority) error {
+func (s *levelsController) doCompact(id int, p compactionPriority) (rerr error) {
+	// Cairn patch: a panic on damaged input fails this compaction instead
+	// of killing the process from a background goroutine.
+	defer recoverAsError("compaction", &rerr)
 	l := p.level
 	y.AssertTrue(l < s.kv.opt.MaxLevels) // Sanity check.
 	if p.t.baseLevel == 0 {

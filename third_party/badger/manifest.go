@@ -139,6 +139,10 @@ func helpOpenOrCreateManifestFile(dir string, readOnly bool, extMagic uint16,
 		if readOnly {
 			return nil, Manifest{}, fmt.Errorf("no manifest found, required for read-only db")
 		}
+		if opt.ManifestMinSize > 0 {
+			// Cairn patch: a manifest was written here before.
+			return nil, Manifest{}, corruptf(path, -1, "the manifest is missing, but %d bytes of it were synced", opt.ManifestMinSize)
+		}
 		m := createManifest()
 		fp, netCreations, err := helpRewrite(dir, &m, extMagic)
 		if err != nil {
@@ -213,6 +217,11 @@ func (mf *manifestFile) addChanges(changesParam []*pb.ManifestChange, opt Option
 	// Rewrite manifest if it'd shrink by 1/10 and it's big enough to care
 	if mf.manifest.Deletions > mf.deletionsRewriteThreshold &&
 		mf.manifest.Deletions > manifestDeletionsRatio*(mf.manifest.Creations-mf.manifest.Deletions) {
+		if opt.OnManifestWrite != nil {
+			if err := opt.OnManifestWrite(0); err != nil {
+				return err
+			}
+		}
 		if err := mf.rewrite(); err != nil {
 			return err
 		}
@@ -221,12 +230,31 @@ func (mf *manifestFile) addChanges(changesParam []*pb.ManifestChange, opt Option
 		binary.BigEndian.PutUint32(lenCrcBuf[0:4], uint32(len(buf)))
 		binary.BigEndian.PutUint32(lenCrcBuf[4:8], crc32.Checksum(buf, y.CastagnoliCrcTable))
 		buf = append(lenCrcBuf[:], buf...)
+		// Cairn patch: a short write (a full disk) must not leave half a
+		// change set that later appends would follow: cut it off again.
+		start, err := mf.fp.Seek(0, io.SeekCurrent)
+		if err != nil {
+			return err
+		}
 		if _, err := mf.fp.Write(buf); err != nil {
+			if terr := mf.fp.Truncate(start); terr == nil {
+				_, _ = mf.fp.Seek(start, io.SeekStart)
+			}
 			return err
 		}
 	}
 
-	return syncFunc(mf.fp)
+	if err := syncFunc(mf.fp); err != nil {
+		return err
+	}
+	if opt.OnManifestWrite != nil {
+		size, err := mf.fp.Seek(0, io.SeekCurrent)
+		if err != nil {
+			return err
+		}
+		return opt.OnManifestWrite(size)
+	}
+	return nil
 }
 
 // this function is saved here to allow injection of fake filesystem latency at test time.
@@ -350,7 +378,14 @@ var (
 // Also, returns the last offset after a completely read manifest entry -- the file must be
 // truncated at that point before further appends are made (if there is a partial entry after
 // that).  In normal conditions, truncOffset is the file size.
-func ReplayManifestFile(fp *os.File, extMagic uint16, opt Options) (Manifest, int64, error) {
+func ReplayManifestFile(fp *os.File, extMagic uint16, opt Options) (_ Manifest, _ int64, err error) {
+	path := fp.Name()
+	defer func() {
+		// Cairn patch: every failure to replay is damage to the manifest.
+		if err != nil {
+			err = asCorrupt(path, err)
+		}
+	}()
 	r := countingReader{wrapped: bufio.NewReader(fp)}
 
 	var magicBuf [8]byte
@@ -410,7 +445,7 @@ func ReplayManifestFile(fp *os.File, extMagic uint16, opt Options) (Manifest, in
 			return Manifest{}, 0, err
 		}
 		if crc32.Checksum(buf, y.CastagnoliCrcTable) != y.BytesToU32(lenCrcBuf[4:8]) {
-			return Manifest{}, 0, errBadChecksum
+			return Manifest{}, 0, corruptf(path, offset, "%v", errBadChecksum)
 		}
 
 		var changeSet pb.ManifestChangeSet
@@ -423,6 +458,10 @@ func ReplayManifestFile(fp *os.File, extMagic uint16, opt Options) (Manifest, in
 		}
 	}
 
+	if opt.ManifestMinSize > 0 && offset < opt.ManifestMinSize {
+		return Manifest{}, 0, corruptf(path, offset,
+			"the manifest's valid change sets end here, but %d bytes of it were synced: table changes are missing", opt.ManifestMinSize)
+	}
 	return build, offset, nil
 }
 

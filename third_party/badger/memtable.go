@@ -262,6 +262,9 @@ type logFile struct {
 	registry *KeyRegistry
 	writeAt  uint32
 	opt      Options
+	// allocated is how many bytes from the start of the file are known to
+	// have blocks on disk (Cairn patch: see reserve).
+	allocated int64
 }
 
 func (lf *logFile) Truncate(end int64) error {
@@ -463,7 +466,9 @@ loop:
 		case err == io.ErrUnexpectedEOF || err == errTruncate:
 			break loop
 		case err != nil:
-			return 0, err
+			// Cairn patch: a header that does not decode is damage (or a
+			// torn tail), like a checksum mismatch: checked below.
+			break loop
 		case e == nil:
 			continue
 		case e.isZero():
@@ -526,6 +531,16 @@ loop:
 			}
 		}
 	}
+	// Cairn patch: the log ends at validEndOffset. That is fine for a torn
+	// tail (the one transaction being written when the process stopped),
+	// not for damage to records of transactions that were synced: look for
+	// a valid record of another transaction after the end.
+	if lf.opt.DetectLogDamage && strings.HasSuffix(lf.path, memFileExt) {
+		if at, ts := lf.validEntryAfter(validEndOffset, lastCommit); at >= 0 {
+			return 0, corruptf(lf.path, int64(validEndOffset),
+				"log record damaged; a valid record of a later transaction (version %d) follows at offset %d: acknowledged commits would be lost", ts, at)
+		}
+	}
 	return validEndOffset, nil
 }
 
@@ -539,6 +554,13 @@ func (lf *logFile) open(path string, flags int, fsize int64) error {
 	lf.MmapFile = mf
 
 	if ferr == z.NewFile {
+		// Cairn patch: allocate before the first store into the map, so a
+		// full disk is an error here, not SIGBUS.
+		if err := lf.reserve(vlogHeaderSize + maxHeaderSize); err != nil {
+			_ = mf.Close(-1)
+			os.Remove(path)
+			return err
+		}
 		if err := lf.bootstrap(); err != nil {
 			os.Remove(path)
 			return err
@@ -547,6 +569,8 @@ func (lf *logFile) open(path string, flags int, fsize int64) error {
 
 	} else if ferr != nil {
 		return y.Wrapf(ferr, "while opening file: %s", path)
+	} else {
+		lf.allocated = int64(len(lf.Data)) // an existing file is not written to again
 	}
 	lf.size.Store(uint32(len(lf.Data)))
 

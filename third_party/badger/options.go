@@ -41,10 +41,13 @@ type Options struct {
 	SyncWrites        bool
 	NumVersionsToKeep int
 	ReadOnly          bool
-	Logger            Logger
-	Compression       options.CompressionType
-	InMemory          bool
-	MetricsEnabled    bool
+
+	// Cairn patch (cairn_options.go): integrity checks.
+	cairnOptions
+	Logger         Logger
+	Compression    options.CompressionType
+	InMemory       bool
+	MetricsEnabled bool
 	// Sets the Stream.numGo field
 	NumGoroutines int
 

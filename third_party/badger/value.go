@@ -116,6 +116,10 @@ func (r *safeRead) Entry(reader io.Reader) (*Entry, error) {
 	if h.klen > uint32(1<<16) { // Key length must be below uint16.
 		return nil, errTruncate
 	}
+	// Cairn patch: a damaged length must not allocate past the file.
+	if int64(h.vlen) > int64(len(r.lf.Data)) {
+		return nil, errTruncate
+	}
 	kl := int(h.klen)
 	if cap(r.k) < kl {
 		r.k = make([]byte, 2*kl)
@@ -814,7 +818,7 @@ func estimateRequestSize(req *request) uint64 {
 }
 
 // write is thread-unsafe by design and should not be called concurrently.
-func (vlog *valueLog) write(reqs []*request) error {
+func (vlog *valueLog) write(reqs []*request) (rerr error) {
 	if vlog.db.opt.InMemory {
 		return nil
 	}
@@ -833,11 +837,13 @@ func (vlog *valueLog) write(reqs []*request) error {
 	// call wrote to it. Values under the threshold live in the memtable's
 	// WAL, which writeToLSM syncs; an msync of the untouched value log still
 	// costs a device cache flush on ext4 (~100 µs per commit).
+	// Cairn patch: a failed sync fails the write (upstream only logged
+	// it, and acknowledged writes that were not durable).
 	var totalWritten int
 	defer func() {
-		if vlog.opt.SyncWrites && totalWritten > 0 {
+		if vlog.opt.SyncWrites && totalWritten > 0 && rerr == nil {
 			if err := curlf.Sync(); err != nil {
-				vlog.opt.Errorf("Error while curlf sync: %v\n", err)
+				rerr = y.Wrapf(err, "while syncing value log %s", curlf.path)
 			}
 		}
 	}()
@@ -857,6 +863,12 @@ func (vlog *valueLog) write(reqs []*request) error {
 			}
 		}
 
+		// Cairn patch: allocate before storing into the map (SIGBUS on a
+		// full disk otherwise).
+		if err := curlf.reserve(int64(endOffset) + maxHeaderSize); err != nil {
+			vlog.writableLogOffset.Add(^(n - 1))
+			return err
+		}
 		start := int(endOffset - n)
 		y.AssertTrue(copy(curlf.Data[start:], buf.Bytes()) == int(n))
 

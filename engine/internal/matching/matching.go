@@ -312,6 +312,17 @@ func (q *Queues[T]) Len(queue string) int {
 	return 0
 }
 
+// Items returns a copy of the items queued (not yet handed to a poller) in
+// the named queue, oldest first.
+func (q *Queues[T]) Items(queue string) []T {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if qq := q.queues[queue]; qq != nil {
+		return slices.Clone(qq.items[qq.head:])
+	}
+	return nil
+}
+
 // Waiting returns the number of pollers currently waiting on the named queue.
 func (q *Queues[T]) Waiting(queue string) int {
 	q.mu.Lock()

@@ -16,6 +16,7 @@
 package clienttest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -74,6 +75,8 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 		{"History", testHistory},
 		{"HistoryLongPoll", testHistoryLongPoll},
 		{"List", testList},
+		{"Count", testCount},
+		{"TaskQueues", testTaskQueues},
 		{"ResolvePausedRun", testResolve},
 		{"ListEffects", testListEffects},
 		{"DuplicateVisible", testDuplicateVisible},
@@ -81,6 +84,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 		{"TaskErrors", testTaskErrors},
 		{"LongPollWorkflowTask", testLongPoll},
 		{"LongPollCancel", testLongPollCancel},
+		{"PayloadChunks", testChunks},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -119,6 +123,7 @@ func (s *suite) startWorker(extra ...func(w *worker.Worker) error) {
 		func(w *worker.Worker) error { return w.RegisterWorkflow(WaitForCancel) },
 		func(w *worker.Worker) error { return w.RegisterWorkflow(HoldOn) },
 		func(w *worker.Worker) error { return w.RegisterWorkflow(Pay) },
+		func(w *worker.Worker) error { return w.RegisterWorkflow(Bulky) },
 		func(w *worker.Worker) error { return w.RegisterActivity(Stamp) },
 		func(w *worker.Worker) error {
 			return w.RegisterActivity(Charge, activities.Options{Effect: activities.SideEffect})
@@ -770,6 +775,110 @@ func testList(t *testing.T, s *suite) {
 	}
 }
 
+func testCount(t *testing.T, s *suite) {
+	// No worker: runs stay open unless terminated.
+	for i := range 4 {
+		s.start(s.opts(fmt.Sprintf("count-%d", i)), "Idle", nil)
+	}
+	s.start(s.opts("other-1"), "Other", nil)
+	for _, id := range []string{"count-1", "other-1"} {
+		if err := s.c.TerminateWorkflow(s.ctx, id, "", "count test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(req api.CountWorkflowsRequest) string {
+		t.Helper()
+		resp, err := s.c.CountWorkflows(s.ctx, &req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := fmt.Sprint(resp.Total)
+		for _, c := range resp.ByStatus {
+			out += fmt.Sprintf(" %s=%d", c.Status, c.Count)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		what string
+		req  api.CountWorkflowsRequest
+		want string
+	}{
+		{"all", api.CountWorkflowsRequest{}, "5 running=3 terminated=2"},
+		{"type Idle", api.CountWorkflowsRequest{WorkflowType: "Idle"}, "4 running=3 terminated=1"},
+		{"prefix other-", api.CountWorkflowsRequest{WorkflowIDPrefix: "other-"}, "1 terminated=1"},
+		{"started after now", api.CountWorkflowsRequest{StartedAfter: time.Now().Add(time.Hour)}, "0"},
+	} {
+		if got := count(tc.req); got != tc.want {
+			t.Errorf("count %s: %s, want %s", tc.what, got, tc.want)
+		}
+	}
+}
+
+func testTaskQueues(t *testing.T, s *suite) {
+	// A run on a queue nobody polls waits in its backlog.
+	if _, err := s.c.StartWorkflow(s.ctx, client.StartOptions{ID: "stuck", TaskQueue: "clienttest-nobody"}, "Checkout", Order{ID: "A"}); err != nil {
+		t.Fatal(err)
+	}
+	// A terminated run's task is no longer backlog, though its entry stays
+	// queued until polled.
+	if _, err := s.c.StartWorkflow(s.ctx, client.StartOptions{ID: "stuck-gone", TaskQueue: "clienttest-nobody"}, "Checkout", Order{ID: "B"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.c.TerminateWorkflow(s.ctx, "stuck-gone", "", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	q, err := s.c.DescribeTaskQueue(s.ctx, "clienttest-nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Name != "clienttest-nobody" || q.WorkflowBacklog != 1 || q.ActivityBacklog != 0 || len(q.WorkflowPollers)+len(q.ActivityPollers) != 0 {
+		t.Fatalf("queue nobody polls: %+v", q)
+	}
+	// Once the worker ran a workflow with an activity, it is a poller of
+	// both kinds, seen lately.
+	s.startWorker()
+	var r Receipt
+	if _, err := s.c.ExecuteWorkflow(s.ctx, s.opts("seen"), Checkout, Order{ID: "B", Amount: 1}, &r); err != nil {
+		t.Fatal(err)
+	}
+	q, err = s.c.DescribeTaskQueue(s.ctx, TaskQueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := func(ps []api.PollerInfo) bool {
+		for _, p := range ps {
+			if p.Identity == "clienttest-worker" && !p.LastSeen.IsZero() && time.Since(p.LastSeen) < api.PollerRetention {
+				return true
+			}
+		}
+		return false
+	}
+	if !seen(q.WorkflowPollers) || !seen(q.ActivityPollers) || q.WorkflowBacklog != 0 {
+		t.Fatalf("polled queue: %+v", q)
+	}
+	qs, err := s.c.ListTaskQueues(s.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, q := range qs {
+		names = append(names, q.Name)
+		if q.Name == "clienttest-nobody" && q.WorkflowBacklog != 1 {
+			t.Fatalf("listed queue nobody polls: %+v", q)
+		}
+	}
+	if strings.Join(names, " ") != TaskQueue+" clienttest-nobody" {
+		t.Fatalf("listed queues %v, want %s and clienttest-nobody (no sticky queue)", names, TaskQueue)
+	}
+	only, err := s.svc.ListTaskQueues(s.ctx, &api.ListTaskQueuesRequest{NamePrefix: "clienttest-"})
+	if err != nil || len(only.Queues) != 1 || only.Queues[0].Name != "clienttest-nobody" {
+		t.Fatalf("ListTaskQueues with a prefix: %+v %v", only, err)
+	}
+	if _, err := s.c.DescribeTaskQueue(s.ctx, ""); !errors.Is(err, api.ErrInvalidArgument) {
+		t.Fatalf("DescribeTaskQueue of no name: %v, want ErrInvalidArgument", err)
+	}
+}
+
 func testResolve(t *testing.T, s *suite) {
 	s.startWorker()
 	r := s.start(s.opts("pay"), Pay, Order{ID: "INV-9", Amount: 1250})
@@ -1193,5 +1302,38 @@ func testLongPollCancel(t *testing.T, s *suite) {
 			}
 			runtime.Gosched()
 		}
+	}
+}
+
+// testChunks: a result above the inline threshold is stored as a chunk;
+// the client reads the run's result whole, and GetChunks returns the chunk
+// the history references (ErrNotFound for one it does not hold).
+func testChunks(t *testing.T, s *suite) {
+	s.startWorker()
+	const n = 200 << 10
+	var got string
+	if _, err := s.c.ExecuteWorkflow(s.ctx, s.opts("bulky"), Bulky, n, &got); err != nil || len(got) != n {
+		t.Fatalf("result of %d bytes, %v", len(got), err)
+	}
+	evs, err := s.c.GetHistory(s.ctx, "bulky", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref []byte
+	for _, ev := range evs {
+		if c, ok := ev.Attrs.(*history.WorkflowCompleted); ok {
+			ref = c.Result.Ref
+		}
+	}
+	if len(ref) != history.HashSize {
+		t.Fatalf("the result was recorded inline, not by reference")
+	}
+	resp, err := s.svc.GetChunks(s.ctx, &api.GetChunksRequest{Hashes: [][]byte{ref}, Ancestors: true})
+	if err != nil || len(resp.Chunks) != 1 || !bytes.Equal(resp.Chunks[0].Hash(), ref) {
+		t.Fatalf("GetChunks: %v, %v", resp, err)
+	}
+	_, err = s.svc.GetChunks(s.ctx, &api.GetChunksRequest{Hashes: [][]byte{history.ChunkHash(nil, []byte("absent"))}})
+	if !errors.Is(err, api.ErrNotFound) {
+		t.Fatalf("GetChunks of an absent chunk: %v, want ErrNotFound", err)
 	}
 }

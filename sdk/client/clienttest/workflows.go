@@ -3,6 +3,7 @@ package clienttest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -126,3 +127,7 @@ func Pay(ctx sdk.Context, o Order) (Receipt, error) {
 func Charge(_ context.Context, o Order) (Receipt, error) {
 	return Receipt{}, fmt.Errorf("gateway timed out after the charge for %s was sent: %w", o.ID, activities.ErrOutcomeUnknown)
 }
+
+// Bulky returns a result well above the engine's inline threshold, so it is
+// recorded by reference: a client reading it must get the whole value.
+func Bulky(_ sdk.Context, n int) (string, error) { return strings.Repeat("b", n), nil }

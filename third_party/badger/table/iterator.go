@@ -57,6 +57,14 @@ func (itr *blockIterator) setIdx(i int) {
 		return
 	}
 	itr.err = nil
+	defer func() {
+		if r := recover(); r != nil {
+			// Cairn patch: a damaged block stops the iterator with an
+			// error (Err) instead of a panic.
+			itr.err = fmt.Errorf("table %d block %d entry %d is damaged (data len %d): %v",
+				itr.tableID, itr.blockID, itr.idx, len(itr.data), r)
+		}
+	}()
 	startOffset := int(itr.entryOffsets[i])
 
 	// Set base key.
@@ -75,17 +83,6 @@ func (itr *blockIterator) setIdx(i int) {
 		// EndOffset of the current entry is the start offset of the next entry.
 		endOffset = int(itr.entryOffsets[itr.idx+1])
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			var debugBuf bytes.Buffer
-			fmt.Fprintf(&debugBuf, "==== Recovered====\n")
-			fmt.Fprintf(&debugBuf, "Table ID: %d\nBlock ID: %d\nEntry Idx: %d\nData len: %d\n"+
-				"StartOffset: %d\nEndOffset: %d\nEntryOffsets len: %d\nEntryOffsets: %v\n",
-				itr.tableID, itr.blockID, itr.idx, len(itr.data), startOffset, endOffset,
-				len(itr.entryOffsets), itr.entryOffsets)
-			panic(debugBuf.String())
-		}
-	}()
 
 	entryData := itr.data[startOffset:endOffset]
 	var h header
@@ -192,6 +189,15 @@ func (itr *Iterator) reset() {
 }
 
 // Valid follows the y.Iterator interface
+// Err returns the error that stopped the iterator, nil at its end (Cairn
+// patch: a damaged block must not look like the end of the table).
+func (itr *Iterator) Err() error {
+	if itr.err == io.EOF {
+		return nil
+	}
+	return itr.err
+}
+
 func (itr *Iterator) Valid() bool {
 	return itr.err == nil
 }
@@ -513,11 +519,20 @@ func (s *ConcatIterator) Seek(key []byte) {
 	s.cur.Seek(key)
 }
 
+// Err returns the error that stopped the iterator (Cairn patch).
+func (s *ConcatIterator) Err() error {
+	if s.cur == nil {
+		return nil
+	}
+	return s.cur.Err()
+}
+
 // Next advances our concat iterator.
 func (s *ConcatIterator) Next() {
 	s.cur.Next()
-	if s.cur.Valid() {
-		// Nothing to do. Just stay with the current table.
+	if s.cur.Valid() || s.cur.Err() != nil {
+		// Nothing to do. Just stay with the current table (Cairn patch:
+		// or stop at its error instead of skipping to the next table).
 		return
 	}
 	for { // In case there are empty tables.
@@ -531,7 +546,7 @@ func (s *ConcatIterator) Next() {
 			return
 		}
 		s.cur.Rewind()
-		if s.cur.Valid() {
+		if s.cur.Valid() || s.cur.Err() != nil {
 			break
 		}
 	}

@@ -170,6 +170,19 @@ func (mi *MergeIterator) Seek(key []byte) {
 }
 
 // Valid returns whether the MergeIterator is at a valid element.
+// Err returns the first error of the merged iterators (Cairn patch). A
+// merge goes on past an iterator that stopped on an error, so a caller
+// must check Err after iterating and discard what it read if it is set.
+func (mi *MergeIterator) Err() error {
+	if err := y.IteratorErr(mi.left.iter); err != nil {
+		return err
+	}
+	if mi.right.iter == nil {
+		return nil
+	}
+	return y.IteratorErr(mi.right.iter)
+}
+
 func (mi *MergeIterator) Valid() bool {
 	return mi.small.valid
 }

@@ -253,6 +253,12 @@ func CreateTable(fname string, builder *Builder) (*Table, error) {
 		return nil, fmt.Errorf("file already exists: %s", fname)
 	}
 
+	// Cairn patch: allocate the file's blocks before writing it through the
+	// memory map (SIGBUS on a full disk otherwise).
+	if err := y.Allocate(mf.Fd, 0, int64(len(mf.Data))); err != nil {
+		_ = mf.Delete()
+		return nil, err
+	}
 	written := bd.Copy(mf.Data)
 	y.AssertTrue(written == len(mf.Data))
 	if err := z.Msync(mf.Data); err != nil {
@@ -265,7 +271,16 @@ func CreateTable(fname string, builder *Builder) (*Table, error) {
 // entry. Returns a table with one reference count on it (decrementing which may delete the file!
 // -- consider t.Close() instead). The fd has to writeable because we call Truncate on it before
 // deleting. Checksum for all blocks of table is verified based on value of chkMode.
-func OpenTable(mf *z.MmapFile, opts Options) (*Table, error) {
+func OpenTable(mf *z.MmapFile, opts Options) (t *Table, err error) {
+	// Cairn patch: a damaged table is an error, never a panic.
+	defer func() {
+		if r := recover(); r != nil {
+			if mf.Fd != nil {
+				_ = mf.Close(-1)
+			}
+			t, err = nil, fmt.Errorf("table %s is damaged: %v", mf.Fd.Name(), r)
+		}
+	}()
 	// BlockSize is used to compute the approximate size of the decompressed
 	// block. It should not be zero if the table is compressed.
 	if opts.BlockSize == 0 && opts.Compression != options.None {
@@ -283,7 +298,7 @@ func OpenTable(mf *z.MmapFile, opts Options) (*Table, error) {
 		mf.Close(-1)
 		return nil, fmt.Errorf("Invalid filename: %s", filename)
 	}
-	t := &Table{
+	t = &Table{
 		MmapFile:   mf,
 		id:         id,
 		opt:        &opts,
@@ -295,6 +310,7 @@ func OpenTable(mf *z.MmapFile, opts Options) (*Table, error) {
 	t.ref.Store(1)
 
 	if err := t.initBiggestAndSmallest(); err != nil {
+		mf.Close(-1)
 		return nil, y.Wrapf(err, "failed to initialize table")
 	}
 
@@ -331,14 +347,17 @@ func OpenInMemoryTable(data []byte, id uint64, opt *Options) (*Table, error) {
 	return t, nil
 }
 
-func (t *Table) initBiggestAndSmallest() error {
+func (t *Table) initBiggestAndSmallest() (rerr error) {
 	// This defer will help gathering debugging info in case initIndex crashes.
 	defer func() {
 		if r := recover(); r != nil {
 			// Use defer for printing info because there may be an intermediate panic.
+			// Cairn patch: report a damaged table as an error, not a panic.
 			var debugBuf bytes.Buffer
+			fmt.Fprintf(&debugBuf, "table %d is damaged: %v", t.id, r)
 			defer func() {
-				panic(fmt.Sprintf("%s\n== Recovered ==\n", debugBuf.String()))
+				_ = recover()
+				rerr = errors.New(debugBuf.String())
 			}()
 
 			// Get the count of null bytes at the end of file. This is to make sure if there was an
@@ -524,7 +543,13 @@ func (t *Table) offsets(ko *fb.BlockOffset, i int) bool {
 // block function return a new block. Each block holds a ref and the byte
 // slice stored in the block will be reused when the ref becomes zero. The
 // caller should release the block by calling block.decrRef() on it.
-func (t *Table) block(idx int, useCache bool) (*Block, error) {
+func (t *Table) block(idx int, useCache bool) (_ *Block, rerr error) {
+	// Cairn patch: damaged block metadata is an error, not a panic.
+	defer func() {
+		if r := recover(); r != nil {
+			rerr = fmt.Errorf("table %d block %d is damaged: %v", t.id, idx, r)
+		}
+	}()
 	y.AssertTruef(idx >= 0, "idx=%d", idx)
 	if idx >= t.offsetsLength() {
 		return nil, errors.New("block out of index")
@@ -707,8 +732,8 @@ func (t *Table) VerifyChecksum() error {
 	for i := 0; i < ti.OffsetsLength(); i++ {
 		b, err := t.block(i, true)
 		if err != nil {
-			return y.Wrapf(err, "checksum validation failed for table: %s, block: %d, offset:%d",
-				t.Filename(), i, b.offset)
+			return y.Wrapf(err, "checksum validation failed for table: %s, block: %d",
+				t.Filename(), i)
 		}
 		// We should not call incrRef here, because the block already has one ref when created.
 		defer b.decrRef()

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cairnflow/cairn/engine"
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/internal/demo"
+	"github.com/cairnflow/cairn/sdk/client"
+	"github.com/cairnflow/cairn/worker"
+)
+
+func devCommand(g *globals) *cobra.Command {
+	var f serverFlags
+	var withDemo bool
+	cmd := &cobra.Command{
+		Use:   "dev [--demo] [--data DIR]",
+		Short: "A server and its web UI on this machine, for trying Cairn",
+		Long: `Starts a server on loopback over a fresh data directory (removed when it stops;
+--data DIR keeps one), with its web UI, and prints where to reach both.
+
+--demo also runs the demo agent's worker in this process (the accounts-payable
+agent of ` + "`cairn demo`" + `) and starts a few runs of it, so the UI has
+something to show: one that completes, one that fails over budget, one whose
+payment provider times out (it pauses until a person resolves it), and one
+on a task queue no worker polls.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.data == "" {
+				dir, err := os.MkdirTemp("", "cairn-dev-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(dir)
+				f.data = filepath.Join(dir, "data")
+			}
+			hooks := serveHooks{ready: func(apiAddr, uiURL string) { devBanner(g, f, apiAddr, uiURL, withDemo) }}
+			if withDemo {
+				hooks.actors = func(eng *engine.Engine, _ string) ([]actor, error) { return demoActors(eng, f.data) }
+			}
+			return serve(cmd.Context(), g, f, hooks)
+		},
+	}
+	cmd.Flags().StringVar(&f.data, "data", "", "data directory (default: a fresh one, removed on exit)")
+	cmd.Flags().StringVar(&f.listen, "listen", DefaultAddress, "listen address of the API (loopback)")
+	cmd.Flags().StringVar(&f.uiListen, "ui-listen", DefaultUIListen, "listen address of the web UI (loopback)")
+	cmd.Flags().StringVar(&f.logLevel, "log-level", "warn", "log level (debug, info, warn, error)")
+	cmd.Flags().BoolVar(&withDemo, "demo", false, "run the demo agent's worker in this process, with a few runs to look at")
+	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
+		for _, l := range []struct{ flag, addr string }{{"--listen", f.listen}, {"--ui-listen", f.uiListen}} {
+			if ok, err := isLoopback(l.flag, l.addr); err != nil || !ok {
+				return usagef("cairn dev listens on loopback only (%s %s): use cairn server with a token to serve others", l.flag, l.addr)
+			}
+		}
+		f.maxSessions = 1024
+		return nil
+	}
+	return cmd
+}
+
+// devOut is dev's --json: where everything is.
+type devOut struct {
+	Address string
+	UI      string
+	Data    string
+	Demo    bool
+}
+
+func devBanner(g *globals, f serverFlags, apiAddr, uiURL string, withDemo bool) {
+	if g.json {
+		_ = printJSON(g.stdout, devOut{apiAddr, uiURL, f.data, withDemo})
+		return
+	}
+	w := g.stdout
+	fmt.Fprintf(w, "Cairn dev server\n\n  Web UI   %s\n  API      %s   (cairn workflow list --address %s; workers: --address %s)\n  Data     %s\n",
+		uiURL, apiAddr, apiAddr, apiAddr, f.data)
+	if withDemo {
+		fmt.Fprintf(w, "  Demo     the demo agent's worker runs in this process on task queue %s; it started:\n", demo.TaskQueue)
+		for _, r := range devRuns {
+			fmt.Fprintf(w, "             %-16s %s\n", r.id, r.what)
+		}
+	}
+	fmt.Fprintf(w, "\nCtrl-C stops it.\n")
+}
+
+// devRuns are the runs --demo starts.
+var devRuns = []struct {
+	id, queue, what string
+	inv             demo.Invoice
+}{
+	{"invoice-INV-1", demo.TaskQueue, "pays $1,250 to ACME and completes", demo.Invoice{ID: "INV-1", Vendor: "ACME", Amount: 1250}},
+	{"invoice-INV-2", demo.TaskQueue, "the provider times out: paused until you resolve it (Paused page)", demo.Invoice{ID: "INV-2", Vendor: "Globex", Amount: 4200}},
+	{"invoice-INV-3", demo.TaskQueue, "over budget: fails", demo.Invoice{ID: "INV-3", Vendor: "Initech", Amount: 12000}},
+	{"invoice-INV-4", "accounts-payable-eu", "on a queue no worker polls: stuck (Task queues page)", demo.Invoice{ID: "INV-4", Vendor: "Umbrella", Amount: 300}},
+}
+
+// demoActors runs the demo agent's worker over the engine and starts the
+// demo's runs (again after a restart over the same data: an id that ran
+// already is left as it is).
+func demoActors(eng *engine.Engine, data string) ([]actor, error) {
+	c := client.NewLocal(eng, client.Options{Identity: "cairn dev"})
+	a := &demo.Agent{Ledger: data + "-provider-ledger.jsonl",
+		TimesOut: func(p demo.Payment) bool { return p.Invoice == "INV-2" }}
+	w, err := worker.New(c, worker.Options{TaskQueue: demo.TaskQueue, Identity: "cairn-dev-demo-worker", GracefulStop: 2 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	if err := demo.Register(w, a, true, false); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return []actor{{
+		run: func() error {
+			for _, r := range devRuns {
+				_, err := c.StartWorkflow(ctx, client.StartOptions{ID: r.id, TaskQueue: r.queue, ReusePolicy: api.RejectDuplicate}, demo.PayInvoice, r.inv)
+				if err != nil && !errors.Is(err, api.ErrAlreadyStarted) {
+					return fmt.Errorf("start %s: %w", r.id, err)
+				}
+			}
+			return w.Run(ctx)
+		},
+		interrupt: func(error) { cancel() },
+	}}, nil
+}

@@ -1,0 +1,208 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
+)
+
+// Usage and budgets. Activity attempts report what they consumed (a model
+// call's tokens) with their completion or failure; the machine prices it
+// from Machine.Pricing, adds it to the activity, the run and (through
+// Output.Usage, in the same transaction) the workflow id's ledger, and
+// records each activity's sum, failed attempts included, in its closing
+// event. A metered activity (a model call) about to become ready while
+// the run's budget is exhausted is held instead (BudgetExceeded, status
+// paused) until UpdateBudget raises the budget or stops the run.
+
+// Price is what a model's tokens cost, in US dollars per million tokens.
+type Price struct {
+	Input       float64 `json:"input"`
+	CachedInput float64 `json:"cached_input"`
+	Output      float64 `json:"output"`
+}
+
+// Pricing maps a model name to its price.
+type Pricing map[string]Price
+
+// Cost returns the price of u's tokens and whether the model has a price.
+// Cached prompt tokens cost CachedInput (Input when that is zero).
+func (p Pricing) Cost(u history.Usage) (float64, bool) {
+	pr, ok := p[u.Model]
+	if !ok {
+		return 0, false
+	}
+	cachedRate := pr.CachedInput
+	if cachedRate == 0 {
+		cachedRate = pr.Input
+	}
+	fresh := max(u.PromptTokens-u.CachedTokens, 0)
+	return (float64(fresh)*pr.Input + float64(u.CachedTokens)*cachedRate + float64(u.CompletionTokens)*pr.Output) / 1e6, true
+}
+
+// addUsage records what one attempt of a reported.
+func (t *transition) addUsage(a *ActivityInfo, u history.Usage) {
+	if u.Tokens() == 0 && u.CachedTokens == 0 && u.CostUSD == 0 {
+		return
+	}
+	u.Attempts = 1
+	if cost, ok := t.m.Pricing.Cost(u); ok {
+		u.CostUSD = cost
+	}
+	st := t.st
+	a.Usage = a.Usage.Add(u)
+	st.Usage = addTotal(st.Usage, u)
+	i := slices.IndexFunc(st.UsageByModel, func(m history.Usage) bool { return m.Model == u.Model })
+	if i < 0 {
+		st.UsageByModel = append(st.UsageByModel, history.Usage{Model: u.Model})
+		i = len(st.UsageByModel) - 1
+	}
+	st.UsageByModel[i] = st.UsageByModel[i].Add(u)
+	t.out.Usage = append(t.out.Usage, u)
+}
+
+// addTotal adds u to a total over several models (which names none).
+func addTotal(total, u history.Usage) history.Usage {
+	total = total.Add(u)
+	total.Model = ""
+	return total
+}
+
+// budgetExceeded says why a metered activity of turn `turn` may not start
+// now ("" when it may).
+func (st *RunState) budgetExceeded(turn int64) string {
+	b := st.Budget
+	switch {
+	case b.MaxTurns > 0 && turn > b.MaxTurns:
+		return fmt.Sprintf("turn budget exhausted: model call %d of at most %d", turn, b.MaxTurns)
+	case b.MaxTokens > 0 && st.Usage.Tokens() >= b.MaxTokens:
+		return fmt.Sprintf("token budget exhausted: %d tokens used of %d", st.Usage.Tokens(), b.MaxTokens)
+	case b.MaxCostUSD > 0 && st.Usage.CostUSD >= b.MaxCostUSD:
+		return fmt.Sprintf("cost budget exhausted: $%.4f spent of $%.4f", st.Usage.CostUSD, b.MaxCostUSD)
+	}
+	return ""
+}
+
+// holdIfOverBudget holds a metered activity that is about to become ready
+// while the budget is exhausted; it reports whether it did.
+func (t *transition) holdIfOverBudget(a *ActivityInfo) bool {
+	if !a.Metered || a.Reconciling {
+		return false
+	}
+	why := t.st.budgetExceeded(a.Turn)
+	if why == "" {
+		return false
+	}
+	a.State = api.ActivityStateHeld
+	a.HeldReason = why
+	a.HeldSince = t.now
+	t.add(&history.BudgetExceeded{ScheduledEventID: a.ScheduledEventID, Reason: why, Used: t.st.Usage, Turns: t.st.Turns})
+	return true
+}
+
+// held returns the run's held activities in schedule order.
+func (st *RunState) held() []*ActivityInfo {
+	var out []*ActivityInfo
+	for _, id := range sortedKeys(st.Activities) {
+		if a := st.Activities[id]; a.State == api.ActivityStateHeld {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// setBudget is the CommandSetBudget of workflow code.
+func (t *transition) setBudget(c *api.SetBudgetCommand, wtc int64) {
+	t.st.Budget = c.Budget
+	t.add(&history.BudgetUpdated{Budget: c.Budget, By: "workflow", WorkflowTaskCompletedEventID: wtc})
+	t.releaseHeld()
+}
+
+// releaseHeld lets held activities go on when the budget allows them.
+func (t *transition) releaseHeld() {
+	for _, a := range t.st.held() {
+		if why := t.st.budgetExceeded(a.Turn); why != "" {
+			a.HeldReason = why
+			continue
+		}
+		a.HeldReason, a.HeldSince = "", time.Time{}
+		t.readyActivity(a)
+	}
+}
+
+// UpdateBudget applies a person's budget change: a new budget (the held
+// activities it allows go on) or a stop (they fail, non-retryable).
+func (m *Machine) UpdateBudget(st *RunState, req *api.UpdateBudgetRequest, now time.Time) (Output, error) {
+	if err := m.checkOpen(st); err != nil {
+		return Output{}, err
+	}
+	if req.Budget.MaxTokens < 0 || req.Budget.MaxTurns < 0 || req.Budget.MaxCostUSD < 0 {
+		return Output{}, api.Errorf(api.ErrInvalidArgument, "a budget must not be negative")
+	}
+	held := st.held()
+	if err := m.checkGrowth(st, int64(1+2*len(held))); err != nil {
+		return Output{}, err
+	}
+	t := m.begin(st, now)
+	if !req.Stop {
+		st.Budget = req.Budget
+	}
+	t.add(&history.BudgetUpdated{Budget: st.Budget, Stop: req.Stop, By: req.Identity, Reason: req.Reason})
+	if !req.Stop {
+		t.releaseHeld()
+		return t.out, nil
+	}
+	for _, a := range held {
+		reason := a.HeldReason
+		if req.Reason != "" {
+			reason += "; stopped: " + req.Reason
+		}
+		t.failActivity(a, &history.Failure{Type: "BudgetExceeded", Message: reason, NonRetryable: true}, "")
+	}
+	return t.out, nil
+}
+
+// BudgetStatus reports the run's budget and where it stands.
+func (st *RunState) BudgetStatus() *api.BudgetStatus {
+	b := &api.BudgetStatus{Budget: st.Budget, Used: st.Usage, Turns: st.Turns}
+	for _, a := range st.held() {
+		b.Held = append(b.Held, a.ScheduledEventID)
+		if b.Exceeded == "" {
+			b.Exceeded = a.HeldReason
+		}
+	}
+	if b.Exceeded == "" {
+		b.Exceeded = st.budgetExceeded(st.Turns + 1)
+	}
+	return b
+}
+
+// UsageSummary reports the run's usage.
+func (st *RunState) UsageSummary(p Pricing) *api.UsageSummary {
+	return summarizeUsage(st.Usage, st.UsageByModel, st.Turns, p)
+}
+
+func summarizeUsage(total history.Usage, byModel []history.Usage, calls int64, p Pricing) *api.UsageSummary {
+	s := &api.UsageSummary{Total: total, ByModel: slices.Clone(byModel), Calls: calls}
+	for _, u := range byModel {
+		if _, ok := p.Cost(u); !ok && u.Model != "" {
+			s.Unpriced = append(s.Unpriced, u.Model)
+		}
+	}
+	slices.SortFunc(s.ByModel, func(a, b history.Usage) int { return compareStrings(a.Model, b.Model) })
+	slices.Sort(s.Unpriced)
+	return s
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

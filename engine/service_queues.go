@@ -1,0 +1,248 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
+)
+
+// pollers remembers who polled which task queue and when, for
+// DescribeTaskQueue: a queue whose workers are gone shows no recent poller.
+// It lives in memory only: after a restart a queue shows its pollers again
+// as soon as they poll.
+type pollers struct {
+	mu sync.Mutex
+	m  map[pollerKey]*pollerSeen
+}
+
+type pollerKey struct {
+	queue, identity string
+	activity        bool
+}
+
+type pollerSeen struct {
+	last   time.Time
+	active int
+}
+
+// maxPollers bounds the remembered pollers: past it, those idle longest
+// beyond PollerRetention are forgotten first (identities change with
+// every worker restart).
+const maxPollers = 4096
+
+// begin records a poll starting now; the returned function records its end.
+func (p *pollers) begin(queue, identity string, activity bool, now func() time.Time) func() {
+	if identity == "" {
+		identity = "(no identity)"
+	}
+	k := pollerKey{queue, identity, activity}
+	p.mu.Lock()
+	if p.m == nil {
+		p.m = map[pollerKey]*pollerSeen{}
+	}
+	s := p.m[k]
+	if s == nil {
+		if len(p.m) >= maxPollers {
+			p.pruneLocked(now())
+		}
+		s = &pollerSeen{}
+		p.m[k] = s
+	}
+	s.active++
+	s.last = now()
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		s.active--
+		s.last = now()
+		p.mu.Unlock()
+	}
+}
+
+// pruneLocked forgets the pollers idle for longer than PollerRetention.
+func (p *pollers) pruneLocked(now time.Time) {
+	for k, s := range p.m {
+		if s.active == 0 && now.Sub(s.last) > api.PollerRetention {
+			delete(p.m, k)
+		}
+	}
+}
+
+// snapshot returns the pollers per queue (sticky queues left out unless
+// asked for by name), pruning the old ones.
+func (p *pollers) snapshot(now time.Time, only string) map[string]*api.TaskQueueInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pruneLocked(now)
+	out := map[string]*api.TaskQueueInfo{}
+	for k, s := range p.m {
+		if only != "" && k.queue != only || only == "" && isSticky(k.queue) {
+			continue
+		}
+		q := out[k.queue]
+		if q == nil {
+			q = &api.TaskQueueInfo{Name: k.queue}
+			out[k.queue] = q
+		}
+		pi := api.PollerInfo{Identity: k.identity, LastSeen: s.last, Polling: s.active}
+		if s.active > 0 {
+			pi.LastSeen = now
+		}
+		if k.activity {
+			q.ActivityPollers = append(q.ActivityPollers, pi)
+		} else {
+			q.WorkflowPollers = append(q.WorkflowPollers, pi)
+		}
+	}
+	return out
+}
+
+func isSticky(queue string) bool { return strings.Contains(queue, "/sticky/") }
+
+func sortPollers(ps []api.PollerInfo) {
+	slices.SortFunc(ps, func(a, b api.PollerInfo) int { return strings.Compare(a.Identity, b.Identity) })
+}
+
+// queueInfo completes a queue's description with its backlog: the queued
+// tasks a poller would still get (a queue keeps the entries of tasks that
+// went stale — a run terminated, a query given up — until it is polled).
+func (e *Engine) queueInfo(q *api.TaskQueueInfo) api.TaskQueueInfo {
+	for _, it := range e.wftQ.Items(q.Name) {
+		if e.wftLive(it) {
+			q.WorkflowBacklog++
+		}
+	}
+	for _, it := range e.actQ.Items(q.Name) {
+		if e.actLive(it) {
+			q.ActivityBacklog++
+		}
+	}
+	sortPollers(q.WorkflowPollers)
+	sortPollers(q.ActivityPollers)
+	return *q
+}
+
+// wftLive reports whether a queued workflow task item is still current,
+// by the checks its dispatch makes.
+func (e *Engine) wftLive(it wftItem) bool {
+	switch {
+	case it.task != nil:
+		return true
+	case it.query != nil:
+		e.queriesMu.Lock()
+		_, live := e.queries[it.query.id]
+		e.queriesMu.Unlock()
+		return live
+	}
+	unlock := e.lock(it.ref.WorkflowID)
+	defer unlock()
+	entry := e.openRun(it.ref.WorkflowID)
+	if entry == nil || entry.ref != it.ref {
+		return false
+	}
+	w := &entry.state.WFT
+	return w.Scheduled && !w.Started && w.Seq == it.seq
+}
+
+// actLive reports whether a queued activity attempt is still current.
+func (e *Engine) actLive(it actItem) bool {
+	if it.task != nil {
+		return true
+	}
+	unlock := e.lock(it.ref.WorkflowID)
+	defer unlock()
+	entry := e.openRun(it.ref.WorkflowID)
+	if entry == nil || entry.ref != it.ref {
+		return false
+	}
+	a, ok := entry.state.Activities[it.schedID]
+	return ok && a.State == api.ActivityStateScheduled && a.Attempt == it.attempt
+}
+
+// DescribeTaskQueue implements api.Service.
+func (e *Engine) DescribeTaskQueue(ctx context.Context, req *api.DescribeTaskQueueRequest) (*api.DescribeTaskQueueResponse, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	if err := e.m.checkID("task queue", req.TaskQueue, true); err != nil {
+		return nil, err
+	}
+	q := e.pollers.snapshot(e.now(), req.TaskQueue)[req.TaskQueue]
+	if q == nil {
+		q = &api.TaskQueueInfo{Name: req.TaskQueue}
+	}
+	return &api.DescribeTaskQueueResponse{Queue: e.queueInfo(q)}, nil
+}
+
+// ListTaskQueues implements api.Service.
+func (e *Engine) ListTaskQueues(ctx context.Context, req *api.ListTaskQueuesRequest) (*api.ListTaskQueuesResponse, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	qs := e.pollers.snapshot(e.now(), "")
+	for _, name := range e.TaskQueues() { // queues with a backlog or a waiting poller
+		if qs[name] == nil {
+			qs[name] = &api.TaskQueueInfo{Name: name}
+		}
+	}
+	resp := &api.ListTaskQueuesResponse{}
+	for _, name := range sortedKeys(qs) {
+		if !strings.HasPrefix(name, req.NamePrefix) {
+			continue
+		}
+		q := e.queueInfo(qs[name])
+		if q.WorkflowBacklog+q.ActivityBacklog+len(q.WorkflowPollers)+len(q.ActivityPollers) == 0 {
+			continue // only stale entries
+		}
+		resp.Queues = append(resp.Queues, q)
+	}
+	return resp, nil
+}
+
+// CountWorkflows implements api.Service: one pass over the list index.
+func (e *Engine) CountWorkflows(ctx context.Context, req *api.CountWorkflowsRequest) (*api.CountWorkflowsResponse, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	filter := &api.ListWorkflowsRequest{WorkflowType: req.WorkflowType, WorkflowIDPrefix: req.WorkflowIDPrefix,
+		StartedAfter: req.StartedAfter, StartedBefore: req.StartedBefore}
+	prefix := history.Key().Str("a").Bytes()
+	var counts [16]int64
+	resp := &api.CountWorkflowsResponse{}
+	var after []byte
+	const batch = 1000
+	for {
+		recs, err := e.store.Scan(ctx, history.SpaceIndex, history.ScanOptions{Prefix: prefix, After: after, Limit: batch})
+		if err != nil {
+			return nil, storeErr(err)
+		}
+		for _, r := range recs {
+			after = r.Key
+			info, ok := e.listEntry(r, filter)
+			if !ok {
+				continue
+			}
+			resp.Total++
+			if int(info.Status) < len(counts) {
+				counts[info.Status]++
+			}
+		}
+		if len(recs) < batch {
+			break
+		}
+	}
+	for s, n := range counts {
+		if n > 0 {
+			resp.ByStatus = append(resp.ByStatus, api.StatusCount{Status: api.Status(s), Count: n})
+		}
+	}
+	return resp, nil
+}

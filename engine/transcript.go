@@ -1,0 +1,218 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
+)
+
+// GetTranscript implements api.Service: it reads the run's history and
+// the transcript chunks its model calls reference, and lays them out in
+// order — the messages each model call added, the call itself, the tool
+// calls its answer asked for and what became of them.
+func (e *Engine) GetTranscript(ctx context.Context, req *api.GetTranscriptRequest) (*api.GetTranscriptResponse, error) {
+	if err := e.enter(); err != nil {
+		return nil, err
+	}
+	defer e.leave()
+	st, _, err := e.snapshot(ctx, req.WorkflowID, req.RunID)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := e.readEvents(ctx, st.Ref(), 1, int(st.NextEventID-1))
+	if err != nil {
+		return nil, err
+	}
+	b := transcriptBuilder{ctx: ctx, src: chunkSource{e}, st: st, emitted: map[string]bool{}, tools: map[string]*api.ToolCallInfo{},
+		calls: map[int64]*api.ModelCallInfo{}}
+	if err := b.build(ctx, evs); err != nil {
+		return nil, err
+	}
+	return &api.GetTranscriptResponse{RunID: st.RunID, Status: st.EffectiveStatus(), Items: b.items,
+		Usage: *st.UsageSummary(e.opts.Pricing), Budget: st.BudgetStatus()}, nil
+}
+
+type transcriptBuilder struct {
+	ctx     context.Context
+	src     history.ChunkSource
+	st      *RunState
+	items   []api.TranscriptItem
+	emitted map[string]bool
+	tools   map[string]*api.ToolCallInfo // by "<turn>:<call id>"
+	calls   map[int64]*api.ModelCallInfo // by scheduled event id
+	model   string
+	turn    int64
+	last    *api.ModelCallInfo // the last model call, whose answer no chunk holds yet
+	lastMsg *history.ChatMessage
+}
+
+func (b *transcriptBuilder) build(ctx context.Context, evs []history.Event) error {
+	for _, ev := range evs {
+		switch a := ev.Attrs.(type) {
+		case *history.ActivityScheduled:
+			if a.Metered && a.Input.Encoding == history.EncodingTranscript {
+				if err := b.modelCall(ctx, ev.ID, a); err != nil {
+					return err
+				}
+			} else if strings.HasPrefix(a.ActivityID, history.ToolActivityPrefix) {
+				if t := b.tools[strings.TrimPrefix(a.ActivityID, history.ToolActivityPrefix)]; t != nil {
+					t.ScheduledEventID, t.Effect, t.IdempotencyKey, t.State = ev.ID, a.Effect, a.IdempotencyKey, api.CallScheduled
+				}
+			}
+		case *history.ActivityCompleted:
+			b.closed(a.ScheduledEventID, api.CallCompleted, a.Usage, nil, a.Result)
+		case *history.ActivityDeduplicated:
+			b.closed(a.ScheduledEventID, api.CallCompleted, history.Usage{}, nil, a.Result)
+		case *history.ActivityFailed:
+			f := a.Failure
+			b.closed(a.ScheduledEventID, api.CallFailed, a.Usage, &f, history.Payload{})
+		case *history.ActivityTimedOut:
+			f := a.LastFailure
+			b.closed(a.ScheduledEventID, api.CallFailed, a.Usage, &f, history.Payload{})
+		case *history.ActivityCanceled:
+			b.closed(a.ScheduledEventID, api.CallFailed, a.Usage, &history.Failure{Type: "Canceled"}, history.Payload{})
+		case *history.MarkerRecorded:
+			b.marker(a)
+		}
+	}
+	if b.lastMsg != nil {
+		b.message(b.lastMsg)
+	}
+	for id, c := range b.calls { // pending model calls: their live state
+		if a := b.st.Activities[id]; a != nil {
+			c.State, c.Attempt, c.Usage, c.LastFailure = pendingState(a), a.Attempt, a.Usage, a.LastFailure
+		}
+	}
+	for _, t := range b.tools {
+		if a := b.st.Activities[t.ScheduledEventID]; a != nil && t.ScheduledEventID != 0 {
+			t.State = pendingState(a)
+		}
+	}
+	return nil
+}
+
+func pendingState(a *ActivityInfo) string {
+	switch a.State {
+	case api.ActivityStateStarted:
+		if a.Reconciling {
+			return api.CallUnknown
+		}
+		return api.CallRunning
+	case api.ActivityStateBackoff:
+		return api.CallRetrying
+	case api.ActivityStateHeld:
+		return api.CallHeld
+	case api.ActivityStateUnknown:
+		return api.CallUnknown
+	}
+	return api.CallScheduled
+}
+
+// modelCall emits the transcript entries the call added, then the call.
+func (b *transcriptBuilder) modelCall(ctx context.Context, id int64, a *history.ActivityScheduled) error {
+	var chain []history.Chunk
+	for h := a.Input.Ref; len(h) > 0 && !history.IsRoot(h) && !b.emitted[string(h)]; {
+		c, err := b.src.Chunk(ctx, h)
+		if err != nil {
+			return fmt.Errorf("transcript of model call %d: %w", id, err)
+		}
+		b.emitted[string(h)] = true
+		chain = append(chain, c)
+		h = c.Parent
+	}
+	b.lastMsg = nil // the chunk carries the previous call's answer from here on
+	for i := len(chain) - 1; i >= 0; i-- {
+		entries, err := history.DecodeTranscript(chain[i].Data)
+		if err != nil {
+			return fmt.Errorf("%w: transcript of model call %d: %w", api.ErrInternal, id, err)
+		}
+		for _, en := range entries {
+			if en.Config != nil {
+				if en.Config.Model != "" {
+					b.model = en.Config.Model
+				}
+				continue
+			}
+			b.message(en.Message)
+		}
+	}
+	b.turn++
+	c := &api.ModelCallInfo{ScheduledEventID: id, ActivityType: a.ActivityType, Model: b.model, State: api.CallScheduled, Attempt: 1}
+	b.calls[id] = c
+	b.last = c
+	b.items = append(b.items, api.TranscriptItem{Kind: api.ItemModelCall, ModelCall: c})
+	return nil
+}
+
+// message emits a message, and after an assistant message the tool calls
+// it asks for.
+func (b *transcriptBuilder) message(m *history.ChatMessage) {
+	b.items = append(b.items, api.TranscriptItem{Kind: api.ItemMessage, Message: m})
+	for _, tc := range m.ToolCalls {
+		key := strconv.FormatInt(b.turn, 10) + ":" + tc.ID
+		t := b.tools[key]
+		if t == nil {
+			t = &api.ToolCallInfo{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments, State: api.CallScheduled}
+			b.tools[key] = t
+		}
+		b.items = append(b.items, api.TranscriptItem{Kind: api.ItemToolCall, ToolCall: t})
+	}
+	if m.Role == "tool" {
+		for _, t := range b.tools {
+			if t.ID == m.ToolCallID && t.Result == "" {
+				t.Result = m.Content
+			}
+		}
+	}
+}
+
+// closed records how an activity ended.
+func (b *transcriptBuilder) closed(schedID int64, state string, u history.Usage, f *history.Failure, result history.Payload) {
+	if c := b.calls[schedID]; c != nil {
+		c.State, c.Usage, c.LastFailure = state, u, f
+		c.Attempt = max(c.Attempt, u.Attempts)
+		if c == b.last && state == api.CallCompleted {
+			var r history.ModelResult
+			if p, err := history.Resolve(b.ctx, b.src, result); err == nil && msgpack.Unmarshal(p.Data, &r) == nil && r.Message.Role != "" {
+				b.lastMsg = &r.Message
+				if r.Model != "" {
+					c.Model = r.Model
+				}
+			}
+		}
+		return
+	}
+	for _, t := range b.tools {
+		if t.ScheduledEventID == schedID {
+			t.State = state
+		}
+	}
+}
+
+// marker reads the agent's approval markers.
+func (b *transcriptBuilder) marker(m *history.MarkerRecorded) {
+	t := b.tools[m.ID]
+	if t == nil {
+		return
+	}
+	switch m.Name {
+	case history.MarkerApprovalRequested:
+		t.State = api.CallAwaitingApproval
+	case history.MarkerApprovalDecided:
+		var ap history.Approval
+		if msgpack.Unmarshal(m.Data.Data, &ap) == nil {
+			t.ApprovedBy = ap.By
+			if !ap.Approved {
+				t.State = api.CallRejected
+			} else {
+				t.State = api.CallScheduled
+			}
+		}
+	}
+}

@@ -1,0 +1,141 @@
+package badgerstore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/cairnflow/cairn/third_party/badger"
+)
+
+// seqKey holds the number of the last group commit. Every group commit
+// writes it in its own transaction (seal(seqKey, seq) — one small key per
+// fsync), so the versions of this key that Badger still holds must form an
+// unbroken run ending at the integrity file's mark.
+var seqKey = []byte("\x00cairn.seq")
+
+// lossKeyPrefix starts the records of data losses an operator accepted
+// (Options.AcceptDataLoss): lossKeyPrefix + 8-byte big-endian unix nanos
+// → a sealed JSON LossRecord.
+var lossKeyPrefix = []byte("\x00cairn.loss.")
+
+// LossRecord is what the store wrote down when it was opened with
+// Options.AcceptDataLoss over damage it would otherwise have refused.
+type LossRecord struct {
+	At time.Time `json:"at"`
+	// Refused is the error the store would have refused to open with.
+	Refused string `json:"refused"`
+	// LostFrom and LostTo are the group commits known lost (0 when the
+	// numbers are not known); each group commit holds one or more
+	// acknowledged Commit calls.
+	LostFrom uint64 `json:"lost_from,omitempty"`
+	LostTo   uint64 `json:"lost_to,omitempty"`
+	// Resumed is the commit number the store went on from.
+	Resumed uint64 `json:"resumed"`
+}
+
+func encodeSeq(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
+
+// seqRange is the outcome of checkSequence.
+type seqRange struct {
+	last uint64 // newest commit number in the database (0: none)
+	// gapFrom..gapTo are missing commits between versions Badger holds.
+	gapFrom, gapTo uint64
+}
+
+// checkSequence reads every version of seqKey that Badger holds, newest
+// first, and checks that they count down without a hole.
+func checkSequence(db *badger.DB) (seqRange, error) {
+	var r seqRange
+	txn := db.NewTransaction(false)
+	defer txn.Discard()
+	it := txn.NewIterator(badger.IteratorOptions{AllVersions: true, Prefix: seqKey})
+	defer it.Close()
+	var prev uint64
+	first := true
+	for it.Seek(seqKey); it.Valid(); it.Next() {
+		item := it.Item()
+		if !bytes.Equal(item.Key(), seqKey) {
+			continue
+		}
+		raw, err := item.ValueCopy(nil)
+		if err != nil {
+			return r, readError("read commit sequence", err)
+		}
+		v, err := unseal(seqKey, raw)
+		if err != nil {
+			return r, err
+		}
+		if len(v) != 8 {
+			return r, corruptRecord(seqKey, "commit sequence of %d bytes", len(v))
+		}
+		seq := binary.BigEndian.Uint64(v)
+		switch {
+		case first:
+			r.last, first = seq, false
+		case seq > prev:
+			return r, corruptRecord(seqKey, "commit %d is older than commit %d", seq, prev)
+		case seq+1 < prev && r.gapTo == 0:
+			r.gapFrom, r.gapTo = seq+1, prev-1
+		}
+		prev = seq
+	}
+	if err := it.Err(); err != nil {
+		return r, readError("read commit sequence", err)
+	}
+	return r, nil
+}
+
+// verifySequence compares the database's commits with the integrity file's
+// mark. It returns nil, or a *history.CorruptError describing the loss.
+func verifySequence(r seqRange, hwm uint64, dir string) error {
+	switch {
+	case r.gapTo != 0:
+		return corruptFile(dir, -1, "acknowledged group commits %d to %d are missing from the database (it holds commits up to %d): a log or table lost data", r.gapFrom, r.gapTo, r.last)
+	case r.last < hwm:
+		return corruptFile(dir, -1, "the database ends at group commit %d but commits up to %d were acknowledged (%s): %d acknowledged commits were lost or rolled back", r.last, hwm, HWMFile, hwm-r.last)
+	}
+	return nil
+}
+
+// recordLoss writes a LossRecord durably (the caller commits it).
+func recordLoss(db *badger.DB, rec LossRecord) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	key := binary.BigEndian.AppendUint64(bytes.Clone(lossKeyPrefix), uint64(rec.At.UnixNano()))
+	return db.Update(func(txn *badger.Txn) error { return txn.Set(key, seal(key, b)) })
+}
+
+// Losses returns the data losses accepted with Options.AcceptDataLoss, oldest
+// first.
+func (s *Store) Losses() ([]LossRecord, error) {
+	var out []LossRecord
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: lossKeyPrefix})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			raw, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return readError("read loss record", err)
+			}
+			v, err := unseal(it.Item().Key(), raw)
+			if err != nil {
+				return err
+			}
+			var rec LossRecord
+			if err := json.Unmarshal(v, &rec); err != nil {
+				return corruptRecord(it.Item().KeyCopy(nil), "loss record: %v", err)
+			}
+			out = append(out, rec)
+		}
+		return it.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("badgerstore: losses: %w", err)
+	}
+	return out, nil
+}

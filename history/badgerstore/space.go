@@ -1,0 +1,100 @@
+package badgerstore
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cairnflow/cairn/history"
+)
+
+// ReserveFile is the name of the space reserve in the data directory: a
+// preallocated file the store deletes to be able to open on a full disk,
+// and recreates once there is room again.
+const ReserveFile = "CAIRN-RESERVE"
+
+// reserveSize is the reserve's size: room for Badger to open (a memtable's
+// first WAL chunk, a value-log header) and to write its MANIFEST.
+const reserveSize = 8 << 20
+
+// spaceCheckEvery is how often, at most, a commit asks the filesystem for
+// its free space while there is plenty; below twice the floor it asks on
+// every group commit.
+const spaceCheckEvery = 50 * time.Millisecond
+
+// space guards commits against a full disk: a group commit is refused
+// with history.ErrNoSpace, before Badger writes anything, while the
+// filesystem has fewer than MinFreeBytes available.
+type space struct {
+	dir     string
+	min     int64
+	last    time.Time // committer only
+	lastOK  int64     // free bytes at the last check
+	missing atomic.Bool
+}
+
+// freeBytes returns the bytes available to an unprivileged writer in dir.
+func freeBytes(dir string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}
+
+// check returns history.ErrNoSpace (wrapped) when a commit must not be
+// attempted. It runs on the committer.
+func (sp *space) check(now time.Time) error {
+	if sp.min <= 0 {
+		return nil
+	}
+	if sp.lastOK > 2*sp.min && now.Sub(sp.last) < spaceCheckEvery {
+		return nil
+	}
+	free, err := freeBytes(sp.dir)
+	if err != nil {
+		return nil // cannot tell: let the write itself fail if it must
+	}
+	sp.last, sp.lastOK = now, free
+	if free < sp.min {
+		return fmt.Errorf("%w: %d bytes free in %s, below the floor of %d (MinFreeBytes)", history.ErrNoSpace, free, sp.dir, sp.min)
+	}
+	if sp.missing.Load() && free >= sp.min+reserveSize {
+		if makeReserve(sp.dir) == nil {
+			sp.missing.Store(false)
+		}
+	}
+	return nil
+}
+
+// makeReserve creates the reserve file, fully allocated.
+func makeReserve(dir string) error {
+	path := filepath.Join(dir, ReserveFile)
+	if fi, err := os.Stat(path); err == nil && fi.Size() == reserveSize {
+		return nil
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	err = allocateFile(f, reserveSize)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+	}
+	return err
+}
+
+// dropReserve deletes the reserve file; it reports whether there was one.
+func dropReserve(dir string) bool {
+	return os.Remove(filepath.Join(dir, ReserveFile)) == nil
+}

@@ -1,0 +1,198 @@
+package history
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Transcripts: the stored form of an agent's conversation.
+//
+// A model call's input is a payload in EncodingTranscript whose bytes are a
+// sequence of msgpack-encoded TranscriptEntry records — the conversation
+// so far as an append-only log: messages, and the settings (model, tools,
+// sampling) that apply from that point on. The agent loop appends the
+// entries of each turn and sends them as a chunk extending the previous
+// turn's (see chunk.go), so the log is stored once, whatever its length,
+// and the engine, the CLI and the UI can read any run's conversation.
+//
+// These types are part of the stored format: add fields only at the end,
+// never rename their msgpack names.
+
+// EncodingTranscript names a payload holding transcript entries.
+const EncodingTranscript = "cairn.transcript.v1+msgpack"
+
+// ChatMessage is one message of a conversation, in the chat-completions
+// shape: role "system", "user", "assistant" or "tool".
+type ChatMessage struct {
+	Role    string `msgpack:"r" json:"role"`
+	Content string `msgpack:"c,omitempty" json:"content,omitempty"`
+	// Name names a tool (role "tool") or a participant.
+	Name string `msgpack:"n,omitempty" json:"name,omitempty"`
+	// ToolCalls are the calls an assistant message asks for.
+	ToolCalls []ToolCall `msgpack:"tc,omitempty" json:"tool_calls,omitempty"`
+	// ToolCallID answers a tool call (role "tool").
+	ToolCallID string `msgpack:"ti,omitempty" json:"tool_call_id,omitempty"`
+}
+
+// ToolCall is a model's request to call a tool.
+type ToolCall struct {
+	ID        string `msgpack:"i" json:"id"`
+	Name      string `msgpack:"n" json:"name"`
+	Arguments string `msgpack:"a,omitempty" json:"arguments,omitempty"` // JSON text, as the model wrote it
+}
+
+// ToolSpec describes a tool to the model.
+type ToolSpec struct {
+	Name        string `msgpack:"n" json:"name"`
+	Description string `msgpack:"d,omitempty" json:"description,omitempty"`
+	// Parameters is the JSON schema of the tool's input (JSON text).
+	Parameters string `msgpack:"p,omitempty" json:"parameters,omitempty"`
+}
+
+// ChatConfig is what a model call sends besides the messages. A config
+// entry replaces the one before it.
+type ChatConfig struct {
+	Model       string     `msgpack:"m,omitempty" json:"model,omitempty"`
+	Tools       []ToolSpec `msgpack:"t,omitempty" json:"tools,omitempty"`
+	Temperature *float64   `msgpack:"te,omitempty" json:"temperature,omitempty"`
+	MaxTokens   int64      `msgpack:"mt,omitempty" json:"max_tokens,omitempty"`
+	// Stream asks for the answer as a live token stream.
+	Stream bool `msgpack:"s,omitempty" json:"stream,omitempty"`
+}
+
+// TranscriptEntry is one record of a transcript: a message or a config.
+type TranscriptEntry struct {
+	Message *ChatMessage `msgpack:"m,omitempty" json:"message,omitempty"`
+	Config  *ChatConfig  `msgpack:"c,omitempty" json:"config,omitempty"`
+}
+
+// AppendTranscript appends the encoding of entries to b.
+func AppendTranscript(b []byte, entries ...TranscriptEntry) ([]byte, error) {
+	buf := bytes.NewBuffer(b)
+	enc := msgpack.NewEncoder(buf)
+	for i := range entries {
+		if err := enc.Encode(&entries[i]); err != nil {
+			return nil, fmt.Errorf("history: encode transcript entry: %w", err)
+		}
+	}
+	return buf.Bytes(), nil
+}
+
+// DecodeTranscript decodes a transcript's bytes (or one chunk's: a chunk
+// holds whole entries) into its entries.
+func DecodeTranscript(b []byte) ([]TranscriptEntry, error) {
+	dec := msgpack.NewDecoder(bytes.NewReader(b))
+	var out []TranscriptEntry
+	for {
+		var e TranscriptEntry
+		err := dec.Decode(&e)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: transcript entry %d: %w", ErrInvalid, len(out), err)
+		}
+		if (e.Message == nil) == (e.Config == nil) {
+			return nil, fmt.Errorf("%w: transcript entry %d holds neither or both a message and a config", ErrInvalid, len(out))
+		}
+		out = append(out, e)
+	}
+}
+
+// Usage is what activity attempts consumed, as their workers reported it:
+// tokens, and their cost from the engine's price table when it was
+// recorded.
+type Usage struct {
+	Model            string `msgpack:"m,omitempty" json:"model,omitempty"`
+	PromptTokens     int64  `msgpack:"p,omitempty" json:"prompt_tokens,omitempty"`
+	CompletionTokens int64  `msgpack:"c,omitempty" json:"completion_tokens,omitempty"`
+	// CachedTokens are the part of PromptTokens served from the
+	// provider's prompt cache.
+	CachedTokens int64 `msgpack:"k,omitempty" json:"cached_tokens,omitempty"`
+	// CostUSD is the price of the tokens; 0 when the model has no price.
+	CostUSD float64 `msgpack:"u,omitempty" json:"cost_usd,omitempty"`
+	// Attempts counts the attempts whose usage is summed here.
+	Attempts int32 `msgpack:"a,omitempty" json:"attempts,omitempty"`
+}
+
+// Tokens returns prompt plus completion tokens.
+func (u Usage) Tokens() int64 { return u.PromptTokens + u.CompletionTokens }
+
+// IsZero reports whether nothing was used.
+func (u Usage) IsZero() bool { return u == Usage{} }
+
+// Add returns u plus v (v's model wins when u has none).
+func (u Usage) Add(v Usage) Usage {
+	if u.Model == "" {
+		u.Model = v.Model
+	}
+	u.PromptTokens += v.PromptTokens
+	u.CompletionTokens += v.CompletionTokens
+	u.CachedTokens += v.CachedTokens
+	u.CostUSD += v.CostUSD
+	u.Attempts += v.Attempts
+	return u
+}
+
+func (u *Usage) fields(v fieldVisitor) {
+	v.str("model", &u.Model)
+	v.int64("promptTokens", &u.PromptTokens)
+	v.int64("completionTokens", &u.CompletionTokens)
+	v.int64("cachedTokens", &u.CachedTokens)
+	v.float64("costUSD", &u.CostUSD)
+	v.int32("attempts", &u.Attempts)
+}
+
+// Budget bounds what a run may spend on metered activities (model calls).
+// Zero fields mean no limit. When the run has used MaxTokens tokens, spent
+// MaxCostUSD, or scheduled MaxTurns metered activities, the next metered
+// activity is held and the run is paused until a person raises the budget
+// or stops the run.
+type Budget struct {
+	MaxTokens  int64   `msgpack:"t,omitempty" json:"max_tokens,omitempty"`
+	MaxCostUSD float64 `msgpack:"c,omitempty" json:"max_cost_usd,omitempty"`
+	MaxTurns   int64   `msgpack:"n,omitempty" json:"max_turns,omitempty"`
+}
+
+// IsZero reports whether the budget sets no limit.
+func (b Budget) IsZero() bool { return b == Budget{} }
+
+func (b *Budget) fields(v fieldVisitor) {
+	v.int64("maxTokens", &b.MaxTokens)
+	v.float64("maxCostUSD", &b.MaxCostUSD)
+	v.int64("maxTurns", &b.MaxTurns)
+}
+
+// ModelResult is the result of a model call, as recorded: the assistant's
+// message and what the call consumed.
+type ModelResult struct {
+	Message      ChatMessage `msgpack:"m" json:"message"`
+	Usage        Usage       `msgpack:"u,omitempty" json:"usage,omitempty"`
+	FinishReason string      `msgpack:"f,omitempty" json:"finish_reason,omitempty"`
+	Model        string      `msgpack:"md,omitempty" json:"model,omitempty"`
+	ID           string      `msgpack:"i,omitempty" json:"id,omitempty"`
+}
+
+// Agent conventions the engine reads to show a run's tool calls (see
+// sdk/agent): a tool call's activity id, and the markers of approvals.
+const (
+	// ToolActivityPrefix starts the activity id of a tool call:
+	// "tool:<model call number>:<tool call id>".
+	ToolActivityPrefix = "tool:"
+	// MarkerApprovalRequested is recorded (id "<turn>:<call id>") when a
+	// tool call starts waiting for a person's approval.
+	MarkerApprovalRequested = "cairn.agent.approval-requested"
+	// MarkerApprovalDecided records the decision (data: an Approval).
+	MarkerApprovalDecided = "cairn.agent.approval-decided"
+)
+
+// Approval is a person's decision on a tool call.
+type Approval struct {
+	Approved bool   `msgpack:"ok" json:"approved"`
+	By       string `msgpack:"by,omitempty" json:"by,omitempty"`
+	Reason   string `msgpack:"why,omitempty" json:"reason,omitempty"`
+}

@@ -1,0 +1,284 @@
+// Cairn's web UI: a router over the pages in pages/, and the helpers they
+// share. Plain JavaScript modules, no build step.
+import * as runs from "./pages/runs.js";
+import * as run from "./pages/run.js";
+import * as paused from "./pages/paused.js";
+import * as effects from "./pages/effects.js";
+import * as queues from "./pages/queues.js";
+import * as agent from "./pages/agent.js";
+
+// ---- HTML built safely: every interpolated value is escaped unless raw().
+class Raw { constructor(s) { this.s = s; } toString() { return this.s; } }
+export const raw = (s) => new Raw(String(s));
+const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+function part(v) {
+  if (v == null || v === false) return "";
+  if (v instanceof Raw) return v.s;
+  if (Array.isArray(v)) return v.map(part).join("");
+  return esc(v);
+}
+export function html(strings, ...vals) {
+  let out = strings[0];
+  vals.forEach((v, i) => { out += part(v) + strings[i + 1]; });
+  return new Raw(out);
+}
+
+// ---- Talking to the server.
+let csrf = "";
+export class APIError extends Error {
+  constructor(code, message, status) { super(message); this.code = code; this.status = status; }
+}
+async function answer(resp) {
+  const text = await resp.text();
+  let body = null;
+  try { body = text ? JSON.parse(text) : null; } catch { /* not JSON */ }
+  if (resp.status === 401) { location.href = "/login?next=" + encodeURIComponent(location.pathname + location.search); }
+  if (!resp.ok) throw new APIError(body?.code || "internal", body?.message || text || resp.statusText, resp.status);
+  return body;
+}
+export async function get(path, params = {}) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== "" && v != null) q.set(k, v);
+  const s = q.toString();
+  return answer(await fetch(path + (s ? "?" + s : ""), { headers: { Accept: "application/json" } }));
+}
+export async function post(path, body) {
+  return answer(await fetch(path, {
+    method: "POST", headers: { "Content-Type": "application/json", "X-Cairn-CSRF": csrf }, body: JSON.stringify(body),
+  }));
+}
+
+// ---- Formatting.
+export function ago(t, now = Date.now()) {
+  if (!t) return "–";
+  const d = now - new Date(t).getTime();
+  const s = Math.abs(d) / 1000;
+  let txt;
+  if (s < 1) txt = Math.round(Math.abs(d)) + "ms";
+  else if (s < 60) txt = s.toFixed(s < 10 ? 1 : 0) + "s";
+  else if (s < 3600) txt = Math.floor(s / 60) + "m" + (s < 600 ? " " + Math.floor(s % 60) + "s" : "");
+  else if (s < 172800) txt = Math.floor(s / 3600) + "h " + Math.floor((s % 3600) / 60) + "m";
+  else txt = Math.floor(s / 86400) + "d";
+  return d >= 0 ? txt + " ago" : "in " + txt;
+}
+export function when(t) {
+  if (!t) return html`<span class="muted">–</span>`;
+  const d = new Date(t);
+  return html`<time datetime="${t}" title="${d.toLocaleString()} (${t})">${ago(t)}</time>`;
+}
+// dur parses a Go duration ("1m30.5s", "250ms") to milliseconds.
+export function durMs(s) {
+  if (!s) return 0;
+  let ms = 0;
+  for (const [, n, u] of s.matchAll(/([\d.]+)(ns|µs|us|ms|s|m|h)/g)) {
+    ms += parseFloat(n) * { ns: 1e-6, "µs": 1e-3, us: 1e-3, ms: 1, s: 1e3, m: 6e4, h: 3.6e6 }[u];
+  }
+  return ms;
+}
+export function fmtMs(ms) {
+  if (ms < 1) return ms > 0 ? "<1ms" : "0";
+  if (ms < 1000) return Math.round(ms) + "ms";
+  if (ms < 60000) return (ms / 1000).toFixed(ms < 10000 ? 2 : 1) + "s";
+  if (ms < 3600000) return Math.floor(ms / 60000) + "m " + Math.round((ms % 60000) / 1000) + "s";
+  return Math.floor(ms / 3600000) + "h " + Math.round((ms % 3600000) / 60000) + "m";
+}
+export const status = (s) => html`<span class="pill ${s}">${(s || "").replace(/_/g, " ")}</span>`;
+export const short = (id) => (id || "").slice(0, 12);
+// payload renders a payload ({"encoding", "json"|"base64"}) pretty-printed.
+export function payload(p) {
+  if (!p) return html`<span class="muted">none</span>`;
+  if ("json" in p) return html`<pre class="payload">${JSON.stringify(p.json, null, 2)}</pre>`;
+  return html`<pre class="payload muted">${p.base64 ? atob(p.base64).length : 0} bytes of ${p.encoding} (not JSON)</pre>`;
+}
+export function payloadText(p) {
+  if (!p) return "";
+  return "json" in p ? JSON.stringify(p.json) : `<${p.encoding}>`;
+}
+export function runLink(id, runId, text) {
+  const href = "/runs/" + encodeURIComponent(id) + (runId ? "/" + encodeURIComponent(runId) : "");
+  return html`<a href="${href}">${text ?? id}</a>`;
+}
+export function toast(msg) {
+  const t = document.getElementById("toast");
+  t.textContent = msg;
+  t.classList.add("show");
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => t.classList.remove("show"), 3500);
+}
+export function errorBox(err) {
+  return html`<div class="callout bad" role="alert"><strong>${err.code || "error"}</strong>: ${err.message}</div>`;
+}
+// who is the name a person gives for the actions they take.
+export const who = {
+  get: () => localStorage.getItem("cairn.who") || "",
+  set: (v) => localStorage.setItem("cairn.who", v.trim()),
+};
+
+// ---- Live updates: pages poll through every(); the indicator shows health.
+export function setLive(ok) {
+  const el = document.getElementById("live");
+  el.className = "live " + (ok ? "on" : "off");
+  el.title = ok ? "Live: updating" : "Not updating: the server does not answer";
+}
+// every calls fn now and every ms while the tab is visible; it returns a stop function.
+export function every(ms, fn) {
+  let stopped = false, timer = null;
+  const tick = async () => {
+    if (stopped) return;
+    if (document.visibilityState === "visible") {
+      try { await fn(); setLive(true); } catch (e) { setLive(false); if (!(e instanceof APIError)) console.error(e); }
+    }
+    if (!stopped) timer = setTimeout(tick, ms);
+  };
+  tick();
+  return () => { stopped = true; clearTimeout(timer); };
+}
+
+// ---- Confirmation dialogs.
+export function confirmDialog({ title, body, confirm, danger, fields = [] }) {
+  return new Promise((resolve) => {
+    const d = document.createElement("dialog");
+    d.innerHTML = html`<form method="dialog">
+      <h2>${title}</h2>
+      <div>${body}</div>
+      ${fields.map((f) => html`<div class="field"><label for="f-${f.name}">${f.label}</label>
+        ${f.textarea ? html`<textarea id="f-${f.name}" name="${f.name}" placeholder="${f.placeholder || ""}"></textarea>`
+                     : html`<input id="f-${f.name}" name="${f.name}" value="${f.value || ""}" placeholder="${f.placeholder || ""}" ${f.required ? raw("required") : ""}>`}</div>`)}
+      <div class="buttons"><button value="cancel" formnovalidate>Cancel</button>
+      <button value="ok" class="${danger ? "danger" : "primary"}" id="confirm-ok">${confirm}</button></div></form>`.s;
+    document.body.append(d);
+    d.addEventListener("close", () => {
+      const ok = d.returnValue === "ok";
+      const values = {};
+      for (const f of fields) values[f.name] = d.querySelector(`[name="${f.name}"]`).value;
+      d.remove();
+      resolve(ok ? values : null);
+    });
+    d.showModal();
+    (d.querySelector("input,textarea") || d.querySelector("#confirm-ok")).focus();
+  });
+}
+
+// ---- Keyboard navigation of tables: j/k move, Enter opens.
+export function rowKeys(table) {
+  if (!table) return;
+  table.tabIndex = 0;
+  table.setAttribute("aria-label", table.getAttribute("aria-label") || "rows: j and k move, Enter opens");
+}
+function moveSelection(delta) {
+  const rows = [...document.querySelectorAll("tbody tr[data-href]")];
+  if (!rows.length) return;
+  let i = rows.findIndex((r) => r.classList.contains("sel"));
+  rows.forEach((r) => r.classList.remove("sel"));
+  i = Math.max(0, Math.min(rows.length - 1, i + delta));
+  rows[i].classList.add("sel");
+  rows[i].scrollIntoView({ block: "nearest" });
+}
+
+// ---- The router.
+const routes = [
+  [/^\/(runs)?$/, runs, "runs"],
+  [/^\/runs\/([^/]+)(?:\/([^/]+))?$/, run, "runs"],
+  [/^\/paused$/, paused, "paused"],
+  [/^\/effects$/, effects, "effects"],
+  [/^\/queues$/, queues, "queues"],
+  [/^\/agent\/([^/]+)(?:\/([^/]+))?$/, agent, "runs"],
+];
+let cleanup = null;
+export function go(href, replace = false) {
+  if (replace) history.replaceState(null, "", href); else history.pushState(null, "", href);
+  route();
+}
+async function route() {
+  if (cleanup) { try { cleanup(); } catch (e) { console.error(e); } cleanup = null; }
+  const path = location.pathname;
+  const main = document.getElementById("main");
+  for (const [re, page, nav] of routes) {
+    const m = path.match(re);
+    if (!m) continue;
+    document.querySelectorAll("[data-nav]").forEach((a) => {
+      if (a.dataset.nav === nav) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
+    });
+    const params = m.slice(1).map((s) => (s ? decodeURIComponent(s) : s));
+    try {
+      cleanup = (await page.render(main, params, new URLSearchParams(location.search))) || null;
+    } catch (e) {
+      main.innerHTML = errorBox(e).s;
+    }
+    return;
+  }
+  main.innerHTML = html`<h1>Not found</h1><p>No page at ${path}. <a href="/runs">Runs</a></p>`.s;
+}
+
+document.addEventListener("click", (e) => {
+  const row = e.target.closest("tr[data-href]");
+  if (row && !e.target.closest("a,button,input,select,textarea,summary,details")) {
+    if (e.metaKey || e.ctrlKey) window.open(row.dataset.href); else go(row.dataset.href);
+    return;
+  }
+  const a = e.target.closest("a[href]");
+  if (!a || a.target || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey || e.button !== 0) return;
+  const url = new URL(a.href, location.href);
+  if (url.origin !== location.origin || url.pathname.startsWith("/static/") || url.pathname === "/login") return;
+  e.preventDefault();
+  go(url.pathname + url.search + url.hash);
+});
+window.addEventListener("popstate", route);
+
+// ---- Theme.
+function applyTheme(t) {
+  if (t) document.documentElement.dataset.theme = t; else delete document.documentElement.dataset.theme;
+}
+function toggleTheme() {
+  const dark = document.documentElement.dataset.theme === "dark" ||
+    (!document.documentElement.dataset.theme && matchMedia("(prefers-color-scheme: dark)").matches);
+  // (the colours follow color-scheme: see style.css)
+  const t = dark ? "light" : "dark";
+  localStorage.setItem("cairn.theme", t);
+  applyTheme(t);
+}
+applyTheme(localStorage.getItem("cairn.theme"));
+
+// ---- Keyboard shortcuts.
+let pending = "";
+document.addEventListener("keydown", (e) => {
+  if (e.target.closest("input,textarea,select,[contenteditable]") || e.metaKey || e.ctrlKey || e.altKey) return;
+  if (document.querySelector("dialog[open]")) return;
+  const k = e.key;
+  if (pending === "g") {
+    pending = "";
+    const to = { r: "/runs", p: "/paused", e: "/effects", q: "/queues" }[k];
+    if (to) { e.preventDefault(); go(to); }
+    return;
+  }
+  if (k === "g") { pending = "g"; setTimeout(() => { pending = ""; }, 1200); return; }
+  if (k === "/") { const f = document.querySelector("[data-search]"); if (f) { e.preventDefault(); f.focus(); } return; }
+  if (k === "j" || k === "ArrowDown" && e.target === document.body) { e.preventDefault(); moveSelection(1); return; }
+  if (k === "k" || k === "ArrowUp" && e.target === document.body) { e.preventDefault(); moveSelection(-1); return; }
+  if (k === "Enter") { const r = document.querySelector("tbody tr.sel[data-href]"); if (r) { e.preventDefault(); go(r.dataset.href); } return; }
+  if (k === "t") { toggleTheme(); return; }
+  if (k === "?") { document.getElementById("keys").showModal(); }
+});
+
+// ---- Start.
+async function start() {
+  document.getElementById("theme").addEventListener("click", toggleTheme);
+  document.getElementById("help").addEventListener("click", () => document.getElementById("keys").showModal());
+  try {
+    const s = await get("/api/session");
+    csrf = s.csrf;
+    document.getElementById("logout").hidden = !s.auth;
+  } catch (e) {
+    document.getElementById("main").innerHTML = errorBox(e).s;
+    return;
+  }
+  every(5000, async () => {
+    const p = await get("/api/runs", { status: "paused", size: 500 });
+    const n = (p.workflows || []).length;
+    const el = document.getElementById("paused-count");
+    el.hidden = n === 0;
+    el.textContent = n + (p.next ? "+" : "");
+  });
+  route();
+}
+start();

@@ -1,0 +1,73 @@
+// Paused effects: every run waiting for a person, what its action was
+// called with, its key, why the outcome is unknown, and a form to resolve
+// it. A resolved run leaves the list and visibly goes on.
+import { html, get, when, payload, runLink, every, status, errorBox } from "../app.js";
+import { resolveForm, wireResolve } from "./resolve.js";
+
+export async function render(main) {
+  main.innerHTML = html`<div class="head"><h1>Paused effects</h1><span class="muted">runs waiting for a person to say what happened</span></div>
+    <div id="paused-list"><p class="muted">Loading…</p></div><section id="resolved" aria-live="polite"></section>`.s;
+  const list = main.querySelector("#paused-list");
+  const followed = new Map(); // runs resolved here: workflow id → run id, followed until they close
+  const refresh = async () => {
+    const v = await get("/api/paused");
+    const runs = v.runs || [];
+    // Keep the cards a person is typing into; add new ones, drop resolved ones.
+    const keep = new Set(runs.map((r) => `${r.info.runId}/${r.info.pause.scheduledEventId}`));
+    for (const card of list.querySelectorAll("[data-card]")) if (!keep.has(card.dataset.card) && !card.dataset.resolved) card.remove();
+    if (!runs.length && !list.querySelector("[data-card]")) {
+      list.innerHTML = html`<div class="panel"><p>Nobody needs to decide anything: no run is paused.</p></div>`.s;
+    } else {
+      list.querySelector(".panel.empty")?.remove();
+      if (!list.querySelector("[data-card]")) list.innerHTML = "";
+      for (const r of runs) {
+        const id = `${r.info.runId}/${r.info.pause.scheduledEventId}`;
+        if (list.querySelector(`[data-card="${CSS.escape(id)}"]`)) continue;
+        list.insertAdjacentHTML("beforeend", card(r).s);
+      }
+      if (v.more) list.insertAdjacentHTML("beforeend", html`<p class="muted">More runs are paused than shown here.</p>`.s);
+    }
+    wireResolve(list, (wf, run) => {
+      followed.set(wf, run);
+      const c = [...list.querySelectorAll("[data-card]")].find((x) => x.dataset.wf === wf);
+      if (c) c.dataset.resolved = "1";
+    });
+    await follow();
+  };
+  // follow shows the runs resolved on this page going on, until they close.
+  const follow = async () => {
+    for (const [wf, run] of followed) {
+      const c = [...list.querySelectorAll("[data-card]")].find((x) => x.dataset.wf === wf);
+      try {
+        const r = await get("/api/run", { id: wf, run });
+        const el = c?.querySelector(".after");
+        if (el) el.innerHTML = html`<p>Now ${status(r.info.status)} — ${r.info.historyLength} events. ${runLink(wf, run, "Open the run")}</p>`.s;
+        if (!["running", "paused"].includes(r.info.status)) followed.delete(wf);
+      } catch (e) {
+        if (c) c.querySelector(".after").innerHTML = errorBox(e).s;
+        followed.delete(wf);
+      }
+    }
+  };
+  return every(2000, refresh);
+}
+
+function card(r) {
+  const i = r.info, p = i.pause, a = r.activity || {};
+  return html`<article class="panel" data-card="${i.runId}/${p.scheduledEventId}" data-wf="${i.workflowId}" aria-label="Paused run ${i.workflowId}">
+    <div class="head"><h2>${runLink(i.workflowId, i.runId)}</h2>${status("paused")}<span class="muted">${i.workflowType} · waiting since ${when(p.since)}</span></div>
+    <div class="columns">
+      <dl class="grid">
+        <dt>Action</dt><dd><strong>${p.activityType}</strong> (activity ${p.activityId}, attempt ${p.attempt})</dd>
+        <dt>Key</dt><dd class="mono wrap">${p.idempotencyKey}</dd>
+        <dt>Why unknown</dt><dd>${p.reason}</dd>
+        ${r.reconcile ? html`<dt>Reconcile said</dt><dd>${r.reconcile}</dd>` : html`<dt>Reconcile</dt><dd class="muted">none declared, or it did not run</dd>`}
+        ${a.lastFailure ? html`<dt>Last failure</dt><dd>${a.lastFailure.message}</dd>` : ""}
+        ${r.effect ? html`<dt>Ledger</dt><dd>${status(r.effect.state)} · ${r.effect.attempts} attempt(s)${r.effect.duplicates ? html` · <span class="error">${r.effect.duplicates} duplicate(s)</span>` : ""}</dd>` : ""}
+      </dl>
+      <div><h3>Arguments</h3>${payload(p.input)}</div>
+    </div>
+    ${resolveForm(i, p)}
+    <div class="after"></div>
+  </article>`;
+}

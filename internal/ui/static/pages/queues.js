@@ -1,0 +1,28 @@
+// Task queues and their workers: the backlog of each queue and who polled
+// it lately, so that a queue nobody polls is visibly stuck.
+import { html, get, when, every } from "../app.js";
+
+export async function render(main) {
+  main.innerHTML = html`<div class="head"><h1>Task queues</h1><span class="muted">workers seen in the last 5 minutes</span></div><div id="queues"><p class="muted">Loading…</p></div>`.s;
+  return every(3000, async () => {
+    const v = await get("/api/queues");
+    const qs = v.queues || [];
+    main.querySelector("#queues").innerHTML = qs.length ? html`${qs.map(queue)}`.s :
+      html`<div class="panel"><p>No task queue has work waiting or a worker polling it.</p></div>`.s;
+  });
+}
+
+function queue(q) {
+  const wp = q.workflowPollers || [], ap = q.activityPollers || [];
+  const stuck = (q.workflowBacklog > 0 && !wp.length) || (q.activityBacklog > 0 && !ap.length);
+  const pollers = [...wp.map((p) => ({ ...p, kind: "workflow" })), ...ap.map((p) => ({ ...p, kind: "activity" }))];
+  return html`<section class="panel" data-queue="${q.name}" aria-label="Task queue ${q.name}">
+    <div class="head"><h2>${q.name}</h2>
+      ${stuck ? html`<span class="pill bad" data-stuck>stuck: tasks wait and no worker polls for them</span>` : html`<span class="pill ok">served</span>`}
+      <span class="muted">backlog: ${q.workflowBacklog} workflow task(s), ${q.activityBacklog} activity task(s)</span></div>
+    ${pollers.length ? html`<table aria-label="Pollers of ${q.name}"><thead><tr><th>Worker</th><th>Polls for</th><th>Last seen</th><th>Now</th></tr></thead><tbody>
+      ${pollers.map((p) => html`<tr><td class="mono">${p.identity}</td><td>${p.kind} tasks</td><td>${when(p.lastSeen)}</td>
+        <td>${p.polling ? html`<span class="pill ok">polling (${p.polling})</span>` : html`<span class="pill">idle</span>`}</td></tr>`)}
+      </tbody></table>` : html`<p class="error">No worker polled this queue in the last 5 minutes: start a worker on task queue <code>${q.name}</code>.</p>`}
+  </section>`;
+}

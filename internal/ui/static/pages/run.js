@@ -1,0 +1,218 @@
+// A run: its summary, what it waits for, its effects, and its history as a
+// live timeline (server-sent events).
+import { html, post, when, status, short, payload, payloadText, runLink, toast, errorBox, confirmDialog, who, durMs, fmtMs, setLive, APIError } from "../app.js";
+import { resolveForm, wireResolve } from "./resolve.js";
+
+export async function render(main, [id, runId]) {
+  main.innerHTML = html`
+    <div class="head"><h1 id="run-title">${id}</h1><span id="run-status"></span><span class="mono muted" id="run-id"></span>
+      <div class="actions" id="actions"></div></div>
+    <div id="pause"></div>
+    <div class="columns"><section class="panel" aria-labelledby="h-summary"><h2 id="h-summary">Summary</h2><div id="summary"><p class="muted">Loading…</p></div></section>
+      <section class="panel" aria-labelledby="h-io"><h2 id="h-io">Input and outcome</h2><div id="io"></div></section></div>
+    <section id="pending"></section>
+    <section id="effects"></section>
+    <section id="chain"></section>
+    <section aria-labelledby="h-history"><h2 id="h-history">History <span class="muted" id="history-count"></span></h2>
+      <table class="timeline" id="timeline" aria-label="History, one row per event">
+        <thead><tr><th class="num">#</th><th>Time</th><th>Event</th><th>Name</th><th class="num">Attempt</th><th>Duration</th><th>Details</th><th></th></tr></thead>
+        <tbody></tbody></table></section>`.s;
+
+  let maxDur = 1;
+  const tbody = main.querySelector("#timeline tbody");
+  const addRows = (rows) => {
+    for (const r of rows) {
+      const ms = durMs(r.duration);
+      maxDur = Math.max(maxDur, ms);
+      const ev = r.event || {};
+      const a = ev.attributes || {};
+      let link = "";
+      if (r.type === "ChildWorkflowStarted") link = runLink(a.workflowId, a.runId, "open child");
+      if (r.type === "ActivityDeduplicated" && a.originalRunId) link = runLink(id, a.originalRunId, "run that did it");
+      if (r.type === "WorkflowContinuedAsNew") link = runLink(id, a.newRunId, "next run");
+      tbody.insertAdjacentHTML("beforeend", html`
+        <tr class="ev tone-${r.tone || "none"}" data-event="${r.id}">
+          <td class="num">${r.id}</td>
+          <td class="t" title="${r.time}">+${fmtMs(durMs(r.offset))}</td>
+          <td class="type">${r.type}</td>
+          <td>${r.name || ""}</td>
+          <td class="num">${r.attempt || ""}</td>
+          <td class="t">${ms ? html`${fmtMs(ms)}<div class="bar" data-ms="${ms}"></div>` : ""}</td>
+          <td class="ellipsis" title="${r.detail || ""}">${r.detail || ""} ${link}</td>
+          <td><button type="button" class="toggle" aria-expanded="false" aria-label="Show event ${r.id}">▸</button></td>
+        </tr>
+        <tr class="detail" hidden data-detail="${r.id}"><td colspan="8"><pre>${JSON.stringify(ev, null, 2)}</pre></td></tr>`.s);
+    }
+    for (const b of tbody.querySelectorAll(".bar")) b.style.width = Math.max(2, (Number(b.dataset.ms) / maxDur) * 100) + "%";
+    main.querySelector("#history-count").textContent = `(${tbody.querySelectorAll("tr.ev").length} events)`;
+  };
+  tbody.addEventListener("click", (e) => {
+    const btn = e.target.closest("button.toggle");
+    const tr = e.target.closest("tr.ev");
+    if (!tr || (e.target.closest("a") && !btn)) return;
+    const detail = tbody.querySelector(`tr[data-detail="${tr.dataset.event}"]`);
+    detail.hidden = !detail.hidden;
+    const b = tr.querySelector("button.toggle");
+    b.setAttribute("aria-expanded", String(!detail.hidden));
+    b.textContent = detail.hidden ? "▸" : "▾";
+  });
+
+  const show = (v) => {
+    const i = v.info;
+    document.title = `${i.workflowId} · Cairn`;
+    main.querySelector("#run-status").innerHTML = html`${status(i.status)}`.s;
+    main.querySelector("#run-id").textContent = i.runId;
+    main.querySelector("#run-id").title = "run id";
+    renderActions(main.querySelector("#actions"), i);
+    renderPause(main.querySelector("#pause"), v);
+    renderSummary(main.querySelector("#summary"), v);
+    renderIO(main.querySelector("#io"), v);
+    renderPending(main.querySelector("#pending"), v);
+    renderEffects(main.querySelector("#effects"), v);
+    if (v.runs) renderChain(main.querySelector("#chain"), v);
+  };
+
+  const q = new URLSearchParams({ id });
+  if (runId) q.set("run", runId);
+  const es = new EventSource("/api/stream/run?" + q);
+  es.addEventListener("history", (e) => { addRows(JSON.parse(e.data).rows || []); setLive(true); });
+  es.addEventListener("run", (e) => { show(JSON.parse(e.data)); setLive(true); });
+  es.addEventListener("end", () => { es.close(); main.querySelector("#timeline").dataset.complete = "1"; });
+  es.addEventListener("failure", (e) => {
+    const err = JSON.parse(e.data);
+    es.close();
+    main.querySelector("#summary").innerHTML = errorBox(new APIError(err.code, err.message)).s;
+  });
+  es.onerror = () => { if (es.readyState !== EventSource.CLOSED) setLive(false); };
+  return () => es.close();
+}
+
+function renderActions(el, i) {
+  if (!i.status || !["running", "paused"].includes(i.status)) { el.innerHTML = ""; return; }
+  if (el.dataset.for === i.runId) return;
+  el.dataset.for = i.runId;
+  el.innerHTML = html`<button type="button" data-act="signal">Signal…</button>
+    <button type="button" data-act="cancel">Cancel…</button>
+    <button type="button" data-act="terminate" class="danger">Terminate…</button>`.s;
+  el.onclick = async (e) => {
+    const act = e.target.closest("button")?.dataset.act;
+    if (!act) return;
+    const whoField = { name: "by", label: "Your name (recorded)", value: who.get() };
+    let values;
+    if (act === "signal") {
+      values = await confirmDialog({ title: `Signal ${i.workflowId}`, body: "The run's code receives the signal on its channel of that name.",
+        confirm: "Send signal", fields: [{ name: "name", label: "Signal name", required: true, placeholder: "approve" },
+          { name: "input", label: "Argument, as JSON (optional)", textarea: true, placeholder: '"Grace"' }, whoField] });
+    } else if (act === "cancel") {
+      values = await confirmDialog({ title: `Cancel ${i.workflowId}?`, body: "The run's code sees a cancel request and decides how to stop.",
+        confirm: "Request cancel", fields: [{ name: "reason", label: "Reason (recorded)" }, whoField] });
+    } else {
+      values = await confirmDialog({ title: `Terminate ${i.workflowId}?`, danger: true,
+        body: html`The run closes <strong>at once</strong>, without running its code: nothing it would do next happens, and pending activities are abandoned.`,
+        confirm: "Terminate", fields: [{ name: "reason", label: "Reason (recorded)" }, whoField] });
+    }
+    if (!values) return;
+    if (values.by) who.set(values.by);
+    try {
+      await post("/api/" + act, { workflowId: i.workflowId, runId: i.runId, ...values });
+      toast(act === "signal" ? `Signal ${values.name} sent` : act === "cancel" ? "Cancel requested" : "Terminated");
+    } catch (err) {
+      toast(`${act} failed: ${err.message}`);
+    }
+  };
+}
+
+function renderPause(el, v) {
+  const p = v.info.pause;
+  if (!p) { el.innerHTML = ""; delete el.dataset.for; return; }
+  const key = `${v.info.runId}/${p.scheduledEventId}/${p.attempt}`;
+  if (el.dataset.for === key) return; // keep what the person typed
+  el.dataset.for = key;
+  el.innerHTML = html`<div class="callout" role="region" aria-label="Paused">
+    <h2>Paused: waiting for a person</h2>
+    <p><strong>${p.activityType}</strong> (activity ${p.activityId}, event ${p.scheduledEventId}, attempt ${p.attempt}) may or may not have taken effect, since ${when(p.since)}.</p>
+    <dl class="grid"><dt>Why</dt><dd>${p.reason}</dd><dt>Key</dt><dd class="mono wrap">${p.idempotencyKey}</dd><dt>Arguments</dt><dd>${payload(p.input)}</dd></dl>
+    ${resolveForm(v.info, p)}</div>`.s;
+  wireResolve(el);
+}
+
+function renderSummary(el, v) {
+  const i = v.info;
+  const rows = [
+    ["Type", i.workflowType], ["Task queue", html`${i.taskQueue} ${queueNote(v)}`], ["Run", html`<span class="mono">${i.runId}</span>`],
+    ["Started", when(i.startTime)], ["Closed", i.closeTime ? when(i.closeTime) : html`<span class="muted">open</span>`],
+    ["Duration", fmtMs((i.closeTime ? new Date(i.closeTime) : Date.now()) - new Date(i.startTime))],
+    ["Events", i.historyLength],
+  ];
+  if (v.executionTimeout || v.runTimeout || v.taskTimeout) {
+    rows.push(["Timeouts", [v.executionTimeout && `execution ${v.executionTimeout}`, v.runTimeout && `run ${v.runTimeout}`,
+      v.taskTimeout && `task ${v.taskTimeout}`].filter(Boolean).join(", ")]);
+  }
+  if (i.parentWorkflowId) rows.push(["Parent", runLink(i.parentWorkflowId, i.parentRunId)]);
+  if (v.continuedFromRunId) rows.push(["Continued from", runLink(i.workflowId, v.continuedFromRunId, short(v.continuedFromRunId))]);
+  if (i.continuedAsNewRunId) rows.push(["Continued as", runLink(i.workflowId, i.continuedAsNewRunId, short(i.continuedAsNewRunId))]);
+  if (v.cancelRequested && ["running", "paused"].includes(i.status)) rows.push(["Cancel", "requested"]);
+  if (i.corrupt) rows.push(["Quarantined", html`<span class="error">${i.corrupt}</span>`]);
+  if (i.duplicates) rows.push(["Duplicates", html`<span class="error">${i.duplicates} effect(s) may have happened twice</span>`]);
+  el.innerHTML = html`<dl class="grid">${rows.map(([k, val]) => html`<dt>${k}</dt><dd>${val}</dd>`)}</dl>`.s;
+}
+
+function queueNote(v) {
+  const q = v.queue;
+  if (!q) return "";
+  const pollers = (q.workflowPollers || []).length + (q.activityPollers || []).length;
+  if (pollers === 0) return html` <span class="pill bad" title="No worker polled this queue in the last 5 minutes">no worker polls it: stuck</span>`;
+  return html` <a class="pill ok" href="/queues">${pollers} poller${pollers > 1 ? "s" : ""}</a>`;
+}
+
+function renderIO(el, v) {
+  const i = v.info;
+  let outcome = html`<p class="muted">Not closed yet.</p>`;
+  if (i.status === "completed") outcome = html`<h3>Result</h3>${payload(v.result)}`;
+  else if (v.failure) outcome = html`<h3>${i.status === "failed" ? "Failure" : i.status.replace(/_/g, " ")}</h3>
+    <div class="callout bad"><strong>${v.failure.type || "error"}</strong>: ${v.failure.message}</div>
+    ${v.failure.stack ? html`<details><summary>Stack</summary><pre>${v.failure.stack}</pre></details>` : ""}`;
+  else if (i.status === "continued_as_new") outcome = html`<p>Continued as ${runLink(i.workflowId, i.continuedAsNewRunId, short(i.continuedAsNewRunId))}.</p>`;
+  el.innerHTML = html`<h3>Input</h3>${payload(v.input)}${outcome}`.s;
+}
+
+function renderPending(el, v) {
+  const acts = v.pendingActivities || [], timers = v.pendingTimers || [], kids = v.pendingChildren || [];
+  const wft = v.workflowTask;
+  if (!acts.length && !timers.length && !kids.length && !(wft && wft.lastFailure)) { el.innerHTML = ""; return; }
+  el.innerHTML = html`<h2>Pending</h2>
+    ${wft && wft.lastFailure ? html`<div class="callout bad">Workflow task failing (attempt ${wft.attempt}): ${wft.lastFailure.message}</div>` : ""}
+    ${acts.length ? html`<table aria-label="Pending activities"><thead><tr><th>Activity</th><th>Effect</th><th>State</th><th class="num">Attempt</th><th>Lease ends</th><th>Last heartbeat</th><th>Next attempt</th><th>Last failure</th></tr></thead><tbody>
+      ${acts.map((a) => html`<tr class="${a.state === "unknown" ? "paused" : ""}">
+        <td>${a.activityType} <span class="muted">#${a.scheduledEventId}</span></td><td>${a.effect}</td><td>${status(a.state)}</td>
+        <td class="num">${a.attempt}</td><td>${a.state === "started" ? when(a.leaseExpires) : "–"}</td>
+        <td>${a.lastHeartbeat ? html`${when(a.lastHeartbeat)}${a.heartbeatDetails ? html`<div class="muted">${payloadText(a.heartbeatDetails)}</div>` : ""}` : "–"}</td>
+        <td>${a.nextAttemptAt && a.state === "backoff" ? when(a.nextAttemptAt) : "–"}</td>
+        <td>${a.lastFailure ? html`<span class="error">${a.lastFailure.type ? a.lastFailure.type + ": " : ""}${a.lastFailure.message}</span>` : "–"}</td></tr>`)}
+      </tbody></table>` : ""}
+    ${timers.length ? html`<h3>Timers</h3><ul>${timers.map((t) => html`<li>${t.timerId} fires ${when(t.fireAt)}</li>`)}</ul>` : ""}
+    ${kids.length ? html`<h3>Children</h3><ul>${kids.map((c) => html`<li>${runLink(c.workflowId, c.runId)} (${c.workflowType})</li>`)}</ul>` : ""}`.s;
+}
+
+function renderEffects(el, v) {
+  const effs = v.effects || [];
+  if (!effs.length) { el.innerHTML = ""; return; }
+  el.innerHTML = html`<h2>Effects of this run</h2>
+    <table aria-label="Effects"><thead><tr><th>Activity</th><th>Key</th><th>State</th><th class="num">Attempts</th><th>Duplicates</th><th>Result</th><th>Updated</th></tr></thead><tbody>
+    ${effs.map((e) => html`<tr class="${e.duplicates ? "paused" : ""}"><td>${e.activityType} <span class="muted">${e.effect}</span></td>
+      <td class="mono wrap">${e.idempotencyKey}</td><td>${status(e.state)}</td><td class="num">${e.attempts}</td>
+      <td>${e.duplicates ? html`<span class="pill bad">${e.duplicates} duplicate</span>` : e.conflicts ? html`<span class="pill warn">${e.conflicts} conflict</span>` : "–"}</td>
+      <td class="ellipsis">${payloadText(e.result)}</td><td>${when(e.updated)}</td></tr>`)}
+    </tbody></table><p><a href="/effects?id=${encodeURIComponent(v.info.workflowId)}">The workflow id's whole ledger</a></p>`.s;
+}
+
+function renderChain(el, v) {
+  const runs = v.runs || [];
+  if (runs.length < 2) { el.innerHTML = ""; return; }
+  el.innerHTML = html`<h2>Runs of ${v.info.workflowId}</h2>
+    <table aria-label="Runs of this workflow id"><thead><tr><th>Run</th><th>Status</th><th>Started</th><th>Closed</th><th></th></tr></thead><tbody>
+    ${runs.map((r) => html`<tr class="${r.runId === v.info.runId ? "sel" : ""}"><td class="mono">${runLink(r.workflowId, r.runId, short(r.runId))}</td>
+      <td>${status(r.status)}</td><td>${when(r.startTime)}</td><td>${r.closeTime ? when(r.closeTime) : "open"}</td>
+      <td>${r.runId === v.info.runId ? "this run" : r.continuedAsNewRunId ? "continued as new" : ""}</td></tr>`)}
+    </tbody></table>`.s;
+}

@@ -1,0 +1,325 @@
+// Package ui tests the web UI end to end in a real browser: `cairn dev
+// --demo` as a process, driven by Debian's headless Chromium through the
+// DevTools protocol (chromedp). It lists runs, opens one and reads its
+// history, resolves a paused effect and watches the run complete,
+// terminates a run after the confirmation, and writes a screenshot of each
+// page (CAIRN_UI_SCREENSHOTS=dir keeps them; docs/ui holds the committed
+// ones).
+//
+// Without chromium on PATH (or CAIRN_CHROMIUM) the test skips, unless
+// CAIRN_UI_BROWSER=required (as .ci/run sets it), when it fails.
+package ui
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+var cairnBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "cairn-ui-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cairnBin = filepath.Join(dir, "cairn")
+	cmd := exec.Command("go", "build", "-o", cairnBin, "../../cmd/cairn")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build cairn:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// chromium returns the browser's path, or skips (fails where it is
+// required).
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("CAIRN_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CAIRN_UI_BROWSER") == "required" {
+		t.Fatal("chromium is not installed and CAIRN_UI_BROWSER=required: apt-get install -y chromium")
+	}
+	t.Skip("chromium is not installed (apt-get install -y chromium); CI installs it and requires this test")
+	return ""
+}
+
+// dev starts `cairn dev --demo` on free loopback ports and returns the
+// UI's URL.
+func dev(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command(cairnBin, "dev", "--demo", "--json", "--listen", "127.0.0.1:0", "--ui-listen", "127.0.0.1:0")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	var ready struct {
+		UI string `json:"ui"`
+	}
+	if err := json.NewDecoder(bufio.NewReader(out)).Decode(&ready); err != nil || ready.UI == "" {
+		t.Fatalf("cairn dev did not say where its UI is: %+v %v", ready, err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	return strings.TrimSuffix(ready.UI, "/")
+}
+
+func screenshotDir(t *testing.T) string {
+	if d := os.Getenv("CAIRN_UI_SCREENSHOTS"); d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	return t.TempDir()
+}
+
+// shot saves the viewport as dir/name.png.
+func shot(t *testing.T, ctx context.Context, dir, name string) {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.scrollTo(0, 0), true`)); err != nil {
+		t.Fatal(err)
+	}
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// step is one browser action.
+type step = chromedp.Action[chromedp.Void]
+
+// run runs browser actions, failing the test with what was being done.
+func run(t *testing.T, ctx context.Context, what string, steps ...step) {
+	t.Helper()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		loc, _ := chromedp.Run(ctx, chromedp.Location())
+		text, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("main")))
+		t.Fatalf("%s: %v\n(at %s; the page says:)\n%s", what, err, loc, text)
+	}
+}
+
+// textOf reads an element's text.
+func textOf(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("read %s: %v", sel, err)
+	}
+	return s
+}
+
+// until waits for a JavaScript condition on the page to hold (the page
+// updates itself: polling and server-sent events).
+func until(cond string) step {
+	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Poll[bool](cond, chromedp.WithPollingInterval(50*time.Millisecond))(ctx, tg)
+		return chromedp.Void{}, err
+	}
+}
+
+func css(s string) chromedp.CSS { return chromedp.CSS(s) }
+
+func TestWebUI(t *testing.T) {
+	exe := chromium(t)
+	base := dev(t)
+	shots := screenshotDir(t)
+
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.DisableGPU,
+		chromedp.NoSandbox, chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 900),
+	}
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancel()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	// Every error the page logs fails the test: a script error, a refused
+	// Content-Security-Policy, a failed request.
+	run(t, ctx, "start the browser", chromedp.Navigate("about:blank"))
+	var mu sync.Mutex
+	var pageErrors []string
+	msgs := chromedp.Console(ctx)
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.IsException() {
+				mu.Lock()
+				pageErrors = append(pageErrors, m.String())
+				mu.Unlock()
+			}
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range pageErrors {
+			t.Errorf("the page logged an error: %s", e)
+		}
+	}()
+
+	// Runs: the demo's four runs, the paused one standing out, counts by status.
+	run(t, ctx, "list the runs",
+		chromedp.Navigate(base+"/runs"),
+		until(`document.querySelectorAll("#runs-table tbody tr[data-run]").length === 4`),
+		until(`document.querySelector('[data-count="paused"]') !== null`),
+		until(`document.querySelector('#runs-table tr.paused[data-run="invoice-INV-2"]') !== null`),
+		until(`document.querySelector('[data-count="failed"]') !== null && document.querySelector('[data-count="completed"]') !== null`),
+	)
+	shot(t, ctx, shots, "runs")
+	// Filter by id prefix and status, through the form.
+	run(t, ctx, "filter the runs",
+		chromedp.SetValue(css("#f-prefix"), "invoice-INV-"),
+		chromedp.SetValue(css("#f-status"), "failed"),
+		chromedp.Click(css(`#filters button[type="submit"]`)),
+		until(`location.search.includes("status=failed") && document.querySelectorAll("#runs-table tbody tr[data-run]").length === 1`),
+		until(`document.querySelector('#runs-table tr[data-run="invoice-INV-3"]') !== null`),
+	)
+
+	// A run: open the completed one from the list, read its history.
+	run(t, ctx, "open a run from the list",
+		chromedp.Navigate(base+"/runs"),
+		until(`document.querySelector('#runs-table tr[data-run="invoice-INV-1"] a') !== null`),
+		chromedp.Click(css(`#runs-table tr[data-run="invoice-INV-1"] a`)),
+		until(`location.pathname.startsWith("/runs/invoice-INV-1/")`),
+		until(`document.querySelector("#timeline").dataset.complete === "1"`),
+		until(`document.querySelector("#run-status").textContent.includes("completed")`),
+	)
+	hist := textOf(t, ctx, "#timeline")
+	for _, want := range []string{"WorkflowStarted", "ActivityScheduled", "SendPayment", "ActivityCompleted", "WorkflowCompleted", "attempt 1"} {
+		if !strings.Contains(hist, want) {
+			t.Fatalf("the history lacks %q:\n%s", want, hist)
+		}
+	}
+	if io := textOf(t, ctx, "#io"); !strings.Contains(io, `"PaymentID": "pay_00`) || !strings.Contains(io, `"Invoice": "INV-1"`) {
+		t.Fatalf("the result is not shown pretty-printed:\n%s", io)
+	}
+	if eff := textOf(t, ctx, "#effects"); !strings.Contains(eff, "SendPayment") || !strings.Contains(eff, "completed") {
+		t.Fatalf("the run's effects are not shown:\n%s", eff)
+	}
+	run(t, ctx, "expand an event",
+		chromedp.Click(css(`#timeline tr.ev[data-event="1"] button.toggle`)),
+		until(`!document.querySelector('#timeline tr[data-detail="1"]').hidden`),
+	)
+	if ev := textOf(t, ctx, `#timeline tr[data-detail="1"] pre`); !strings.Contains(ev, `"workflowType": "PayInvoice"`) || !strings.Contains(ev, `"Vendor": "ACME"`) {
+		t.Fatalf("the expanded event is not its pretty-printed JSON:\n%s", ev)
+	}
+	shot(t, ctx, shots, "run")
+	run(t, ctx, "switch to dark", chromedp.KeyEvent("t"), until(`document.documentElement.dataset.theme === "dark"`))
+	shot(t, ctx, shots, "run-dark")
+	run(t, ctx, "switch back to light", chromedp.KeyEvent("t"), until(`document.documentElement.dataset.theme === "light"`))
+
+	// Paused effects: resolve INV-2 as happened, and watch the run go on to completion.
+	run(t, ctx, "open the paused effects",
+		chromedp.Navigate(base+"/paused"),
+		until(`document.querySelector('[data-card][data-wf="invoice-INV-2"] form[data-resolve]') !== null`),
+	)
+	card := textOf(t, ctx, `[data-card][data-wf="invoice-INV-2"]`)
+	for _, want := range []string{"SendPayment", `"Invoice": "INV-2"`, "did not answer within 30s", "Key"} {
+		if !strings.Contains(card, want) {
+			t.Fatalf("the paused card lacks %q:\n%s", want, card)
+		}
+	}
+	shot(t, ctx, shots, "paused")
+	form := `[data-card][data-wf="invoice-INV-2"] form[data-resolve]`
+	run(t, ctx, "resolve the paused effect",
+		chromedp.Click(css(form+` input[value="happened"]`)),
+		until(`!document.querySelector('`+form+` .result-field').hidden`),
+		chromedp.SendKeys(css(form+` textarea[name="result"]`), `{"PaymentID":"pay_002","Invoice":"INV-2","Vendor":"Globex","Amount":4200}`),
+		chromedp.SendKeys(css(form+` input[name="reason"]`), "pay_002 is in the provider's dashboard"),
+		chromedp.SendKeys(css(form+` input[name="by"]`), "Ada"),
+		chromedp.Click(css(form+` button[type="submit"]`)),
+		until(`document.querySelector('`+form+` .outcome').textContent.includes("Resolved")`),
+		until(`document.querySelector('[data-card][data-wf="invoice-INV-2"] .after').textContent.includes("completed")`),
+	)
+	shot(t, ctx, shots, "paused-resolved")
+	run(t, ctx, "open the resolved run",
+		chromedp.Click(css(`[data-card][data-wf="invoice-INV-2"] .after a`)),
+		until(`document.querySelector("#timeline").dataset.complete === "1"`),
+	)
+	hist = textOf(t, ctx, "#timeline")
+	if !strings.Contains(hist, "ActivityResolved") || !strings.Contains(hist, "happened by Ada (web UI)") || !strings.Contains(hist, "WorkflowCompleted") {
+		t.Fatalf("the resolved run's history:\n%s", hist)
+	}
+
+	// Task queues: the queue nobody polls is visibly stuck.
+	run(t, ctx, "open the task queues",
+		chromedp.Navigate(base+"/queues"),
+		until(`document.querySelector('[data-queue="accounts-payable-eu"] [data-stuck]') !== null`),
+		until(`document.querySelector('[data-queue="accounts-payable"]')?.textContent.includes("cairn-dev-demo-worker")`),
+	)
+	shot(t, ctx, shots, "queues")
+
+	// Effects ledger: search by workflow id.
+	run(t, ctx, "search the ledger",
+		chromedp.Navigate(base+"/effects"),
+		until(`document.querySelectorAll("#ledger-table tbody tr[data-href]").length >= 2`),
+	)
+	shot(t, ctx, shots, "effects")
+	run(t, ctx, "search the ledger by workflow id",
+		chromedp.SetValue(css("#e-id"), "invoice-INV-2"),
+		chromedp.Click(css(`#effects-filter button[type="submit"]`)),
+		until(`document.querySelectorAll("#ledger-table tbody tr[data-href]").length === 1`),
+	)
+
+	// Terminate the stuck run, through the confirmation.
+	run(t, ctx, "terminate a run",
+		chromedp.Navigate(base+"/runs/invoice-INV-4"),
+		until(`document.querySelector('#actions button[data-act="terminate"]') !== null`),
+		until(`document.querySelector("#summary").textContent.includes("stuck")`),
+		chromedp.Click(css(`#actions button[data-act="terminate"]`)),
+		until(`document.querySelector("dialog[open] #confirm-ok") !== null`),
+	)
+	shot(t, ctx, shots, "terminate-confirm")
+	run(t, ctx, "confirm the termination",
+		chromedp.SendKeys(css(`dialog[open] input[name="reason"]`), "nobody serves the EU queue"),
+		chromedp.Click(css(`dialog[open] #confirm-ok`)),
+		until(`document.querySelector("#run-status").textContent.includes("terminated")`),
+		until(`document.querySelector("#timeline").textContent.includes("nobody serves the EU queue")`),
+	)
+}

@@ -1,0 +1,162 @@
+/*
+ * Cairn additions to Badger (see CAIRN-PATCHES.md): typed corruption and
+ * full-disk errors, the scan for valid log records after a damaged one, and
+ * preallocation of memory-mapped files.
+ */
+
+package badger
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/cairnflow/cairn/third_party/badger/y"
+)
+
+// ErrCorrupt is matched (errors.Is) by every error that reports damaged or
+// missing data in Badger's files. The error is a *CorruptError naming the
+// file and offset where known.
+var ErrCorrupt = errors.New("badger: data corrupt")
+
+// ErrNoSpace is matched by errors caused by a full filesystem (ENOSPC or
+// EDQUOT) while Badger reserved room for a write. Nothing of the write was
+// applied.
+var ErrNoSpace = y.ErrNoSpace
+
+// CorruptError says which file is damaged, where, and how.
+type CorruptError struct {
+	Path   string // the file ("" when unknown)
+	Offset int64  // byte offset in the file (-1 when unknown)
+	Reason string
+}
+
+// Error implements error.
+func (e *CorruptError) Error() string {
+	switch {
+	case e.Path == "":
+		return "badger: data corrupt: " + e.Reason
+	case e.Offset < 0:
+		return fmt.Sprintf("badger: data corrupt: %s: %s", e.Path, e.Reason)
+	}
+	return fmt.Sprintf("badger: data corrupt: %s at offset %d: %s", e.Path, e.Offset, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrCorrupt) true.
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+func corruptf(path string, off int64, format string, args ...any) error {
+	return &CorruptError{Path: path, Offset: off, Reason: fmt.Sprintf(format, args...)}
+}
+
+// asCorrupt wraps err as a CorruptError about path unless it already is one
+// (or is a full disk, which is no damage).
+func asCorrupt(path string, err error) error {
+	if err == nil || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNoSpace) {
+		return err
+	}
+	return corruptf(path, -1, "%v", err)
+}
+
+// allocChunk is how much of a memory-mapped log file is allocated at a time.
+const allocChunk = 1 << 20
+
+// reserve makes sure the blocks backing lf.Data[0:end] exist on disk, so
+// that storing into the memory map cannot raise SIGBUS on a full disk.
+func (lf *logFile) reserve(end int64) error {
+	if lf.Fd == nil || end <= lf.allocated {
+		return nil
+	}
+	want := min(max(end, lf.allocated+allocChunk), int64(len(lf.Data)))
+	if want < end {
+		want = end
+	}
+	if err := y.Allocate(lf.Fd, lf.allocated, want-lf.allocated); err != nil {
+		return err
+	}
+	lf.allocated = want
+	return nil
+}
+
+// validEntryAfter looks for a complete entry, with a matching checksum,
+// starting after off in a log file, whose commit timestamp is not skip (the
+// transaction that may legitimately be torn at the end of the log). It
+// returns the entry's offset and version, or -1.
+//
+// A log is written by one committer, one transaction at a time, and every
+// transaction is synced before the next is written: a valid record of
+// another transaction after a damaged one proves the damage hit data that
+// was synced, not a torn tail.
+func (lf *logFile) validEntryAfter(off uint32, skip uint64) (int64, uint64) {
+	if lf.encryptionEnabled() {
+		return -1, 0
+	}
+	data := lf.Data
+	if n := int(lf.size.Load()); n < len(data) {
+		data = data[:n]
+	}
+	const minEntry = 2 + 1 + 1 + 1 + 8 + crc32.Size // header, an 8-byte ts, crc
+	for s := int(off) + 1; s+minEntry <= len(data); s++ {
+		// An entry's third byte starts its key length, which is never 0.
+		if s+8 <= len(data) && binary.LittleEndian.Uint64(data[s:]) == 0 {
+			s += 5
+			continue
+		}
+		if data[s+2] == 0 || data[s]&(bitTxn|bitFinTxn) == 0 {
+			continue
+		}
+		var h header
+		hlen := decodeHeaderSafe(&h, data[s:])
+		if hlen <= 0 || h.klen < 8 || h.klen > 1<<16 {
+			continue
+		}
+		end := s + hlen + int(h.klen) + int(h.vlen)
+		if int(h.vlen) > len(data) || end+crc32.Size > len(data) {
+			continue
+		}
+		if crc32.Checksum(data[s:end], y.CastagnoliCrcTable) != binary.BigEndian.Uint32(data[end:]) {
+			continue
+		}
+		ts := y.ParseTs(data[s+hlen : s+hlen+int(h.klen)])
+		if ts == skip {
+			continue
+		}
+		return int64(s), ts
+	}
+	return -1, 0
+}
+
+// decodeHeaderSafe is header.Decode that reports a truncated or malformed
+// header as 0 instead of reading past buf.
+func decodeHeaderSafe(h *header, buf []byte) int {
+	if len(buf) < 3 {
+		return 0
+	}
+	h.meta, h.userMeta = buf[0], buf[1]
+	i := 2
+	klen, n := binary.Uvarint(buf[i:])
+	if n <= 0 || klen > 1<<32-1 {
+		return 0
+	}
+	i += n
+	vlen, n := binary.Uvarint(buf[i:])
+	if n <= 0 || vlen > 1<<32-1 {
+		return 0
+	}
+	i += n
+	exp, n := binary.Uvarint(buf[i:])
+	if n <= 0 {
+		return 0
+	}
+	h.klen, h.vlen, h.expiresAt = uint32(klen), uint32(vlen), exp
+	return i + n
+}
+
+// recoverAsError turns a panic in fn into an error about path: damaged
+// input must never take the process down.
+func recoverAsError(path string, err *error) {
+	if r := recover(); r != nil {
+		*err = corruptf(path, -1, "panic while reading: %v", r)
+	}
+}

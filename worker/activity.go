@@ -158,9 +158,11 @@ func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask, rec
 			result, err = def.Invoke(ctx, w.opts.Converter, input)
 		}
 	}
-	details := hb.stop()
 	out.flush()
-	w.report(task, result, err, hb, context.Cause(ctx), details, out.usageSum())
+	// The heartbeats go on while the outcome is delivered: a report that
+	// waits for a restarting server must not cost the lease.
+	w.report(task, result, err, hb, context.Cause(ctx), hb.takeDetails(), out.usageSum())
+	hb.stop()
 }
 
 // activityLog returns the logger for an attempt's messages. It is built
@@ -189,7 +191,7 @@ func (w *Worker) giveBack(task *api.ActivityTask) {
 		Msg("activity task given back unstarted: its lease was over when it could start (a frozen or overloaded worker, or this host's clock is ahead of the server's)")
 	req := &api.FailActivityRequest{TaskToken: task.TaskToken, NotStarted: true, Identity: w.opts.Identity,
 		Failure: history.Failure{Type: "NotStarted", Message: "the lease was over before the attempt could start"}}
-	w.deliver(task, "give-back", func(ctx context.Context) error {
+	w.deliver(task, nil, "give-back", func(ctx context.Context) error {
 		_, err := w.svc.FailActivity(ctx, req)
 		return err
 	})
@@ -203,7 +205,7 @@ func (w *Worker) report(task *api.ActivityTask, result history.Payload, err erro
 	if err == nil {
 		req := &api.CompleteActivityRequest{TaskToken: task.TaskToken, Result: result, Identity: w.opts.Identity, Usage: usage,
 			HeartbeatDetails: details}
-		w.deliver(task, "completion", func(ctx context.Context) error { return w.completeActivity(ctx, task, req) })
+		w.deliver(task, hb, "completion", func(ctx context.Context) error { return w.completeActivity(ctx, task, req) })
 		return
 	}
 	req := &api.FailActivityRequest{TaskToken: task.TaskToken, Failure: sdk.ErrorToFailure(err), Identity: w.opts.Identity, Usage: usage,
@@ -230,7 +232,7 @@ func (w *Worker) report(task *api.ActivityTask, result history.Payload, err erro
 	}
 	// Any other error of a Reconcile lookup is a plain failure: the engine
 	// asks the lookup again (it is a read); only ErrOutcomeUnknown pauses.
-	w.deliver(task, "failure", func(ctx context.Context) error {
+	w.deliver(task, hb, "failure", func(ctx context.Context) error {
 		_, err := w.svc.FailActivity(ctx, req)
 		return err
 	})
@@ -245,8 +247,8 @@ const reportTimeout = 30 * time.Second
 // only delays it: the outcome of an attempt is never dropped while the
 // worker runs. Once the worker has stopped (Run returned), a report still
 // undelivered is abandoned with an error line; the attempt's lease then
-// decides.
-func (w *Worker) deliver(task *api.ActivityTask, what string, send func(ctx context.Context) error) {
+// decides. hb, when set, keeps the lease while the report waits.
+func (w *Worker) deliver(task *api.ActivityTask, hb *heartbeater, what string, send func(ctx context.Context) error) {
 	for failures := 0; ; failures++ {
 		ctx, cancel := context.WithTimeout(w.reportCtx, reportTimeout)
 		err := send(ctx)
@@ -270,6 +272,9 @@ func (w *Worker) deliver(task *api.ActivityTask, what string, send func(ctx cont
 		}
 		log := w.activityLog(task)
 		log.Warn().Err(err).Str("report", what).Int("failures", failures+1).Msg("could not report the activity's outcome yet; retrying")
+		if hb != nil {
+			hb.start() // heartbeat meanwhile (a no-op if it runs already)
+		}
 		if !sleep(w.reportCtx, w.clk, reportBackoff(failures)) {
 			continue // stopped: the loop tries once more, then gives up
 		}
@@ -289,9 +294,10 @@ func retryableReport(err error) bool {
 }
 
 // reportBackoff is the wait after the n-th failed delivery (from 0):
-// 50 ms doubling to 5 s.
+// 50 ms doubling to 2 s: an outcome waiting for a restarting server goes
+// out soon after it is back.
 func reportBackoff(n int) time.Duration {
-	return min(time.Duration(1<<min(n, 7))*50*time.Millisecond, 5*time.Second)
+	return min(time.Duration(1<<min(n, 6))*50*time.Millisecond, 2*time.Second)
 }
 
 // sleep waits d on clk, or returns false when ctx ends first.
@@ -437,9 +443,8 @@ func (h *heartbeater) canceled() bool {
 }
 
 // stop ends the heartbeats and waits for the loop to exit; it is
-// idempotent. It returns the details the activity recorded that no
-// heartbeat carried yet, encoded, to flush them with the outcome.
-func (h *heartbeater) stop() history.Payload {
+// idempotent.
+func (h *heartbeater) stop() {
 	h.mu.Lock()
 	already := h.stopped
 	h.stopped = true
@@ -453,11 +458,17 @@ func (h *heartbeater) stop() history.Payload {
 		}
 		<-h.done
 	}
+}
+
+// takeDetails returns the details the activity recorded that no heartbeat
+// carried yet, encoded, to flush them with the outcome (and no heartbeat
+// sends them after that).
+func (h *heartbeater) takeDetails() history.Payload {
 	h.mu.Lock()
 	details, dirty := h.details, h.dirty
 	h.dirty = false
 	h.mu.Unlock()
-	if !dirty || already {
+	if !dirty {
 		return history.Payload{}
 	}
 	p, err := h.w.opts.Converter.ToPayload(details)

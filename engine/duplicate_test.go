@@ -99,4 +99,5 @@ func TestStaleSuccessAfterTheRunClosedIsRecorded(t *testing.T) {
 	if err != nil || len(effects.Effects) != 1 || effects.Effects[0].Duplicates != 1 {
 		t.Fatalf("ListEffects: %+v, %v", effects, err)
 	}
+	h.wantConsistent()
 }

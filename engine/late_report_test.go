@@ -297,6 +297,7 @@ func TestStaleUnknownIsAPossibleDuplicate(t *testing.T) {
 	if err != nil || len(effects.Effects) != 1 || effects.Effects[0].Reports[0].Verdict != api.VerdictPossibleDuplicate {
 		t.Fatalf("ListEffects %+v %v", effects, err)
 	}
+	h.wantConsistent()
 	// A stale error is no alarm: it says that attempt did nothing.
 	h2 := newHarness(t)
 	first2, _ := payLostThenRetried(t, h2)
@@ -323,6 +324,17 @@ func TestTerminatedRunsLateSuccessDeduplicatesTheNextRun(t *testing.T) {
 	d, _ := find[*history.ActivityDeduplicated](t, evs)
 	if string(d.Result.Data) != `"pay_1"` || count(evs, history.TypeActivityOutcomeUnknown) != 0 {
 		t.Fatalf("deduplicated %+v:\n%s", d, types(evs))
+	}
+	h.wantConsistent()
+}
+
+// wantConsistent runs the store checker (cairn check): the ledger states a
+// late report set agree with what the check expects.
+func (h *harness) wantConsistent() {
+	h.t.Helper()
+	r, err := Check(h.ctx(), h.store)
+	if err != nil || !r.OK() {
+		h.t.Fatalf("check: %v, problems %+v", err, r.Problems)
 	}
 }
 

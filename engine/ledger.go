@@ -55,6 +55,9 @@ type LedgerEntry struct {
 	// recorded (bounded: the latest maxLedgerAttempts), to judge their
 	// reports once the action or its run has closed.
 	AttemptRecords []AttemptRecord `msgpack:",omitempty"`
+	// LateState: the state was set by a late report after the action had
+	// closed (see judgeClosed), not by an event of the run's history.
+	LateState bool `msgpack:",omitempty"`
 
 	// Set by ledgerEntry when read: the entry's own key.
 	workflowID, key string
@@ -87,6 +90,8 @@ type LedgerChange struct {
 	ResultOmitted string
 	// Attempts, when not nil, replaces the records of the run's attempts.
 	Attempts []AttemptRecord
+	// LateState: a late report sets the state of a closed action.
+	LateState bool
 }
 
 func encodeLedger(le *LedgerEntry) ([]byte, error) {
@@ -104,6 +109,7 @@ func (le *LedgerEntry) apply(c LedgerChange, runID string, now time.Time) {
 	}
 	if !c.KeepState {
 		le.State, le.RunID, le.ScheduledEventID, le.Result, le.ResultOmitted = c.State, runID, c.ScheduledEventID, c.Result, c.ResultOmitted
+		le.LateState = c.LateState
 	}
 	if c.ActivityType != "" {
 		le.ActivityType = c.ActivityType

@@ -728,7 +728,7 @@ type closedJudgment struct {
 func (j *closedJudgment) change(schedID int64, le *LedgerEntry) LedgerChange {
 	c := LedgerChange{Key: j.key, KeepState: j.state == 0, Attempts: j.records, ActivityType: le.ActivityType, Effect: le.Effect}
 	if j.state != 0 {
-		c.State, c.Result, c.ResultOmitted, c.ScheduledEventID = j.state, j.result, j.omitted, schedID
+		c.State, c.Result, c.ResultOmitted, c.ScheduledEventID, c.LateState = j.state, j.result, j.omitted, schedID, true
 	}
 	return c
 }
@@ -739,7 +739,7 @@ func (j *closedJudgment) change(schedID int64, le *LedgerEntry) LedgerChange {
 func judgeClosed(le *LedgerEntry, runID string, r AttemptReport) closedJudgment {
 	j := closedJudgment{key: le.key, ack: AckStale}
 	stale := api.Errorf(api.ErrStaleAttempt, "activity %d of workflow %q: attempt %d is not current (the action is %s)",
-		r.ScheduledEventID, le.workflowID, r.Attempt, ledgerStateName(le.State))
+		r.ScheduledEventID, le.workflowID, r.Attempt, api.EffectState(le.State))
 	if le.Effect == history.Read {
 		j.err = stale
 		return j
@@ -855,5 +855,3 @@ func judgeClosed(le *LedgerEntry, runID string, r AttemptReport) closedJudgment 
 	}
 	return j
 }
-
-func ledgerStateName(s LedgerState) string { return api.EffectState(s).String() }

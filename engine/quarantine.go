@@ -279,7 +279,7 @@ func (e *Engine) failParent(ctx context.Context, c *corruptRun) error {
 func (e *Engine) persistQuarantine(c *corruptRun) {
 	b, err := api.MarshalMsgpack(&quarantineRecord{Reason: c.reason, Since: c.since, Current: c.current})
 	if err == nil {
-		err = e.store.Commit(context.Background(), &history.Batch{Puts: []history.Record{
+		err = e.commit(context.Background(), &history.Batch{Puts: []history.Record{
 			{Space: history.SpaceIndex, Key: indexQuarantineKey(c.ref), Value: b}}})
 	}
 	if err != nil {
@@ -316,28 +316,57 @@ func (e *Engine) loadQuarantine(ctx context.Context) error {
 	})
 }
 
-// scanIndex walks the index records under prefix. A record the store
-// reports damaged (a *history.CorruptError naming its key) is passed to fn
-// with that error, and the walk goes on after it; any other store error
-// ends the walk.
+// scanIndex walks the index records under prefix (see scanRecords).
 func (e *Engine) scanIndex(ctx context.Context, prefix []byte, fn func(r history.Record, bad error) error) error {
-	const page = 1000
-	var after []byte
+	return scanRecords(ctx, e.store, history.SpaceIndex, history.ScanOptions{Prefix: prefix}, 0, func(r history.Record, bad error) (bool, error) {
+		return true, fn(r, bad)
+	})
+}
+
+// scanPage is how many records scanRecords asks for at a time.
+const scanPage = 1000
+
+// scanRecords walks the records opts selects (opts.Limit is ignored;
+// page, if positive, is the page size), calling fn for each until it
+// returns false or an error. A record the store reports damaged — a
+// *history.CorruptError naming its key, which ends the store's scan — is
+// passed to fn with that error (its Value nil), and the walk goes on after
+// it: the records before it in the failed page are read again one by one,
+// so none is skipped. Any other store error ends the walk.
+func scanRecords(ctx context.Context, store history.Store, space history.Space, opts history.ScanOptions, page int,
+	fn func(r history.Record, bad error) (bool, error)) error {
+	if page <= 0 {
+		page = scanPage
+	}
+	beyond := func(k, after []byte) bool { // k comes after `after` in the scan's order
+		if after == nil {
+			return true
+		}
+		if opts.Reverse {
+			return bytes.Compare(k, after) < 0
+		}
+		return bytes.Compare(k, after) > 0
+	}
+	after := opts.After
+	stepping := false // reading one record at a time up to a damaged one
 	for {
-		recs, err := e.store.Scan(ctx, history.SpaceIndex, history.ScanOptions{Prefix: prefix, After: after, Limit: page})
+		o := opts
+		o.After, o.Limit = after, page
+		if stepping {
+			o.Limit = 1
+		}
+		recs, err := store.Scan(ctx, space, o)
 		var ce *history.CorruptError
-		if errors.As(err, &ce) && ce.Key != nil && bytes.HasPrefix(ce.Key, prefix) && (after == nil || bytes.Compare(ce.Key, after) > 0) {
-			for _, r := range recs {
-				if bytes.Compare(r.Key, ce.Key) < 0 {
-					if err := fn(r, nil); err != nil {
-						return err
-					}
-				}
+		if errors.As(err, &ce) && ce.Key != nil && bytes.HasPrefix(ce.Key, opts.Prefix) && beyond(ce.Key, after) {
+			if !stepping {
+				stepping = true // the records before it come back one by one
+				continue
 			}
-			if err := fn(history.Record{Space: history.SpaceIndex, Key: ce.Key}, ce); err != nil {
-				return err
+			more, ferr := fn(history.Record{Space: space, Key: bytes.Clone(ce.Key)}, err)
+			if ferr != nil || !more {
+				return ferr
 			}
-			after = ce.Key
+			after, stepping = bytes.Clone(ce.Key), false
 			continue
 		}
 		if err != nil {
@@ -345,11 +374,12 @@ func (e *Engine) scanIndex(ctx context.Context, prefix []byte, fn func(r history
 		}
 		for _, r := range recs {
 			after = r.Key
-			if err := fn(r, nil); err != nil {
-				return err
+			more, ferr := fn(r, nil)
+			if ferr != nil || !more {
+				return ferr
 			}
 		}
-		if len(recs) < page {
+		if len(recs) < o.Limit {
 			return nil
 		}
 	}

@@ -357,3 +357,37 @@ func TestParentOfQuarantinedChildIsTold(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenGoesPastDamagedIndexRecords: an open-run index record the store
+// reports damaged in a scan does not hide the records around it: every
+// open run is recovered and served, and the list shows every run.
+func TestOpenGoesPastDamagedIndexRecords(t *testing.T) {
+	h := newHarness(t)
+	for _, id := range []string{"a", "b", "c"} {
+		h.start(id, "W")
+	}
+	b := history.RunRef{WorkflowID: "b", RunID: h.runID("b")}
+	st, _, err := h.eng.loadState(h.ctx(), "b", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.close()
+	h.openStoreOnly()
+	for _, bad := range [][]byte{indexOpenKey(b), indexAllKey(st)} {
+		ds := &damagedScan{Store: h.store, space: history.SpaceIndex, bad: bad}
+		opts := h.opts
+		opts.Store = ds
+		eng, err := Open(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := eng.Stats().OpenRuns; n != 3 {
+			t.Fatalf("%d open runs recovered, want 3", n)
+		}
+		resp, err := eng.ListWorkflows(h.ctx(), &api.ListWorkflowsRequest{})
+		if err != nil || len(resp.Workflows) != 3 {
+			t.Fatalf("list: %+v %v", resp, err)
+		}
+		_ = eng.Close()
+	}
+}

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -396,38 +395,21 @@ func (e *Engine) ListWorkflows(ctx context.Context, req *api.ListWorkflowsReques
 		prefix = history.Key().Str("s").Int(int64(req.Status)).Bytes()
 	}
 	resp := &api.ListWorkflowsResponse{}
-	after := req.NextPageToken
-	for len(resp.Workflows) < size {
-		recs, err := e.store.Scan(ctx, history.SpaceIndex, history.ScanOptions{Prefix: prefix, After: after, Reverse: true, Limit: size})
-		var ce *history.CorruptError
-		if errors.As(err, &ce) && ce.Key != nil && bytes.HasPrefix(ce.Key, prefix) && (after == nil || bytes.Compare(ce.Key, after) < 0) {
-			// One damaged index entry: list the entries before it, then it
-			// (from its key), and go on after it.
-			var kept []history.Record
-			for _, r := range recs {
-				if bytes.Compare(r.Key, ce.Key) > 0 {
-					kept = append(kept, r)
-				}
-			}
-			recs, err = append(kept, history.Record{Key: ce.Key}), nil
-		}
-		if err != nil {
-			return nil, storeErr(err)
-		}
-		for _, r := range recs {
-			after = r.Key
-			info, ok := e.listEntry(r, req)
-			if ok {
+	// One damaged index entry does not fail the list: it is listed from
+	// its key (listEntry) and the scan goes on after it.
+	err := scanRecords(ctx, e.store, history.SpaceIndex, history.ScanOptions{Prefix: prefix, After: req.NextPageToken, Reverse: true}, size,
+		func(r history.Record, _ error) (bool, error) {
+			if info, ok := e.listEntry(r, req); ok {
 				resp.Workflows = append(resp.Workflows, *info)
 				if len(resp.Workflows) == size {
 					resp.NextPageToken = r.Key
-					return resp, nil
+					return false, nil
 				}
 			}
-		}
-		if len(recs) < size {
-			return resp, nil
-		}
+			return true, nil
+		})
+	if err != nil {
+		return nil, err
 	}
 	return resp, nil
 }

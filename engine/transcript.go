@@ -152,8 +152,9 @@ func (b *transcriptBuilder) modelCall(ctx context.Context, id int64, a *history.
 
 // message emits a message, and after an assistant message the tool calls
 // it asks for.
-func (b *transcriptBuilder) message(m *history.ChatMessage) {
-	b.items = append(b.items, api.TranscriptItem{Kind: api.ItemMessage, Message: m})
+// toolCalls returns the tool calls m asks for, known by "<turn>:<call id>".
+func (b *transcriptBuilder) toolCalls(m *history.ChatMessage) []*api.ToolCallInfo {
+	var out []*api.ToolCallInfo
 	for _, tc := range m.ToolCalls {
 		key := strconv.FormatInt(b.turn, 10) + ":" + tc.ID
 		t := b.tools[key]
@@ -161,6 +162,14 @@ func (b *transcriptBuilder) message(m *history.ChatMessage) {
 			t = &api.ToolCallInfo{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments, State: api.CallScheduled}
 			b.tools[key] = t
 		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func (b *transcriptBuilder) message(m *history.ChatMessage) {
+	b.items = append(b.items, api.TranscriptItem{Kind: api.ItemMessage, Message: m})
+	for _, t := range b.toolCalls(m) {
 		b.items = append(b.items, api.TranscriptItem{Kind: api.ItemToolCall, ToolCall: t})
 	}
 	if m.Role == "tool" {
@@ -184,6 +193,10 @@ func (b *transcriptBuilder) closed(schedID int64, state string, u history.Usage,
 				if r.Model != "" {
 					c.Model = r.Model
 				}
+				// The tool calls it asks for are scheduled before the next
+				// model call's chunk carries this message: know them now,
+				// so that their activities are linked as they come.
+				b.toolCalls(&r.Message)
 			}
 		}
 		return

@@ -206,7 +206,7 @@ func (x *txn) commit(ctx context.Context) error {
 	h := x.handOff()
 	// Once decided, a transition is not abandoned halfway because the
 	// caller went away: the store either commits all of it or none.
-	if err := x.e.store.Commit(context.WithoutCancel(ctx), &x.batch); err != nil {
+	if err := x.e.commit(context.WithoutCancel(ctx), &x.batch); err != nil {
 		// A task handed off is now stale: its completion finds the run as
 		// it was and is refused.
 		return storeErr(err)

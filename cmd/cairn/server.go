@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -106,6 +107,8 @@ func isLoopback(flag, listen string) (bool, error) {
 type serveHooks struct {
 	ready  func(apiAddr, uiAddr string)
 	actors func(eng *engine.Engine, apiAddr string) ([]actor, error)
+	// pricing is the price table when --pricing gives none.
+	pricing engine.Pricing
 }
 
 // actor is one member of the server's run group.
@@ -156,6 +159,9 @@ func serve(ctx context.Context, g *globals, f serverFlags, hooks serveHooks) err
 	if f.driftMargin < 0 {
 		return usagef("--lease-drift-margin must not be negative")
 	}
+	if pricing == nil {
+		pricing = hooks.pricing
+	}
 	eng, err := engine.Open(engine.Options{Store: st, Logger: &log, Pricing: pricing, LeaseDriftMargin: f.driftMargin})
 	if err != nil {
 		return err
@@ -163,6 +169,13 @@ func serve(ctx context.Context, g *globals, f serverFlags, hooks serveHooks) err
 	defer eng.Close()
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
+		return err
+	}
+	backup := func(ctx context.Context, w io.Writer) error {
+		info, err := st.Backup(ctx, w)
+		if err == nil {
+			log.Info().Int64("bytes", info.Bytes).Int64("keys", info.Keys).Uint64("seq", info.Seq).Msg("backup served")
+		}
 		return err
 	}
 	var uiLn net.Listener
@@ -180,7 +193,7 @@ func serve(ctx context.Context, g *globals, f serverFlags, hooks serveHooks) err
 	if uiLn != nil {
 		uiURL = scheme + uiLn.Addr().String() + "/"
 	}
-	handler := httpapi.NewHandler(eng, httpapi.Options{Token: token, Logger: &log, MaxSessions: f.maxSessions, UIURL: uiURL,
+	handler := httpapi.NewHandler(eng, httpapi.Options{Token: token, Logger: &log, MaxSessions: f.maxSessions, UIURL: uiURL, Backup: backup,
 		Collectors: []prometheus.Collector{metrics.NewCollector(eng, metrics.Options{Queues: eng.TaskQueues})}})
 	srv := &http.Server{
 		Handler:           handler,

@@ -74,7 +74,14 @@ type Options struct {
 	// its first byte has (default 1 min): a peer that stalls in the middle
 	// of a frame is disconnected rather than holding the bytes it sent.
 	SessionFrameTimeout time.Duration
+	// Backup, when set, serves GET BackupPath: it writes a consistent copy
+	// of the store to w (badgerstore.Store.Backup), streamed as the
+	// response body, for `cairn backup`. The route needs the token.
+	Backup func(ctx context.Context, w io.Writer) error
 }
+
+// BackupPath is the route of the online backup (Options.Backup).
+const BackupPath = "/api/v1/backup"
 
 // maxIdleRunners bounds the goroutines kept waiting for session calls.
 const maxIdleRunners = 128
@@ -143,6 +150,7 @@ func NewHandler(svc api.Service, opts Options) *Handler {
 	h.mux.Handle(Prefix, h.auth(http.HandlerFunc(h.serveAPI)))
 	h.mux.Handle(StreamPath, http.HandlerFunc(h.serveStream)) // its own auth: EventSource sends no headers
 	h.mux.Handle(wire.SessionPath, h.auth(http.HandlerFunc(h.serveSession)))
+	h.mux.Handle(BackupPath, h.auth(http.HandlerFunc(h.serveBackup)))
 	return h
 }
 
@@ -207,6 +215,33 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.respond(w, r, reqType, resp)
+}
+
+// serveBackup streams a backup of the store. The copy carries its own
+// checksum and end (see badgerstore's backup format): a stream cut short by
+// a failure is refused by the client and by restore, so a failure after
+// the first byte needs no other signal than the connection closing.
+func (h *Handler) serveBackup(w http.ResponseWriter, r *http.Request) {
+	if h.opts.Backup == nil {
+		writeError(w, http.StatusNotFound, api.CodeNotFound, "this server does not serve backups")
+		return
+	}
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
+		writeError(w, http.StatusMethodNotAllowed, api.CodeInvalidArgument, "the backup route takes GET")
+		return
+	}
+	// A backup takes as long as the data needs: no write deadline.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", `attachment; filename="cairn-`+time.Now().UTC().Format("20060102T150405Z")+`.backup"`)
+	start := time.Now()
+	err := h.opts.Backup(r.Context(), w)
+	h.metrics.observe("Backup", api.ErrorCode(err), time.Since(start))
+	if err != nil {
+		h.log.Error().Err(err).Msg("backup failed; the client's copy is incomplete and will be refused")
+		panic(http.ErrAbortHandler) // close the connection: the copy has no valid end
+	}
 }
 
 // requestType returns the body's content type: msgpack or JSON (the

@@ -1,0 +1,269 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cairnflow/cairn/engine"
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/httpapi"
+	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/history/badgerstore"
+)
+
+// The operator's commands: an online backup through the running server, a
+// restore into a new directory, and a check of a stopped data directory
+// (docs/reliability.md, "Operations: backup, restore, check").
+
+func backupCommand(g *globals) *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "backup --out FILE",
+		Short: "Write a consistent copy of the running server's data to a file",
+		Long: `Ask the running server for a backup: a consistent copy of all its data at one
+moment, streamed while it goes on serving. The copy is checked as it arrives
+(its checksum and its end) and written to FILE only once complete; restore it
+with cairn restore.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			info, err := g.backup(cmd.Context(), out)
+			if err != nil {
+				return err
+			}
+			return g.emit(info, func(w io.Writer) {
+				fmt.Fprintf(w, "backup written to %s: %d bytes, %d keys (%d events), up to commit %d, sha256 %s\n",
+					out, info.Bytes, info.Keys, info.Events, info.Seq, info.SHA256)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "the backup file to write (must not exist)")
+	_ = cmd.MarkFlagRequired("out")
+	return clientFlags(cmd, g)
+}
+
+// backup downloads a backup into out, verifying it as it arrives.
+func (g *globals) backup(ctx context.Context, out string) (badgerstore.BackupInfo, error) {
+	var none badgerstore.BackupInfo
+	if _, err := os.Stat(out); err == nil {
+		return none, usagef("--out %s exists: choose a new file", out)
+	}
+	base := withDefaultPort(g.address)
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+httpapi.BackupPath, nil)
+	if err != nil {
+		return none, usagef("--address %q: %v", g.address, err)
+	}
+	if g.token != "" {
+		req.Header.Set("Authorization", "Bearer "+g.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return none, fmt.Errorf("%w: %v", api.ErrUnavailable, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var eb api.ErrorBody
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+		if json.Unmarshal(b, &eb) != nil || eb.Code == "" {
+			return none, fmt.Errorf("backup: %s: %s", resp.Status, strings.TrimSpace(string(b)))
+		}
+		return none, api.ErrorFromCode(eb.Code, eb.Message)
+	}
+	partial := out + ".partial"
+	f, err := os.OpenFile(partial, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return none, err
+	}
+	defer os.Remove(partial) // gone after the rename
+	w := bufio.NewWriterSize(f, 1<<20)
+	info, err := badgerstore.VerifyBackup(io.TeeReader(resp.Body, w))
+	if err == nil {
+		err = w.Flush()
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return none, fmt.Errorf("backup: %w", err)
+	}
+	if err := os.Rename(partial, out); err != nil {
+		return none, err
+	}
+	if d, err := os.Open(filepath.Dir(out)); err == nil { // make the rename durable
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return info, nil
+}
+
+func restoreCommand(g *globals) *cobra.Command {
+	var from, data string
+	cmd := &cobra.Command{
+		Use:   "restore --from FILE --data DIR",
+		Short: "Restore a backup into a new data directory, and check it",
+		Long: `Restore a backup written by cairn backup into DIR, which must not exist or be
+empty. The file's checksum and end are checked, the restored copy is opened
+with every integrity check of the server, and then checked as cairn check
+does; only then is it moved into DIR. Start the server on DIR to serve it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := os.Open(from)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			info, err := badgerstore.Restore(cmd.Context(), data, bufio.NewReaderSize(f, 1<<20), badgerstore.RestoreOptions{})
+			if err != nil {
+				if errors.Is(err, history.ErrCorrupt) {
+					return corruptError{err}
+				}
+				return err
+			}
+			report, err := checkDir(cmd.Context(), data)
+			if err != nil {
+				return err
+			}
+			out := struct {
+				Restored badgerstore.BackupInfo `json:"restored"`
+				Check    *checkOutput           `json:"check"`
+			}{info, report}
+			if err := g.emit(out, func(w io.Writer) {
+				fmt.Fprintf(w, "restored %s into %s: %d keys (%d events), up to commit %d\n", from, data, info.Keys, info.Events, info.Seq)
+				report.print(w)
+			}); err != nil {
+				return err
+			}
+			return report.verdict()
+		},
+	}
+	cmd.Flags().StringVar(&from, "from", "", "the backup file")
+	cmd.Flags().StringVar(&data, "data", "", "the data directory to create (must not exist or be empty)")
+	_ = cmd.MarkFlagRequired("from")
+	_ = cmd.MarkFlagRequired("data")
+	return cmd
+}
+
+func checkCommand(g *globals) *cobra.Command {
+	var data string
+	cmd := &cobra.Command{
+		Use:   "check --data DIR",
+		Short: "Verify a stopped server's data directory",
+		Long: `Verify a data directory no server is running on: the store's own integrity
+checks (no acknowledged commit lost, logs and tables undamaged), every
+record's checksum, every history contiguous and ending where its run's state
+says, the indexes and current-run pointers, and the effects ledger against
+the histories. Prints what it found. Exit code 0: nothing wrong; 3: damage
+or inconsistency found; 1: the check could not run.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			report, err := checkDir(cmd.Context(), data)
+			if err != nil {
+				return err
+			}
+			if err := g.emit(report, func(w io.Writer) { report.print(w) }); err != nil {
+				return err
+			}
+			return report.verdict()
+		},
+	}
+	cmd.Flags().StringVar(&data, "data", "", "the data directory")
+	_ = cmd.MarkFlagRequired("data")
+	return cmd
+}
+
+// checkOutput is what cairn check prints.
+type checkOutput struct {
+	Dir string `json:"dir"`
+	// Store is the store's refusal to open, when it refused (then nothing
+	// else could be checked).
+	Store string `json:"store,omitempty"`
+	// Losses are data losses accepted earlier (--accept-data-loss).
+	Losses []badgerstore.LossRecord `json:"losses,omitempty"`
+	*engine.CheckReport
+}
+
+func (c *checkOutput) ok() bool { return c.Store == "" && c.CheckReport != nil && c.CheckReport.OK() }
+
+// verdict is the command's error: a silent one with exit code 3 when
+// something is wrong (the report said what).
+func (c *checkOutput) verdict() error {
+	if c.ok() {
+		return nil
+	}
+	return silentError{corruptError{errors.New("damage or inconsistency found")}}
+}
+
+// checkDir opens dir's store (running its integrity checks) and checks it.
+func checkDir(ctx context.Context, dir string) (*checkOutput, error) {
+	out := &checkOutput{Dir: dir}
+	if _, err := os.Stat(dir); err != nil {
+		return nil, err
+	}
+	st, err := badgerstore.Open(badgerstore.Options{Dir: dir})
+	switch {
+	case errors.Is(err, history.ErrLocked):
+		return nil, fmt.Errorf("%w: a server is running on %s: stop it first, or check a restored backup instead", err, dir)
+	case errors.Is(err, history.ErrCorrupt):
+		out.Store = err.Error()
+		return out, nil
+	case err != nil:
+		return nil, err
+	}
+	defer st.Close()
+	if out.Losses, err = st.Losses(); err != nil {
+		return nil, err
+	}
+	if out.CheckReport, err = engine.Check(ctx, st); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// print writes the report for people.
+func (c *checkOutput) print(w io.Writer) {
+	if c.Store != "" {
+		fmt.Fprintf(w, "DAMAGED: the store refuses to open %s:\n  %s\n", c.Dir, c.Store)
+		fmt.Fprintln(w, "next: restore a backup (cairn restore), or start the server with --accept-data-loss (docs/reliability.md)")
+		return
+	}
+	r := c.CheckReport
+	fmt.Fprintf(w, "checked %s: %d runs (%d open), %d events, %d records, %d ledger entries\n",
+		c.Dir, r.Runs, r.OpenRuns, r.Events, r.Records, r.LedgerEntries)
+	for _, l := range c.Losses {
+		fmt.Fprintf(w, "note: data loss accepted at %s: %s\n", l.At.Format("2006-01-02 15:04:05Z"), l.Refused)
+	}
+	if r.OK() {
+		fmt.Fprintln(w, "OK: every record's checksum, every history, the run states, indexes and ledger agree")
+		return
+	}
+	fmt.Fprintf(w, "%d problems:\n", len(r.Problems))
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	for _, p := range r.Problems {
+		where := p.WorkflowID
+		if p.RunID != "" {
+			where += "/" + p.RunID
+		}
+		if where == "" {
+			where = p.Space + " " + p.Key
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", p.Kind, where, p.Message)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w, "next: restore a backup (cairn restore) — see docs/reliability.md, \"Operations: backup, restore, check\"")
+}

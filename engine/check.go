@@ -1,0 +1,360 @@
+package engine
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
+)
+
+// Check verifies a store the engine is not running on (`cairn check --data
+// DIR`): every record is read (so its checksum is verified by the store),
+// every run's history is read in full and must be contiguous from event 1
+// and end where the run's state says, the indexes and the current-run
+// pointers must agree with the run states, and every effects-ledger entry
+// must agree with the history of the run that last changed it. What is
+// found is reported, not repaired.
+//
+//	st, _ := badgerstore.Open(badgerstore.Options{Dir: dir}) // its own integrity checks run here
+//	report, err := engine.Check(ctx, st)
+//	if err == nil && !report.OK() { … }
+//
+// The error is for a check that could not run (the store failing for a
+// reason other than damage); damage is in the report.
+func Check(ctx context.Context, store history.Store) (*CheckReport, error) {
+	c := &checker{store: store, r: &CheckReport{}, runs: map[history.RunRef]*checkedRun{}}
+	steps := []func(context.Context) error{c.runStates, c.histories, c.currentRuns, c.indexes, c.ledger}
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			return c.r, err
+		}
+	}
+	sort.SliceStable(c.r.Problems, func(i, j int) bool {
+		a, b := c.r.Problems[i], c.r.Problems[j]
+		return a.WorkflowID < b.WorkflowID || (a.WorkflowID == b.WorkflowID && a.RunID < b.RunID)
+	})
+	return c.r, nil
+}
+
+// CheckReport is what Check found.
+type CheckReport struct {
+	Runs          int `json:"runs"`
+	OpenRuns      int `json:"openRuns"`
+	Events        int `json:"events"`
+	Records       int `json:"records"`
+	LedgerEntries int `json:"ledgerEntries"`
+	// Quarantined counts the runs the engine quarantined (each also a
+	// problem of kind "quarantined").
+	Quarantined int            `json:"quarantined"`
+	Problems    []CheckProblem `json:"problems"`
+}
+
+// OK reports whether nothing is damaged or inconsistent.
+func (r *CheckReport) OK() bool { return len(r.Problems) == 0 }
+
+// CheckProblem is one thing that is damaged or does not agree.
+type CheckProblem struct {
+	// Kind is one of: "record" (a record that fails its checksum or does
+	// not decode), "history" (a history that is damaged, has a hole, or
+	// ends elsewhere than its run state says), "index", "current-run",
+	// "ledger", "quarantined".
+	Kind       string `json:"kind"`
+	WorkflowID string `json:"workflowId,omitempty"`
+	RunID      string `json:"runId,omitempty"`
+	// Space and Key (hex) name a damaged keyed record.
+	Space   string `json:"space,omitempty"`
+	Key     string `json:"key,omitempty"`
+	Message string `json:"message"`
+}
+
+type checker struct {
+	store history.Store
+	r     *CheckReport
+	runs  map[history.RunRef]*checkedRun
+}
+
+// checkedRun is what the check keeps of one run.
+type checkedRun struct {
+	st *RunState
+	// keyed holds, per scheduled activity with an idempotency key, its
+	// key and the ledger state the history's last word on it implies.
+	keyed map[int64]*keyedActivity
+	// historyOK: the whole history was read without damage.
+	historyOK bool
+}
+
+type keyedActivity struct {
+	key  string
+	want LedgerState // 0: nothing yet that changes the ledger
+}
+
+func (c *checker) problem(kind string, ref history.RunRef, format string, args ...any) {
+	c.r.Problems = append(c.r.Problems, CheckProblem{Kind: kind, WorkflowID: ref.WorkflowID, RunID: ref.RunID,
+		Message: fmt.Sprintf(format, args...)})
+}
+
+// damagedRecord reports a record the store found damaged.
+func (c *checker) damagedRecord(space history.Space, key []byte, err error) {
+	p := CheckProblem{Kind: "record", Space: space.String(), Key: hex.EncodeToString(key), Message: err.Error()}
+	kr := history.ReadKey(key)
+	if space == history.SpaceRunState || space == history.SpaceCurrentRun || space == history.SpaceLedger {
+		p.WorkflowID = kr.Str()
+		if space == history.SpaceRunState {
+			p.RunID = kr.Str()
+		}
+		if kr.Err() != nil {
+			p.WorkflowID, p.RunID = "", ""
+		}
+	}
+	c.r.Problems = append(c.r.Problems, p)
+}
+
+// scanAll walks every record of space, reporting damaged ones and going
+// on after them.
+func (c *checker) scanAll(ctx context.Context, space history.Space, prefix []byte, fn func(r history.Record)) error {
+	err := scanRecords(ctx, c.store, space, history.ScanOptions{Prefix: prefix}, 0, func(r history.Record, bad error) (bool, error) {
+		c.r.Records++
+		if bad != nil {
+			c.damagedRecord(space, r.Key, bad)
+		} else {
+			fn(r)
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("engine: check: scan %s: %w", space, err)
+	}
+	return nil
+}
+
+// runStates reads every run state.
+func (c *checker) runStates(ctx context.Context) error {
+	return c.scanAll(ctx, history.SpaceRunState, nil, func(r history.Record) {
+		kr := history.ReadKey(r.Key)
+		ref := history.RunRef{WorkflowID: kr.Str(), RunID: kr.Str()}
+		st, err := decodeState(r.Value)
+		switch {
+		case kr.Err() != nil:
+			c.damagedRecord(history.SpaceRunState, r.Key, errors.New("the run state's key does not decode"))
+			return
+		case err != nil:
+			c.damagedRecord(history.SpaceRunState, r.Key, err)
+			return
+		case st.WorkflowID != ref.WorkflowID || st.RunID != ref.RunID:
+			c.problem("record", ref, "the run state stored under this run names workflow %q run %q", st.WorkflowID, st.RunID)
+			return
+		}
+		c.r.Runs++
+		if st.Status.Open() {
+			c.r.OpenRuns++
+		}
+		c.runs[ref] = &checkedRun{st: st, keyed: map[int64]*keyedActivity{}}
+	})
+}
+
+// histories reads every run's history in full.
+func (c *checker) histories(ctx context.Context) error {
+	refs := make([]history.RunRef, 0, len(c.runs))
+	for ref := range c.runs {
+		refs = append(refs, ref)
+	}
+	sort.Slice(refs, func(i, j int) bool {
+		return refs[i].WorkflowID < refs[j].WorkflowID || (refs[i].WorkflowID == refs[j].WorkflowID && refs[i].RunID < refs[j].RunID)
+	})
+	for _, ref := range refs {
+		if err := c.history(ctx, ref, c.runs[ref]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *checker) history(ctx context.Context, ref history.RunRef, cr *checkedRun) error {
+	want := cr.st.NextEventID - 1
+	var last int64
+	for ev, err := range c.store.Events(ctx, ref, 1) {
+		if err != nil {
+			if errors.Is(err, history.ErrNotFound) && want == 0 {
+				break
+			}
+			if !errors.Is(err, history.ErrCorrupt) && !errors.Is(err, history.ErrNotFound) {
+				return fmt.Errorf("engine: check: history of %q/%q: %w", ref.WorkflowID, ref.RunID, err)
+			}
+			c.problem("history", ref, "after event %d: %v", last, err)
+			return nil
+		}
+		if ev.ID != last+1 {
+			c.problem("history", ref, "event %d follows event %d: a hole in the history", ev.ID, last)
+			return nil
+		}
+		last = ev.ID
+		c.r.Events++
+		cr.see(ev)
+	}
+	switch {
+	case last < want:
+		c.problem("history", ref, "the history ends at event %d but the run's state records %d events: events were lost", last, want)
+	case last > want:
+		c.problem("history", ref, "the history holds %d events but the run's state records %d: the state was rolled back", last, want)
+	default:
+		cr.historyOK = true
+	}
+	return nil
+}
+
+// see notes what an event means for the effects ledger.
+func (cr *checkedRun) see(ev history.Event) {
+	set := func(id int64, s LedgerState) {
+		if k := cr.keyed[id]; k != nil {
+			k.want = s
+		}
+	}
+	switch a := ev.Attrs.(type) {
+	case *history.ActivityScheduled:
+		if a.IdempotencyKey != "" {
+			cr.keyed[ev.ID] = &keyedActivity{key: a.IdempotencyKey}
+		}
+	case *history.ActivityStarted:
+		if !a.Reconcile {
+			set(a.ScheduledEventID, LedgerInFlight)
+		}
+	case *history.ActivityCompleted:
+		set(a.ScheduledEventID, LedgerCompleted)
+	case *history.ActivityOutcomeUnknown:
+		set(a.ScheduledEventID, LedgerUnknown)
+	case *history.ActivityFailed:
+		set(a.ScheduledEventID, LedgerNotHappened)
+	case *history.ActivityTimedOut:
+		set(a.ScheduledEventID, LedgerNotHappened)
+	case *history.ActivityCanceled:
+		set(a.ScheduledEventID, LedgerNotHappened)
+	case *history.ActivityResolved:
+		if a.Resolution == history.ResolvedHappened {
+			set(a.ScheduledEventID, LedgerCompleted)
+		} else {
+			set(a.ScheduledEventID, LedgerNotHappened)
+		}
+	}
+}
+
+// currentRuns checks that every current-run pointer names a run.
+func (c *checker) currentRuns(ctx context.Context) error {
+	return c.scanAll(ctx, history.SpaceCurrentRun, nil, func(r history.Record) {
+		kr := history.ReadKey(r.Key)
+		wf := kr.Str()
+		if kr.Err() != nil {
+			c.damagedRecord(history.SpaceCurrentRun, r.Key, errors.New("the current-run pointer's key does not decode"))
+			return
+		}
+		ref := history.RunRef{WorkflowID: wf, RunID: string(r.Value)}
+		if c.runs[ref] == nil {
+			c.problem("current-run", ref, "the workflow's current-run pointer names run %q, which has no run state", ref.RunID)
+		}
+	})
+}
+
+// indexes checks the open-run and list indexes against the run states, and
+// reports the quarantined runs.
+func (c *checker) indexes(ctx context.Context) error {
+	inOpen := map[history.RunRef]bool{}
+	err := c.scanAll(ctx, history.SpaceIndex, nil, func(r history.Record) {
+		kr := history.ReadKey(r.Key)
+		switch kind := kr.Str(); kind {
+		case "o", "q":
+			ref := history.RunRef{WorkflowID: kr.Str(), RunID: kr.Str()}
+			if kr.Err() != nil {
+				c.damagedRecord(history.SpaceIndex, r.Key, errors.New("the index key does not decode"))
+				return
+			}
+			if kind == "q" {
+				c.r.Quarantined++
+				var rec quarantineRecord
+				reason := "quarantine record damaged"
+				if decodeMsgpack(r.Value, &rec) == nil {
+					reason = rec.Reason
+				}
+				c.problem("quarantined", ref, "the engine quarantined this run: %s", reason)
+				return
+			}
+			inOpen[ref] = true
+			if cr := c.runs[ref]; cr == nil || !cr.st.Status.Open() {
+				c.problem("index", ref, "the open-run index lists a run that is not open")
+			}
+		case "a", "s":
+			if kind == "s" {
+				_ = kr.Int()
+			}
+			_ = kr.Int()
+			ref := history.RunRef{WorkflowID: kr.Str(), RunID: kr.Str()}
+			info := new(api.WorkflowInfo)
+			if kr.Err() != nil || decodeMsgpack(r.Value, info) != nil {
+				c.damagedRecord(history.SpaceIndex, r.Key, errors.New("the list index entry does not decode"))
+				return
+			}
+			if c.runs[ref] == nil {
+				c.problem("index", ref, "the list index lists a run that has no run state")
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	for ref, cr := range c.runs {
+		if cr.st.Status.Open() && !inOpen[ref] {
+			c.problem("index", ref, "the run is open but missing from the open-run index: the engine would not serve it")
+		}
+	}
+	return nil
+}
+
+// ledger checks every effects-ledger entry against the history of the run
+// that last changed it.
+func (c *checker) ledger(ctx context.Context) error {
+	return c.scanAll(ctx, history.SpaceLedger, nil, func(r history.Record) {
+		c.r.LedgerEntries++
+		kr := history.ReadKey(r.Key)
+		wf, key := kr.Str(), kr.Str()
+		le, err := decodeLedger(key, r.Value)
+		if kr.Err() != nil || err != nil {
+			if err == nil {
+				err = errors.New("the ledger entry's key does not decode")
+			}
+			c.damagedRecord(history.SpaceLedger, r.Key, err)
+			return
+		}
+		ref := history.RunRef{WorkflowID: wf, RunID: le.RunID}
+		cr := c.runs[ref]
+		if cr == nil {
+			c.problem("ledger", ref, "ledger entry %s names run %q, which has no run state", key, le.RunID)
+			return
+		}
+		if !cr.historyOK {
+			return // its history is reported already
+		}
+		k := cr.keyed[le.ScheduledEventID]
+		switch {
+		case k == nil || k.key != key:
+			c.problem("ledger", ref, "ledger entry %s names event %d of the run, which does not schedule that action", key, le.ScheduledEventID)
+		case k.want != 0 && k.want != le.State && !le.LateState: // a late report may set a closed action's state
+			c.problem("ledger", ref, "ledger entry %s is %s but the run's history says %s", key, ledgerStateName(le.State), ledgerStateName(k.want))
+		}
+	})
+}
+
+func ledgerStateName(s LedgerState) string {
+	switch s {
+	case LedgerInFlight:
+		return "in flight"
+	case LedgerCompleted:
+		return "completed"
+	case LedgerUnknown:
+		return "unknown"
+	case LedgerNotHappened:
+		return "not happened"
+	}
+	return fmt.Sprintf("state %d", s)
+}

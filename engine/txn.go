@@ -254,7 +254,9 @@ type handedOff struct {
 // It returns nil, changing nothing, unless exactly one open run is touched
 // and a poller waits for a task it makes ready.
 func (x *txn) handOff() *handedOff {
-	if len(x.runs) != 1 || !x.runs[0].st.Status.Open() {
+	// A transaction that writes payload chunks hands nothing off: a task
+	// referencing them would send its worker after chunks not stored yet.
+	if len(x.runs) != 1 || !x.runs[0].st.Status.Open() || len(x.newChunks) > 0 {
 		return nil
 	}
 	h := &handedOff{e: x.e, tr: x.runs[0]}

@@ -205,6 +205,7 @@ func (e *Engine) recoverRun(ctx context.Context, key []byte) error {
 		return nil
 	}
 	st.WFT.StickyQueue, st.WFT.SeenEventID = "", 0 // caches are not trusted across a restart
+	e.m.Recovered(st, e.now())
 	entry := &runEntry{ref: ref, parent: st.Parent, state: st, changed: make(chan struct{})}
 	entry.tail.reset(st.NextEventID) // only events from now on are cached
 	e.open[ref.WorkflowID] = entry

@@ -206,9 +206,13 @@ func (x *txn) commit(ctx context.Context) error {
 	h := x.handOff()
 	// Once decided, a transition is not abandoned halfway because the
 	// caller went away: the store either commits all of it or none.
-	if err := x.e.store.Commit(context.WithoutCancel(ctx), &x.batch); err != nil {
+	if err := x.e.commitBatch(context.WithoutCancel(ctx), &x.batch); err != nil {
 		// A task handed off is now stale: its completion finds the run as
-		// it was and is refused.
+		// it was and is refused. A commit that may have been applied all
+		// the same leaves the runs to be read back (resync.go).
+		if ambiguousCommit(err) {
+			x.resyncAll(ctx)
+		}
 		return storeErr(err)
 	}
 	x.e.stats.commits.Add(1)

@@ -19,9 +19,9 @@ import (
 // failParent, persistQuarantine, Open for the boot record). Off, a commit
 // pays one atomic load.
 
-// commitBatch commits b to the store, passing the crash points of the
-// commit.
-func (e *Engine) commitBatch(ctx context.Context, b *history.Batch) error {
+// storeCommit commits b to the store, passing the crash points of the
+// commit. Every commit of the engine goes through it (Engine.commit).
+func (e *Engine) storeCommit(ctx context.Context, b *history.Batch) error {
 	if !crashpoint.Enabled() {
 		return e.store.Commit(ctx, b)
 	}
@@ -38,7 +38,7 @@ const enginePkg = "github.com/cairnflow/cairn/engine."
 
 // commitHelpers are the functions between a commit and the code that
 // decided it.
-var commitHelpers = map[string]bool{"commitBatch": true, "commit": true, "transact": true, "transactLocked": true,
+var commitHelpers = map[string]bool{"storeCommit": true, "commit": true, "transact": true, "transactLocked": true,
 	"background": true, "onOpenRun": true, "onActivity": true}
 
 // commitPoint names the commit being made: the outermost exported method

@@ -138,8 +138,11 @@ type Engine struct {
 	timers *timerq.Queue[timerKey]
 
 	bootGen int64
-	epochs  atomic.Int64
-	seq     atomic.Int64
+	// bootPending: the boot generation could not be written at Open (a
+	// full disk); the first commit that succeeds carries it (commit).
+	bootPending atomic.Bool
+	epochs      atomic.Int64
+	seq         atomic.Int64
 
 	queriesMu sync.Mutex
 	queries   map[string]*pendingQuery

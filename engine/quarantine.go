@@ -279,7 +279,7 @@ func (e *Engine) failParent(ctx context.Context, c *corruptRun) error {
 func (e *Engine) persistQuarantine(c *corruptRun) {
 	b, err := api.MarshalMsgpack(&quarantineRecord{Reason: c.reason, Since: c.since, Current: c.current})
 	if err == nil {
-		err = e.commitBatch(context.Background(), &history.Batch{Puts: []history.Record{
+		err = e.commit(context.Background(), &history.Batch{Puts: []history.Record{
 			{Space: history.SpaceIndex, Key: indexQuarantineKey(c.ref), Value: b}}})
 	}
 	if err != nil {

@@ -63,7 +63,7 @@ func (e *Engine) recordClosedRunReport(ctx context.Context, st *RunState, change
 		x.put(history.SpaceIndex, indexAllKey(nst), info)
 		x.put(history.SpaceIndex, indexStatusKey(nst.Status, nst), info)
 	}
-	if err := e.commitBatch(context.WithoutCancel(ctx), &x.batch); err != nil {
+	if err := e.commit(context.WithoutCancel(ctx), &x.batch); err != nil {
 		return storeErr(err)
 	}
 	e.stats.commits.Add(1)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/cairnflow/cairn/engine/api"
@@ -293,10 +294,38 @@ func (e *Engine) bumpBoot(ctx context.Context) error {
 		return fmt.Errorf("engine: read boot generation: %w", storeErr(err))
 	}
 	gen++
-	nb := binary.BigEndian.AppendUint64(nil, uint64(gen))
-	if err := e.commitBatch(ctx, &history.Batch{Puts: []history.Record{{Space: history.SpaceMeta, Key: bootKey, Value: nb}}}); err != nil {
+	e.bootGen = gen
+	err = e.storeCommit(ctx, &history.Batch{Puts: []history.Record{e.bootRecord()}})
+	if errors.Is(err, history.ErrNoSpace) {
+		// A full disk must not keep the engine from serving reads: every
+		// write fails until space returns anyway, and the first one that
+		// succeeds writes the generation with it (commit).
+		e.bootPending.Store(true)
+		e.log.Warn().Err(err).Int64("boot", gen).Msg("disk full: the boot generation will be written with the first commit")
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("engine: write boot generation: %w", storeErr(err))
 	}
-	e.bootGen = gen
 	return nil
+}
+
+// bootRecord is the record of the current boot generation.
+func (e *Engine) bootRecord() history.Record {
+	return history.Record{Space: history.SpaceMeta, Key: bootKey, Value: binary.BigEndian.AppendUint64(nil, uint64(e.bootGen))}
+}
+
+// commit commits b, adding the boot generation while it is still to be
+// written (bumpBoot on a full disk).
+func (e *Engine) commit(ctx context.Context, b *history.Batch) error {
+	if !e.bootPending.Load() {
+		return e.storeCommit(ctx, b)
+	}
+	withBoot := *b
+	withBoot.Puts = append(slices.Clip(b.Puts), e.bootRecord())
+	err := e.storeCommit(ctx, &withBoot)
+	if err == nil {
+		e.bootPending.Store(false)
+	}
+	return err
 }

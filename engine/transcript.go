@@ -30,7 +30,7 @@ func (e *Engine) GetTranscript(ctx context.Context, req *api.GetTranscriptReques
 		return nil, err
 	}
 	b := transcriptBuilder{ctx: ctx, src: chunkSource{e}, st: st, emitted: map[string]bool{}, tools: map[string]*api.ToolCallInfo{},
-		calls: map[int64]*api.ModelCallInfo{}}
+		toolBySched: map[int64]*api.ToolCallInfo{}, calls: map[int64]*api.ModelCallInfo{}}
 	if err := b.build(ctx, evs); err != nil {
 		return nil, err
 	}
@@ -45,11 +45,13 @@ type transcriptBuilder struct {
 	items   []api.TranscriptItem
 	emitted map[string]bool
 	tools   map[string]*api.ToolCallInfo // by "<turn>:<call id>"
-	calls   map[int64]*api.ModelCallInfo // by scheduled event id
-	model   string
-	turn    int64
-	last    *api.ModelCallInfo // the last model call, whose answer no chunk holds yet
-	lastMsg *history.ChatMessage
+	// toolBySched finds a tool call by its activity.
+	toolBySched map[int64]*api.ToolCallInfo
+	calls       map[int64]*api.ModelCallInfo // by scheduled event id
+	model       string
+	turn        int64
+	last        *api.ModelCallInfo // the last model call, whose answer no chunk holds yet
+	lastMsg     *history.ChatMessage
 }
 
 func (b *transcriptBuilder) build(ctx context.Context, evs []history.Event) error {
@@ -61,9 +63,9 @@ func (b *transcriptBuilder) build(ctx context.Context, evs []history.Event) erro
 					return err
 				}
 			} else if strings.HasPrefix(a.ActivityID, history.ToolActivityPrefix) {
-				if t := b.tools[strings.TrimPrefix(a.ActivityID, history.ToolActivityPrefix)]; t != nil {
-					t.ScheduledEventID, t.Effect, t.IdempotencyKey, t.State = ev.ID, a.Effect, a.IdempotencyKey, api.CallScheduled
-				}
+				t := b.tool(strings.TrimPrefix(a.ActivityID, history.ToolActivityPrefix))
+				t.ScheduledEventID, t.Effect, t.IdempotencyKey, t.State = ev.ID, a.Effect, a.IdempotencyKey, api.CallScheduled
+				b.toolBySched[ev.ID] = t
 			}
 		case *history.ActivityCompleted:
 			b.closed(a.ScheduledEventID, api.CallCompleted, a.Usage, nil, a.Result)
@@ -150,26 +152,42 @@ func (b *transcriptBuilder) modelCall(ctx context.Context, id int64, a *history.
 	return nil
 }
 
+// toolCalls returns the tool calls m asks for, known by "<turn>:<call id>".
+func (b *transcriptBuilder) toolCalls(m *history.ChatMessage) []*api.ToolCallInfo {
+	var out []*api.ToolCallInfo
+	for _, tc := range m.ToolCalls {
+		t := b.tool(strconv.FormatInt(b.turn, 10) + ":" + tc.ID)
+		t.ID, t.Name, t.Arguments = tc.ID, tc.Name, tc.Arguments
+		out = append(out, t)
+	}
+	return out
+}
+
 // message emits a message, and after an assistant message the tool calls
 // it asks for.
 func (b *transcriptBuilder) message(m *history.ChatMessage) {
 	b.items = append(b.items, api.TranscriptItem{Kind: api.ItemMessage, Message: m})
-	for _, tc := range m.ToolCalls {
-		key := strconv.FormatInt(b.turn, 10) + ":" + tc.ID
-		t := b.tools[key]
-		if t == nil {
-			t = &api.ToolCallInfo{ID: tc.ID, Name: tc.Name, Arguments: tc.Arguments, State: api.CallScheduled}
-			b.tools[key] = t
-		}
+	for _, t := range b.toolCalls(m) {
 		b.items = append(b.items, api.TranscriptItem{Kind: api.ItemToolCall, ToolCall: t})
 	}
 	if m.Role == "tool" {
-		for _, t := range b.tools {
-			if t.ID == m.ToolCallID && t.Result == "" {
-				t.Result = m.Content
+		if t := b.tools[strconv.FormatInt(b.turn, 10)+":"+m.ToolCallID]; t != nil && t.Result == "" {
+			t.Result = m.Content
+			if t.ScheduledEventID == 0 && t.State == api.CallScheduled {
+				t.State = api.CallFailed // answered without running: an unknown tool or invalid arguments
 			}
 		}
 	}
+}
+
+// tool returns the tool call of key, made on first use.
+func (b *transcriptBuilder) tool(key string) *api.ToolCallInfo {
+	t := b.tools[key]
+	if t == nil {
+		t = &api.ToolCallInfo{State: api.CallScheduled}
+		b.tools[key] = t
+	}
+	return t
 }
 
 // closed records how an activity ended.
@@ -184,23 +202,25 @@ func (b *transcriptBuilder) closed(schedID int64, state string, u history.Usage,
 				if r.Model != "" {
 					c.Model = r.Model
 				}
+				// The tool calls it asks for are scheduled before the next
+				// model call's chunk carries this message: know them now,
+				// so that their activities are linked as they come.
+				b.toolCalls(&r.Message)
 			}
 		}
 		return
 	}
-	for _, t := range b.tools {
-		if t.ScheduledEventID == schedID {
-			t.State = state
-		}
+	if t := b.toolBySched[schedID]; t != nil {
+		t.State = state
 	}
 }
 
 // marker reads the agent's approval markers.
 func (b *transcriptBuilder) marker(m *history.MarkerRecorded) {
-	t := b.tools[m.ID]
-	if t == nil {
+	if m.Name != history.MarkerApprovalRequested && m.Name != history.MarkerApprovalDecided {
 		return
 	}
+	t := b.tool(m.ID)
 	switch m.Name {
 	case history.MarkerApprovalRequested:
 		t.State = api.CallAwaitingApproval

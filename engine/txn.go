@@ -206,7 +206,7 @@ func (x *txn) commit(ctx context.Context) error {
 	h := x.handOff()
 	// Once decided, a transition is not abandoned halfway because the
 	// caller went away: the store either commits all of it or none.
-	if err := x.e.commitBatch(context.WithoutCancel(ctx), &x.batch); err != nil {
+	if err := x.e.commit(context.WithoutCancel(ctx), &x.batch); err != nil {
 		// A task handed off is now stale: its completion finds the run as
 		// it was and is refused. A commit that may have been applied all
 		// the same leaves the runs to be read back (resync.go).
@@ -258,7 +258,9 @@ type handedOff struct {
 // It returns nil, changing nothing, unless exactly one open run is touched
 // and a poller waits for a task it makes ready.
 func (x *txn) handOff() *handedOff {
-	if len(x.runs) != 1 || !x.runs[0].st.Status.Open() {
+	// A transaction that writes payload chunks hands nothing off: a task
+	// referencing them would send its worker after chunks not stored yet.
+	if len(x.runs) != 1 || !x.runs[0].st.Status.Open() || len(x.newChunks) > 0 {
 		return nil
 	}
 	h := &handedOff{e: x.e, tr: x.runs[0]}

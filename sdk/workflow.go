@@ -621,6 +621,20 @@ func GetVersion(ctx Context, changeID string, minSupported, maxSupported Version
 	return v
 }
 
+// RecordMarker records value in history under (name, id), as a
+// MarkerRecorded event, for what reads histories (the agent kit records
+// its approvals this way, and the transcript API shows them). Replay
+// matches it by name and id. Names starting with "cairn." are the kit's.
+func RecordMarker(ctx Context, name, id string, value any) error {
+	_, e := mutating(ctx)
+	p, err := toPayload(e.conv, value) // a history.Payload is recorded as it is
+	if err != nil {
+		return err
+	}
+	e.addCommand(api.Command{Type: api.CommandRecordMarker, RecordMarker: &api.RecordMarkerCommand{Name: name, ID: id, Data: p}}, nil)
+	return nil
+}
+
 // SetBudget sets the run's budget for metered activities (model calls):
 // when the run has used it up, the next one is held and the run is paused
 // until a person raises the budget or stops the run (see docs/agents.md).

@@ -13,6 +13,7 @@ import (
 	"github.com/cairnflow/cairn/engine"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/internal/view"
 )
 
 // wfBudget raises a run's budget or stops its held model calls.
@@ -136,7 +137,6 @@ func wfWatch(g *globals) *cobra.Command {
 func watchStream(ctx context.Context, g *globals, svc api.Service, id, runID string) error {
 	var after int64
 	open := map[[2]int64]bool{} // (scheduled event, attempt) streaming
-	enc := json.NewEncoder(g.stdout)
 	for {
 		resp, err := svc.WatchStream(ctx, &api.WatchStreamRequest{WorkflowID: id, RunID: runID, AfterSeq: after, Wait: true})
 		if err != nil {
@@ -148,8 +148,12 @@ func watchStream(ctx context.Context, g *globals, svc api.Service, id, runID str
 		}
 		for _, ev := range resp.Events {
 			after = ev.Seq
-			if g.json {
-				if err := enc.Encode(ev); err != nil {
+			if g.json { // one object a line, by the --json convention
+				b, err := view.Marshal(ev)
+				if err != nil {
+					return err
+				}
+				if _, err := g.stdout.Write(append(b, '\n')); err != nil {
 					return err
 				}
 				continue

@@ -16,9 +16,7 @@ import (
 	"unicode"
 
 	"github.com/cairnflow/cairn/engine"
-	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/engine/httpapi"
-	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/history/badgerstore"
 	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/sdk/client"
@@ -126,27 +124,6 @@ func (s *testServer) must(t *testing.T, args ...string) string {
 	return out
 }
 
-// decided waits until the run's first workflow task is done (a query
-// sent earlier is answered from a history the code has not run on yet).
-func (s *testServer) decided(t *testing.T, id string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	from := int64(1)
-	for {
-		resp, err := s.eng.GetHistory(ctx, &api.GetHistoryRequest{WorkflowID: id, FromEventID: from, WaitNewEvents: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, ev := range resp.Events {
-			if ev.Type() == history.TypeWorkflowTaskCompleted {
-				return
-			}
-		}
-		from = resp.NextEventID
-	}
-}
-
 // result waits for a run's result through the client.
 func (s *testServer) result(t *testing.T, id string) {
 	t.Helper()
@@ -206,7 +183,6 @@ func TestJSONOutputIsConsistent(t *testing.T) {
 	s := newTestServer(t, true)
 	cmds := [][]string{
 		{"workflow", "start", "--type", "Hold", "--id", "hold-1", "--task-queue", testQueue, "--input", `"one"`},
-		{"decided", "hold-1"},
 		{"workflow", "query", "hold-1", "--type", "status"},
 		{"workflow", "stack", "hold-1"},
 		{"workflow", "signal", "hold-1", "--name", "go", "--input", `"ann"`},
@@ -221,10 +197,6 @@ func TestJSONOutputIsConsistent(t *testing.T) {
 		{"version"},
 	}
 	for _, args := range cmds {
-		if args[0] == "decided" {
-			s.decided(t, args[1])
-			continue
-		}
 		out := s.must(t, append(args, "--json")...)
 		var v any
 		if err := json.Unmarshal([]byte(out), &v); err != nil {
@@ -255,7 +227,6 @@ func TestJSONOutputIsConsistent(t *testing.T) {
 func TestQueryAndStack(t *testing.T) {
 	s := newTestServer(t, true)
 	s.must(t, "workflow", "start", "--type", "Hold", "--id", "hold-q", "--task-queue", testQueue, "--input", `"box"`)
-	s.decided(t, "hold-q")
 	if out := s.must(t, "workflow", "query", "hold-q", "--type", "status"); strings.TrimSpace(out) != `"holding box"` {
 		t.Fatalf("query: %q", out)
 	}

@@ -30,7 +30,11 @@ func devCommand(g *globals) *cobra.Command {
 agent of ` + "`cairn demo`" + `) and starts a few runs of it, so the UI has
 something to show: one that completes, one that fails over budget, one whose
 payment provider times out (it pauses until a person resolves it), and one
-on a task queue no worker polls.`,
+on a task queue no worker polls; and an invoice assistant (an agent with a
+scripted model that streams its answers) whose first run answers at once
+and whose second waits for a question:
+
+  cairn workflow signal assistant-INV-5 --name ask --input '"Can we pay INV-7?"'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.data == "" {
@@ -44,6 +48,7 @@ on a task queue no worker polls.`,
 			hooks := serveHooks{ready: func(apiAddr, uiURL string) { devBanner(g, f, apiAddr, uiURL, withDemo) }}
 			if withDemo {
 				hooks.actors = func(eng *engine.Engine, _ string) ([]actor, error) { return demoActors(eng, f.data) }
+				hooks.pricing = engine.Pricing{demo.AssistantModel: {Input: 0.15, CachedInput: 0.075, Output: 0.6}}
 			}
 			return serve(cmd.Context(), g, f, hooks)
 		},
@@ -86,6 +91,8 @@ func devBanner(g *globals, f serverFlags, apiAddr, uiURL string, withDemo bool) 
 		for _, r := range devRuns {
 			fmt.Fprintf(w, "             %-16s %s\n", r.id, r.what)
 		}
+		fmt.Fprintf(w, "             %-16s an agent (scripted model): run 1 answered; run 2 waits for your question:\n", assistantID)
+		fmt.Fprintf(w, "             %-16s cairn workflow signal %s --name %s --input '\"Can we pay INV-7?\"' --address %s\n", "", assistantID, demo.AskSignal, apiAddr)
 	}
 	fmt.Fprintf(w, "\nCtrl-C stops it.\n")
 }
@@ -101,6 +108,9 @@ var devRuns = []struct {
 	{"invoice-INV-4", "accounts-payable-eu", "on a queue no worker polls: stuck (Task queues page)", demo.Invoice{ID: "INV-4", Vendor: "Umbrella", Amount: 300}},
 }
 
+// assistantID is the workflow id of the demo's two assistant runs.
+const assistantID = "assistant-INV-5"
+
 // demoActors runs the demo agent's worker over the engine and starts the
 // demo's runs (again after a restart over the same data: an id that ran
 // already is left as it is).
@@ -115,6 +125,9 @@ func demoActors(eng *engine.Engine, data string) ([]actor, error) {
 	if err := demo.Register(w, a, true, false); err != nil {
 		return nil, err
 	}
+	if err := demo.RegisterAssistant(w, &demo.Assistants{}); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return []actor{{
 		run: func() error {
@@ -124,8 +137,26 @@ func demoActors(eng *engine.Engine, data string) ([]actor, error) {
 					return fmt.Errorf("start %s: %w", r.id, err)
 				}
 			}
+			go startAssistant(ctx, c)
 			return w.Run(ctx)
 		},
 		interrupt: func(error) { cancel() },
 	}}, nil
+}
+
+// startAssistant starts the assistant's first run with a question, and
+// once it answered, a second run of the same workflow id that waits for
+// one: two runs of one id to compare side by side.
+func startAssistant(ctx context.Context, c client.Client) {
+	if _, err := c.DescribeWorkflow(ctx, assistantID, ""); err == nil {
+		return // started before (a data directory given again)
+	}
+	run, err := c.StartWorkflow(ctx, client.StartOptions{ID: assistantID, TaskQueue: demo.TaskQueue}, demo.Assistant, "Can we pay INV-5?")
+	if err != nil {
+		return
+	}
+	if err := run.Get(ctx, nil); err != nil {
+		return
+	}
+	_, _ = c.StartWorkflow(ctx, client.StartOptions{ID: assistantID, TaskQueue: demo.TaskQueue}, demo.Assistant, "")
 }

@@ -105,6 +105,8 @@ func isLoopback(flag, listen string) (bool, error) {
 type serveHooks struct {
 	ready  func(apiAddr, uiAddr string)
 	actors func(eng *engine.Engine, apiAddr string) ([]actor, error)
+	// pricing is the price table when --pricing gives none.
+	pricing engine.Pricing
 }
 
 // actor is one member of the server's run group.
@@ -156,6 +158,9 @@ func serve(ctx context.Context, g *globals, f serverFlags, hooks serveHooks) err
 	pricing, err := readPricing(f.pricing)
 	if err != nil {
 		return err
+	}
+	if pricing == nil {
+		pricing = hooks.pricing
 	}
 	eng, err := engine.Open(engine.Options{Store: st, Logger: &log, Pricing: pricing})
 	if err != nil {

@@ -90,7 +90,7 @@ func (s *Store) commitLoop() {
 // answers every one of them.
 func (s *Store) commitGroup(reqs []*request) {
 	// A full disk: refuse the group before Badger writes anything.
-	if err := s.space.check(time.Now()); err != nil {
+	if err := s.space.check(); err != nil {
 		for _, r := range reqs {
 			r.finish(err)
 		}

@@ -41,8 +41,27 @@
 // key of its last event, found with one reverse seek and then cached, so an
 // append checks its expected next id without a read (earlier builds also
 // kept a head record, "l" + tuple, now ignored). Each history.Space has its own
-// one-letter prefix (s, c, q, t, e, v, m). Keyed records are opaque bytes;
-// damage to them cannot be detected.
+// one-letter prefix (s, c, q, t, e, v, m). Keyed records are opaque bytes
+// to this store, sealed in a CRC32C envelope over key and value (format 2;
+// format-1 directories are migrated at Open), so damage to them is
+// reported as history.ErrCorrupt naming space and key.
+//
+// # Integrity
+//
+// Every group commit also writes its number under "\x00cairn.seq"; the
+// file CAIRN-HWM in the directory holds the last number known durable and
+// the MANIFEST's synced size. Open refuses (history.ErrCorrupt, naming
+// file, offset and lost commits) a directory whose logs or tables lost or
+// damaged acknowledged data, unless Options.AcceptDataLoss, which records
+// the loss (Store.Losses). See docs/reliability.md, "Storage integrity".
+//
+// # A full disk
+//
+// Commits are refused with history.ErrNoSpace while fewer than
+// Options.MinFreeBytes are free, before Badger writes anything; reads go
+// on and commits resume by themselves. Badger's memory-mapped files are
+// allocated before they are written (no SIGBUS), and a reserve file
+// (CAIRN-RESERVE) lets the store open on a full disk.
 //
 // # Limits
 //

@@ -41,6 +41,7 @@ var hwmMagic = []byte("CAIRNHWM")
 type hwmFile struct {
 	mu       sync.Mutex
 	f        *os.File
+	mapped   []byte // the file's two slots mapped shared (nil: written with WriteAt)
 	path     string
 	seq      uint64
 	manifest int64
@@ -75,6 +76,7 @@ func openHWM(dir string) (*hwmFile, hwmState, error) {
 		return nil, st, fmt.Errorf("badgerstore: open %s: %w", path, err)
 	}
 	h := &hwmFile{f: f, path: path, stop: make(chan struct{}), done: make(chan struct{})}
+
 	if st.existed {
 		buf := make([]byte, 2*hwmSlotSize)
 		n, err := f.ReadAt(buf, 0)
@@ -89,17 +91,32 @@ func openHWM(dir string) (*hwmFile, hwmState, error) {
 				st.seq, st.manifest, valid = seq, manifest, true
 			}
 		}
-		if !valid && n > 0 {
+		if !valid && !allZero(buf) {
 			_ = f.Close()
 			return nil, st, corruptFile(path, 0, "neither slot of the integrity file is valid")
 		}
 		if !valid {
-			st.existed = false // created but never written (a crash right after creating it)
+			// Created (and allocated) but never written. Open then
+			// refuses it if the database holds commits.
+			st.existed = false
 		}
 	}
 	h.seq, h.manifest = st.seq, st.manifest
+	// A commit then stores its number into the page cache with no system
+	// call; a crash of the process keeps it as a write would. The blocks
+	// are allocated first, so the store cannot fault on a full disk.
+	h.mapped = mapHWM(f)
 	go h.syncLoop()
 	return h, st, nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func decodeHWMSlot(buf []byte, slot int) (seq uint64, manifest int64, ok bool) {
@@ -114,18 +131,24 @@ func decodeHWMSlot(buf []byte, slot int) (seq uint64, manifest int64, ok bool) {
 	return binary.BigEndian.Uint64(r[8:]), int64(binary.BigEndian.Uint64(r[16:])), true
 }
 
-func encodeHWMSlot(seq uint64, manifest int64) []byte {
-	r := make([]byte, hwmRecLen)
+// putHWMSlot encodes a slot into r (at least hwmRecLen bytes).
+func putHWMSlot(r []byte, seq uint64, manifest int64) {
 	copy(r, hwmMagic)
 	binary.BigEndian.PutUint64(r[8:], seq)
 	binary.BigEndian.PutUint64(r[16:], uint64(manifest))
 	binary.BigEndian.PutUint32(r[24:], crc32.Checksum(r[:24], castagnoli))
-	return r
 }
 
 // writeSlot writes one slot; h.mu is held.
 func (h *hwmFile) writeSlot(slot int) error {
-	if _, err := h.f.WriteAt(encodeHWMSlot(h.seq, h.manifest), int64(slot*hwmSlotSize)); err != nil {
+	if h.mapped != nil {
+		putHWMSlot(h.mapped[slot*hwmSlotSize:], h.seq, h.manifest)
+		h.dirty = true
+		return nil
+	}
+	var rec [hwmRecLen]byte
+	putHWMSlot(rec[:], h.seq, h.manifest)
+	if _, err := h.f.WriteAt(rec[:], int64(slot*hwmSlotSize)); err != nil {
 		return fmt.Errorf("badgerstore: write %s: %w", h.path, err)
 	}
 	h.dirty = true
@@ -177,7 +200,7 @@ func (h *hwmFile) syncLocked() error {
 	if !h.dirty {
 		return nil
 	}
-	if err := h.f.Sync(); err != nil {
+	if err := syncHWM(h); err != nil {
 		return fmt.Errorf("badgerstore: sync %s: %w", h.path, err)
 	}
 	h.dirty = false
@@ -207,6 +230,7 @@ func (h *hwmFile) close() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	err := h.syncLocked()
+	unmapHWM(h)
 	if cerr := h.f.Close(); err == nil {
 		err = cerr
 	}

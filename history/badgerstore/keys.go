@@ -11,8 +11,11 @@ import (
 //
 //	h tuple(wf, run) id(8, big-endian)  → encoded event (history.EncodeEvent)
 //	l tuple(wf, run)                    → last event id of the run (8, big-endian)
-//	s|c|q|t|e|v|m|k|u key               → record of a history.Space (see spacePrefix)
-//	0x00 "cairn.format"                 → on-disk format version
+//	s|c|q|t|e|v|m|k|u key               → record of a history.Space (see spacePrefix), sealed (envelope.go)
+//	0x00 "cairn.format"                 → on-disk format version (bare)
+//	0x00 "cairn.seq"                    → number of the group commit that wrote it, sealed (integrity.go)
+//	0x00 "cairn.loss." nanos(8)         → an accepted data loss (LossRecord JSON), sealed
+//	0x00 "cairn.migrate"                → last record key migrated from format 1 (bare; only during migration)
 //
 // tuple is history.Key().Str(wf).Str(run): prefix-free, so the events of run
 // "a" never share a prefix with those of run "ab".

@@ -3,6 +3,7 @@ package badgerstore
 import (
 	"bytes"
 	"fmt"
+	"slices"
 
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/third_party/badger"
@@ -65,9 +66,18 @@ func migrateV1(db *badger.DB) error {
 // nextToMigrate returns up to migrateBatch record keys after after (all
 // record spaces, in key order) with their stored values.
 func nextToMigrate(db *badger.DB, after []byte) (keys, values [][]byte, err error) {
+	// The spaces' prefixes in byte order, which after's order follows.
+	var prefixes []byte
+	for sp := history.Space(1); sp.Valid(); sp++ {
+		p, _ := spacePrefix(sp)
+		prefixes = append(prefixes, p)
+	}
+	slices.Sort(prefixes)
 	err = db.View(func(txn *badger.Txn) error {
-		for sp := history.Space(1); sp.Valid() && len(keys) < migrateBatch; sp++ {
-			p, _ := spacePrefix(sp)
+		for _, p := range prefixes {
+			if len(keys) >= migrateBatch {
+				break
+			}
 			prefix := []byte{p}
 			if after != nil && after[0] > p {
 				continue

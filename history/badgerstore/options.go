@@ -43,6 +43,9 @@ const (
 	// group commit: once a group reaches it, the group is committed and the
 	// remaining queued batches start the next one.
 	DefaultMaxBatchBytes = 1 << 20
+	// DefaultSpaceCheckInterval: the free space is measured at most once a
+	// millisecond (one statfs, about 3 µs here), not for every commit.
+	DefaultSpaceCheckInterval = time.Millisecond
 )
 
 // Minimums accepted by Validate.
@@ -113,6 +116,11 @@ type Options struct {
 	// commits succeed again by themselves once space returns.
 	MinFreeBytes int64
 
+	// SpaceCheckInterval is how long the free space measured for
+	// MinFreeBytes is trusted (default DefaultSpaceCheckInterval; negative:
+	// measure for every group commit).
+	SpaceCheckInterval time.Duration
+
 	// AcceptDataLoss opens a store that Open would refuse because
 	// acknowledged data was lost or damaged (history.ErrCorrupt from the
 	// integrity checks): the damage is treated as the end of the log, as
@@ -139,6 +147,7 @@ func (o Options) withDefaults() Options {
 	setDefault(&o.MaxBatchBytes, DefaultMaxBatchBytes)
 	setDefault(&o.CommitLinger, DefaultCommitLinger)
 	setDefault(&o.MinFreeBytes, 3*o.MemTableSize)
+	setDefault(&o.SpaceCheckInterval, DefaultSpaceCheckInterval)
 	return o
 }
 

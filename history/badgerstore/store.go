@@ -151,7 +151,7 @@ func (s *Store) openDir() error {
 	}
 	hwm.advance(r.last) // after a power loss the mark on disk may lag
 	s.db, s.hwm, s.seq = db, hwm, r.last
-	s.space = space{dir: opts.Dir, min: opts.MinFreeBytes}
+	s.space = space{dir: opts.Dir, min: opts.MinFreeBytes, every: opts.SpaceCheckInterval}
 	if makeReserve(opts.Dir) != nil {
 		s.space.missing.Store(true)
 	}
@@ -186,7 +186,8 @@ func openError(dir string, err error) error {
 		return fmt.Errorf("badgerstore: open %q: %w (%v)", dir, history.ErrLocked, err)
 	case y.IsNoSpace(err):
 		return fmt.Errorf("badgerstore: open %q: %w: %w", dir, history.ErrNoSpace, err)
-	case errors.Is(err, fs.ErrPermission):
+	case errors.Is(err, fs.ErrPermission), strings.Contains(err.Error(), "permission denied"),
+		strings.Contains(err.Error(), "too many open files"), strings.Contains(err.Error(), "cannot allocate memory"):
 		return fmt.Errorf("badgerstore: open %q: %w", dir, err)
 	}
 	return fmt.Errorf("badgerstore: open %q: %w", dir, fromBadgerCorrupt(err))

@@ -37,11 +37,14 @@ func (h *Handler) apiRoutes() {
 	get("/api/paused", h.apiPaused)
 	get("/api/queues", h.apiQueues)
 	get("/api/effects", h.apiEffects)
+	get("/api/transcript", h.apiTranscript)
 	h.mux.Handle("GET /api/stream/run", h.apiAuth(http.HandlerFunc(h.streamRun)))
+	h.mux.Handle("GET /api/stream/agent", h.apiAuth(http.HandlerFunc(h.streamAgent)))
 	post("/api/signal", h.apiSignal)
 	post("/api/cancel", h.apiCancel)
 	post("/api/terminate", h.apiTerminate)
 	post("/api/resolve", h.apiResolve)
+	post("/api/budget", h.apiBudget)
 }
 
 // apiAuth refuses API calls that are not signed in (401, JSON).
@@ -237,6 +240,9 @@ type runView struct {
 	// Effects are the ledger entries of the workflow id that this run
 	// scheduled.
 	Effects []api.EffectInfo
+	// Conversation says the run is an agent's: it has a transcript (the
+	// conversation page shows it).
+	Conversation bool
 }
 
 func (h *Handler) apiRun(r *http.Request) (any, error) {
@@ -275,6 +281,9 @@ func (h *Handler) runView(ctx context.Context, id, run string, withRuns bool) (*
 	}
 	if withRuns {
 		v.Runs = h.runsOf(ctx, id)
+		if tr, err := h.svc.GetTranscript(ctx, &api.GetTranscriptRequest{WorkflowID: id, RunID: run}); err == nil {
+			v.Conversation = len(tr.Items) > 0
+		}
 	}
 	v.Effects = h.runEffects(ctx, id, run)
 	return v, nil
@@ -422,6 +431,11 @@ type actionRequest struct {
 	ScheduledEventID int64  `json:"scheduledEventId"`
 	Resolution       string `json:"resolution"`
 	Result           string `json:"result"`
+	// Budget: the new limits, or stop.
+	MaxTokens  int64   `json:"maxTokens"`
+	MaxCostUSD float64 `json:"maxCostUsd"`
+	MaxTurns   int64   `json:"maxTurns"`
+	Stop       bool    `json:"stop"`
 }
 
 func decodeAction(body []byte) (*actionRequest, error) {

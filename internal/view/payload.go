@@ -3,6 +3,7 @@ package view
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -20,6 +21,12 @@ func Payload(p history.Payload) json.RawMessage {
 		return json.RawMessage("null")
 	}
 	enc, _ := json.Marshal(p.Encoding)
+	if p.ByRef() {
+		// Stored by reference (a transcript chunk chain): its bytes are
+		// elsewhere (GetChunks); show the reference, and the bytes this
+		// payload adds.
+		return json.RawMessage(fmt.Sprintf(`{"encoding":%s,"ref":%q,"addedBytes":%d}`, enc, hex.EncodeToString(p.Ref), len(p.Data)))
+	}
 	if js, ok := decode(p); ok {
 		return json.RawMessage(fmt.Sprintf(`{"encoding":%s,"json":%s}`, enc, js))
 	}
@@ -29,7 +36,7 @@ func Payload(p history.Payload) json.RawMessage {
 // PayloadValue returns p's data as JSON (compact), or false when it cannot
 // be decoded.
 func PayloadValue(p history.Payload) (json.RawMessage, bool) {
-	if p.IsZero() {
+	if p.IsZero() || p.ByRef() {
 		return nil, false
 	}
 	return decode(p)
@@ -40,6 +47,9 @@ func PayloadValue(p history.Payload) (json.RawMessage, bool) {
 func PayloadText(p history.Payload) string {
 	if p.IsZero() {
 		return ""
+	}
+	if p.ByRef() {
+		return fmt.Sprintf("<%s by reference %s…>", p.Encoding, hex.EncodeToString(p.Ref)[:12])
 	}
 	if js, ok := decode(p); ok {
 		return string(js)

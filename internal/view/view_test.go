@@ -47,6 +47,7 @@ func TestMarshal(t *testing.T) {
 		Failure  *history.Failure
 		Counts   map[api.Status]int
 		Raw      history.Payload
+		Chain    history.Payload
 		Ignored  string `json:"-"`
 		internal int
 	}{
@@ -59,6 +60,7 @@ func TestMarshal(t *testing.T) {
 		Failure:  &history.Failure{Type: "Boom", Message: "it broke"},
 		Counts:   map[api.Status]int{api.StatusRunning: 2, api.StatusCompleted: 0},
 		Raw:      history.Payload{Encoding: "zstd", Data: []byte{0xff}},
+		Chain:    history.Payload{Encoding: history.EncodingTranscript, Ref: []byte{0xab, 0xcd}, Data: []byte{1, 2, 3}},
 		Ignored:  "no",
 	}
 	b, err := Marshal(v)
@@ -68,7 +70,7 @@ func TestMarshal(t *testing.T) {
 	want := `{"workflowId":"w","runId":"r","status":"paused","startTime":"2026-11-01T09:00:00Z","historyLength":0,"extra":7,` +
 		`"input":{"encoding":"msgpack","json":{"Amount":4200,"Invoice":"INV-9"}},"timeout":"1m30s","effect":"SideEffect","token":"AQI=",` +
 		`"failure":{"type":"Boom","message":"it broke","nonRetryable":false},"counts":{"completed":0,"running":2},` +
-		`"raw":{"encoding":"zstd","base64":"/w=="}}`
+		`"raw":{"encoding":"zstd","base64":"/w=="},"chain":{"encoding":"cairn.transcript.v1+msgpack","ref":"abcd","addedBytes":3}}`
 	if string(b) != want {
 		t.Fatalf("Marshal:\n got %s\nwant %s", b, want)
 	}

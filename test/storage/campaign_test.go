@@ -74,7 +74,12 @@ type env struct {
 
 func startEnv(t *testing.T, dir string) *env {
 	t.Helper()
-	st, err := badgerstore.Open(badgerstore.Options{Dir: dir})
+	return startEnvOpts(t, badgerstore.Options{Dir: dir})
+}
+
+func startEnvOpts(t *testing.T, opts badgerstore.Options) *env {
+	t.Helper()
+	st, err := badgerstore.Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,70 +158,71 @@ func hasEvent(typ history.EventType) func([]history.Event) bool {
 	}
 }
 
-// makeDataDir runs payment workflows into dir: a first round closed
-// cleanly (its data in table files), then a second round left in the
-// memtable's WAL with runs completed, open and paused, and values large
-// enough for the value log in both. The store of the second round is still
-// open when the directory is copied, as after a kill -9. It returns the
-// directory's copy and the reference view of it.
+// makeDataDir runs payment workflows into dir in three rounds: the first
+// two closed cleanly (their data in two table files, the second rewriting
+// run states the first wrote: approvals that came later), the third left
+// in the memtable's WAL, with runs completed, open (waiting for approval)
+// and paused (payment outcome unknown), and values large enough for the
+// value log. The store of the last round is still open when the directory
+// is copied, as after a kill -9. It returns the copy and the reference
+// view of it.
 func makeDataDir(t *testing.T) (string, *snapshot) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "data")
 	big := strings.Repeat("n", 1100<<10)
+	var waiting []string // runs waiting for approval, oldest first
+	round := func(e *env, name string, n int, bigAt int) {
+		var runs []client.Run
+		var unknown, approve []string
+		for i := range n {
+			inv := Invoice{ID: fmt.Sprintf("%s%03d", name, i), Amount: 100*len(name) + i, Mode: "pay"}
+			switch i % 6 {
+			case 1:
+				inv.Mode = "approve"
+				approve = append(approve, "invoice-"+inv.ID)
+			case 4:
+				inv.Mode = "unknown"
+				unknown = append(unknown, "invoice-"+inv.ID)
+			}
+			if i == bigAt {
+				inv.Note = big
+			}
+			r := e.start(t, inv)
+			if inv.Mode == "pay" {
+				runs = append(runs, r)
+			}
+		}
+		for _, r := range runs {
+			if err := r.Get(bg, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, wf := range approve {
+			e.waitFor(t, wf, hasEvent(history.TypeWorkflowTaskCompleted))
+		}
+		for _, wf := range unknown {
+			e.waitFor(t, wf, hasEvent(history.TypeActivityOutcomeUnknown))
+		}
+		// Approve the two oldest waiting runs: their state records are
+		// rewritten in this round's file.
+		for range min(2, len(waiting)) {
+			wf := waiting[0]
+			waiting = waiting[1:]
+			if err := e.c.SignalWorkflow(bg, wf, "", "approve", "ops"); err != nil {
+				t.Fatal(err)
+			}
+			e.waitFor(t, wf, hasEvent(history.TypeWorkflowCompleted))
+		}
+		waiting = append(waiting, approve...)
+	}
 	e := startEnv(t, dir)
-	var runs []client.Run
-	for i := range 30 {
-		inv := Invoice{ID: fmt.Sprintf("A%03d", i), Amount: 100 + i, Mode: "pay"}
-		if i == 7 {
-			inv.Note = big
-		}
-		runs = append(runs, e.start(t, inv))
-	}
-	for _, r := range runs {
-		if err := r.Get(bg, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	round(e, "A", 24, 7)
 	e.close(t) // the memtable goes to a table file
 	e = startEnv(t, dir)
-	runs = runs[:0]
-	var approve, unknown []string
-	for i := range 24 {
-		inv := Invoice{ID: fmt.Sprintf("B%03d", i), Amount: 500 + i}
-		switch {
-		case i%6 == 1:
-			inv.Mode = "approve"
-			approve = append(approve, "invoice-"+inv.ID)
-		case i%6 == 4:
-			inv.Mode = "unknown"
-			unknown = append(unknown, "invoice-"+inv.ID)
-		default:
-			inv.Mode = "pay"
-			runs = append(runs, e.start(t, inv))
-			continue
-		}
-		if i == 10 {
-			inv.Note = big
-		}
-		e.start(t, inv)
-	}
-	for _, r := range runs {
-		if err := r.Get(bg, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, wf := range approve {
-		e.waitFor(t, wf, hasEvent(history.TypeWorkflowTaskCompleted))
-	}
-	for _, wf := range approve[:2] { // two approved and paid
-		if err := e.c.SignalWorkflow(bg, wf, "", "approve", "ops"); err != nil {
-			t.Fatal(err)
-		}
-		e.waitFor(t, wf, hasEvent(history.TypeWorkflowCompleted))
-	}
-	for _, wf := range unknown {
-		e.waitFor(t, wf, hasEvent(history.TypeActivityOutcomeUnknown))
-	}
+	round(e, "B", 18, -1)
+	e.close(t)
+	e = startEnv(t, dir)
+	round(e, "C", 24, 10)
 	e.stopWorker(t)
 	ref, err := takeSnapshot(e.st)
 	if err != nil {
@@ -240,8 +246,14 @@ type snapshot struct {
 	runs    []history.RunRef
 }
 
-var spaces = []history.Space{history.SpaceRunState, history.SpaceCurrentRun, history.SpaceTask, history.SpaceTimer,
-	history.SpaceLedger, history.SpaceIndex, history.SpaceMeta}
+// spaces are every record space the store has.
+var spaces = func() []history.Space {
+	var out []history.Space
+	for sp := history.Space(1); sp.Valid(); sp++ {
+		out = append(out, sp)
+	}
+	return out
+}()
 
 // takeSnapshot reads st completely; runs are found through the current-run
 // records and the run-state keys' event logs.

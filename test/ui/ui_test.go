@@ -160,6 +160,14 @@ func until(cond string) step {
 
 func css(s string) chromedp.CSS { return chromedp.CSS(s) }
 
+// js runs a script on the page.
+func js(script string) step {
+	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Evaluate[bool](script)(ctx, tg)
+		return chromedp.Void{}, err
+	}
+}
+
 func TestWebUI(t *testing.T) {
 	exe := chromium(t)
 	base := dev(t)
@@ -206,7 +214,7 @@ func TestWebUI(t *testing.T) {
 	// Runs: the demo's four runs, the paused one standing out, counts by status.
 	run(t, ctx, "list the runs",
 		chromedp.Navigate(base+"/runs"),
-		until(`document.querySelectorAll("#runs-table tbody tr[data-run]").length === 4`),
+		until(`["invoice-INV-1", "invoice-INV-2", "invoice-INV-3", "invoice-INV-4"].every((id) => document.querySelector('#runs-table tr[data-run="' + id + '"]'))`),
 		until(`document.querySelector('[data-count="paused"]') !== null`),
 		until(`document.querySelector('#runs-table tr.paused[data-run="invoice-INV-2"]') !== null`),
 		until(`document.querySelector('[data-count="failed"]') !== null && document.querySelector('[data-count="completed"]') !== null`),
@@ -306,6 +314,58 @@ func TestWebUI(t *testing.T) {
 		chromedp.Click(css(`#effects-filter button[type="submit"]`)),
 		until(`document.querySelectorAll("#ledger-table tbody tr[data-href]").length === 1`),
 	)
+
+	// The agent's conversation: watch the assistant's second run answer a
+	// question sent from another tab, live.
+	run(t, ctx, "open the conversation",
+		chromedp.Navigate(base+"/agent/assistant-INV-5"),
+		until(`document.querySelector('[data-convo]')?.dataset.status === "running"`),
+	)
+	second := textOf(t, ctx, "[data-convo] .convo-head")
+	tab, closeTab := chromedp.NewContext(ctx)
+	defer closeTab()
+	run(t, tab, "ask the assistant from the run page",
+		chromedp.Navigate(base+"/runs/assistant-INV-5"),
+		until(`document.querySelector('#actions button[data-act="signal"]') !== null`),
+		chromedp.Click(css(`#actions button[data-act="signal"]`)),
+		until(`document.querySelector("dialog[open] #confirm-ok") !== null`),
+		chromedp.SendKeys(css(`dialog[open] input[name="name"]`), "ask"),
+		chromedp.SendKeys(css(`dialog[open] textarea[name="input"]`), `"Can we pay INV-7?"`),
+		chromedp.Click(css(`dialog[open] #confirm-ok`)),
+	)
+	// A screenshot while the answer streams, if the page is caught at it.
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	if chromedp.Do(sctx, until(`(document.querySelector(".msg.streaming .text")?.textContent || "").length > 12`)) == nil {
+		shot(t, ctx, shots, "agent-streaming")
+	}
+	scancel()
+	run(t, ctx, "watch the answer arrive",
+		until(`document.querySelector('[data-convo]').dataset.complete === "1"`),
+		until(`document.querySelector('[data-convo] .chat').textContent.includes("INV-7 is $25,000 to Hooli")`),
+	)
+	deltas, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('[data-convo]').dataset.deltas || "0"`))
+	if err != nil || deltas == "" || deltas == "0" || deltas == "1" {
+		t.Fatalf("the answer did not stream (%s stream events reached the page): %v", deltas, err)
+	}
+	convo := textOf(t, ctx, "[data-convo]")
+	for _, want := range []string{"system", "Can we pay INV-7?", "lookup_invoice", `"invoice": "INV-7"`, "completed", "fake-gpt-mini", "tokens", "$0.0000"} {
+		if !strings.Contains(strings.ToLower(convo), strings.ToLower(want)) { // roles are shown in capitals
+			t.Fatalf("the conversation lacks %q (before: %s):\n%s", want, second, convo)
+		}
+	}
+	if strings.Contains(strings.ToLower(textOf(t, ctx, "[data-convo] .chat")), "lookup_invoice\nscheduled") {
+		t.Fatalf("the finished tool call is still shown as scheduled:\n%s", convo)
+	}
+	shot(t, ctx, shots, "agent")
+	// Two runs of the workflow id side by side.
+	run(t, ctx, "compare the two runs",
+		until(`document.querySelector("#compare") !== null && document.querySelector("#compare").options.length === 2`),
+		js(`(() => { const s = document.querySelector("#compare"); s.selectedIndex = 1; s.dispatchEvent(new Event("change")); return true })()`),
+		until(`document.querySelectorAll("[data-convo]").length === 2`),
+		until(`[...document.querySelectorAll("[data-convo]")].every((c) => c.dataset.complete === "1")`),
+		until(`document.querySelectorAll("[data-convo]")[1].textContent.includes("INV-5 is $980 to Hooli")`),
+	)
+	shot(t, ctx, shots, "agent-side-by-side")
 
 	// Terminate the stuck run, through the confirmation.
 	run(t, ctx, "terminate a run",

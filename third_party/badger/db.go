@@ -1076,6 +1076,7 @@ func (db *DB) ensureRoomForWrite() error {
 	if err != nil {
 		return y.Wrapf(err, "cannot create new mem table")
 	}
+	waited := false
 
 	for {
 		select {
@@ -1109,10 +1110,14 @@ func (db *DB) ensureRoomForWrite() error {
 				return errNoRoom
 			}
 			// Cairn patch: while flushes fail for want of space, fail the
-			// write instead of stalling it until space returns.
+			// write (once the flusher's next attempt failed too) instead of
+			// stalling it until space returns.
 			if ferr := db.flushErr.Load(); ferr != nil && y.IsNoSpace(*ferr) {
-				next.DecrRef()
-				return *ferr
+				if waited {
+					next.DecrRef()
+					return *ferr
+				}
+				waited = true
 			}
 			db.flushCond.Wait()
 		}

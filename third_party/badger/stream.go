@@ -249,8 +249,9 @@ func (st *Stream) produceKVs(ctx context.Context, threadId int) error {
 				list, err = st.KeyToList(item.KeyCopy(nil), itr)
 			}
 			if err != nil {
-				st.db.opt.Warningf("While reading key: %x, got error: %v", item.Key(), err)
-				continue
+				// Cairn patch: a key that cannot be read fails the stream
+				// (a backup), instead of being left out with a warning.
+				return y.Wrapf(err, "while reading key %x", item.Key())
 			}
 			if list == nil || len(list.Kv) == 0 {
 				continue
@@ -267,6 +268,10 @@ func (st *Stream) produceKVs(ctx context.Context, threadId int) error {
 			}
 		}
 
+		// Cairn patch: a damaged table block ends the iteration early.
+		if err := itr.Err(); err != nil {
+			return y.Wrapf(err, "while streaming")
+		}
 		if st.UseKeyToListWithThreadId {
 			if kvs, err := st.FinishThread(threadId); err != nil {
 				return err

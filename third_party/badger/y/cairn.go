@@ -2,6 +2,7 @@ package y
 
 import (
 	"errors"
+	"strings"
 	"syscall"
 )
 
@@ -11,7 +12,15 @@ var ErrNoSpace = errors.New("badger: no space left on device")
 
 // IsNoSpace reports whether err comes from a full filesystem.
 func IsNoSpace(err error) bool {
-	return errors.Is(err, ErrNoSpace) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrNoSpace) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return true
+	}
+	// Badger flattens many error chains into text.
+	msg := err.Error()
+	return strings.Contains(msg, syscall.ENOSPC.Error()) || strings.Contains(msg, syscall.EDQUOT.Error())
 }
 
 // IteratorErr returns the error that stopped it, if it reports one (Cairn

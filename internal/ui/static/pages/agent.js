@@ -1,7 +1,131 @@
-// The agent's conversation, for runs made with the agent kit.
-import { html, runLink } from "../app.js";
+// The agent's conversation: the transcript of an agent-kit run as a chat
+// (system, user, assistant, tool calls and their results), tokens and cost
+// per model call and in total, the answer streaming live; and two runs of
+// one workflow id side by side (?compare=RUN).
+import { html, get, go, status, short, runLink, errorBox, setLive, APIError } from "../app.js";
 
-export async function render(main, [id, runId]) {
-  main.innerHTML = html`<div class="head"><h1>Conversation of ${id}</h1></div>
-    <div class="callout">This server has no agent transcript API yet: the run's history is on ${runLink(id, runId, "its page")}.</div>`.s;
+export async function render(main, [id, runId], q) {
+  const v = await get("/api/run", { id, run: runId || "" });
+  const runs = v.runs || [];
+  const compare = q.get("compare") || "";
+  const self = v.info.runId;
+  main.innerHTML = html`
+    <div class="head"><h1>Conversation of ${id}</h1>${runLink(id, self, "the run's page")}
+      ${runs.length > 1 ? html`<div class="actions"><label for="compare" class="inline">Side by side with</label>
+        <select id="compare"><option value="">(one run)</option>
+        ${runs.filter((r) => r.runId !== self).map((r) => html`<option value="${r.runId}" ${r.runId === compare ? html`selected` : ""}>run ${short(r.runId)} · ${r.status}</option>`)}
+        </select></div>` : ""}</div>
+    <div class="${compare ? "side" : ""}" id="columns">
+      <section class="panel convo" data-convo="${self}" aria-label="Run ${self}"></section>
+      ${compare ? html`<section class="panel convo" data-convo="${compare}" aria-label="Run ${compare}"></section>` : ""}
+    </div>`.s;
+  main.querySelector("#compare")?.addEventListener("change", (e) => {
+    const p = new URLSearchParams();
+    if (e.target.value) p.set("compare", e.target.value);
+    go(`/agent/${encodeURIComponent(id)}/${self}` + (p.toString() ? "?" + p : ""), true);
+  });
+  const stops = [...main.querySelectorAll("[data-convo]")].map((el) => follow(el, id, el.dataset.convo));
+  return () => stops.forEach((s) => s());
+}
+
+// follow shows one run's conversation and keeps it live.
+function follow(el, id, run) {
+  el.innerHTML = html`<div class="convo-head"></div><div class="chat" role="log" aria-live="polite"></div><div class="live-answers"></div>`.s;
+  const head = el.querySelector(".convo-head"), chat = el.querySelector(".chat"), live = el.querySelector(".live-answers");
+  const streaming = new Map(); // "event:attempt" → the bubble of an answer being streamed
+  const es = new EventSource("/api/stream/agent?" + new URLSearchParams({ id, run }));
+  es.addEventListener("transcript", (e) => {
+    const t = JSON.parse(e.data);
+    head.innerHTML = summary(id, t).s;
+    chat.innerHTML = html`${(t.items || []).map(item)}`.s || html`<p class="muted">No conversation yet.</p>`.s;
+    // An answer now recorded replaces its stream.
+    for (const [k, b] of streaming) if (b.dataset.done) { b.remove(); streaming.delete(k); }
+    el.dataset.status = t.status;
+    setLive(true);
+  });
+  es.addEventListener("delta", (e) => {
+    const d = JSON.parse(e.data);
+    el.dataset.deltas = Number(el.dataset.deltas || 0) + 1;
+    const k = `${d.scheduledEventId}:${d.attempt}`;
+    let b = streaming.get(k);
+    if (d.kind === "superseded") { b?.remove(); streaming.delete(k); return; }
+    if (!b) {
+      b = document.createElement("div");
+      b.className = "msg assistant streaming";
+      b.dataset.stream = k;
+      b.innerHTML = html`<div class="who">assistant <span class="muted">streaming · ${d.activityType} attempt ${d.attempt}</span></div><div class="text"></div><div class="tools"></div>`.s;
+      live.append(b);
+      streaming.set(k, b);
+    }
+    if (d.kind === "text") b.querySelector(".text").textContent += d.text || "";
+    if (d.kind === "tool_call") {
+      let tc = b.querySelector(`[data-index="${d.toolCallIndex}"]`);
+      if (!tc) {
+        tc = document.createElement("pre");
+        tc.dataset.index = d.toolCallIndex;
+        b.querySelector(".tools").append(tc);
+      }
+      tc.textContent = (d.toolName ? d.toolName + " " : tc.textContent.split(" ")[0] + " ") + (tc.dataset.args = (tc.dataset.args || "") + (d.text || ""));
+    }
+    if (d.kind === "done") { b.dataset.done = "1"; b.classList.remove("streaming"); }
+  });
+  es.addEventListener("end", () => { es.close(); el.dataset.complete = "1"; });
+  es.addEventListener("failure", (e) => {
+    const err = JSON.parse(e.data);
+    es.close();
+    head.innerHTML = errorBox(new APIError(err.code, err.message)).s;
+  });
+  es.onerror = () => { if (es.readyState !== EventSource.CLOSED) setLive(false); };
+  return () => es.close();
+}
+
+const tokens = (u) => (u ? (u.promptTokens || 0) + (u.completionTokens || 0) : 0);
+const cost = (u) => (u && u.costUSD ? "$" + u.costUSD.toFixed(u.costUSD < 0.01 ? 5 : 4) : "");
+
+function summary(id, t) {
+  const u = t.usage || {}, tot = u.total || {};
+  const b = t.budget;
+  return html`<div class="head"><h2>${runLink(id, t.runId, "run " + short(t.runId))}</h2>${status(t.status)}</div>
+    <dl class="grid totals">
+      <dt>Model calls</dt><dd data-calls>${u.calls || 0}</dd>
+      <dt>Tokens</dt><dd data-tokens>${tokens(tot)} <span class="muted">(${tot.promptTokens || 0} in${tot.cachedTokens ? `, ${tot.cachedTokens} cached` : ""}, ${tot.completionTokens || 0} out)</span></dd>
+      <dt>Cost</dt><dd data-cost>${cost(tot) || html`<span class="muted">${(u.unpriced || []).length ? "unpriced: " + u.unpriced.join(", ") : "–"}</span>`}</dd>
+      ${b ? html`<dt>Budget</dt><dd>${[b.budget?.maxTokens && `${b.budget.maxTokens} tokens`, b.budget?.maxCostUSD && `$${b.budget.maxCostUSD}`,
+        b.budget?.maxTurns && `${b.budget.maxTurns} turns`].filter(Boolean).join(", ") || "none"}
+        ${b.exceeded ? html`<div class="error">exceeded: ${b.exceeded}</div>` : ""}</dd>` : ""}
+    </dl>`;
+}
+
+function item(it) {
+  if (it.kind === "message") return message(it.message || {});
+  if (it.kind === "model_call") {
+    const c = it.modelCall || {}, u = c.usage || {};
+    return html`<div class="call" data-model-call="${c.scheduledEventId}">
+      <span class="pill ${c.state === "completed" ? "ok" : c.state === "failed" ? "bad" : "warn"}">${c.activityType} ${c.state}</span>
+      <span class="muted">${c.model || u.model || ""}${c.attempt > 1 ? ` · attempt ${c.attempt}` : ""} · ${tokens(u)} tokens (${u.promptTokens || 0} in, ${u.completionTokens || 0} out)${cost(u) ? " · " + cost(u) : ""}</span>
+      ${c.lastFailure ? html`<div class="error">${c.lastFailure.message}</div>` : ""}</div>`;
+  }
+  if (it.kind === "tool_call") {
+    const c = it.toolCall || {};
+    return html`<div class="msg tool" data-tool-call="${c.id}"><div class="who">tool call · ${c.name}
+      <span class="pill ${c.state === "completed" ? "ok" : ["failed", "rejected"].includes(c.state) ? "bad" : "warn"}">${(c.state || "").replace(/_/g, " ")}</span>
+      ${c.effect ? html`<span class="muted">${c.effect}</span>` : ""}</div>
+      <pre>${pretty(c.arguments)}</pre>
+      ${c.idempotencyKey ? html`<div class="muted mono">key ${c.idempotencyKey}</div>` : ""}
+      ${c.result ? html`<div class="muted">result</div><pre>${pretty(c.result)}</pre>` : ""}
+      ${c.approvedBy ? html`<div class="muted">approved by ${c.approvedBy}</div>` : ""}</div>`;
+  }
+  return "";
+}
+
+function message(m) {
+  const role = m.role || "?";
+  return html`<div class="msg ${role}" data-role="${role}"><div class="who">${role}${m.name ? " · " + m.name : ""}${m.toolCallId ? html` <span class="muted">answers ${m.toolCallId}</span>` : ""}</div>
+    ${m.content ? html`<div class="text">${role === "tool" ? pretty(m.content) : m.content}</div>` : ""}
+    ${(m.toolCalls || []).map((tc) => html`<div class="muted">asks for <strong>${tc.name}</strong></div><pre>${pretty(tc.arguments)}</pre>`)}</div>`;
+}
+
+function pretty(s) {
+  if (!s) return "";
+  try { return JSON.stringify(JSON.parse(s), null, 2); } catch { return s; }
 }

@@ -2,7 +2,7 @@
 // called with, its key, why the outcome is unknown, and a form to resolve
 // it. A resolved run leaves the list and visibly goes on.
 import { html, get, when, payload, runLink, every, status, errorBox } from "../app.js";
-import { resolveForm, wireResolve } from "./resolve.js";
+import { resolveForm, wireResolve, budgetForm, wireBudget } from "./resolve.js";
 
 export async function render(main) {
   main.innerHTML = html`<div class="head"><h1>Paused effects</h1><span class="muted">runs waiting for a person to say what happened</span></div>
@@ -27,11 +27,13 @@ export async function render(main) {
       }
       if (v.more) list.insertAdjacentHTML("beforeend", html`<p class="muted">More runs are paused than shown here.</p>`.s);
     }
-    wireResolve(list, (wf, run) => {
+    const onDone = (wf, run) => {
       followed.set(wf, run);
       const c = [...list.querySelectorAll("[data-card]")].find((x) => x.dataset.wf === wf);
       if (c) c.dataset.resolved = "1";
-    });
+    };
+    wireResolve(list, onDone);
+    wireBudget(list, onDone);
     await follow();
   };
   // follow shows the runs resolved on this page going on, until they close.
@@ -54,6 +56,12 @@ export async function render(main) {
 
 function card(r) {
   const i = r.info, p = i.pause, a = r.activity || {};
+  if (p.kind === "budget") {
+    return html`<article class="panel" data-card="${i.runId}/${p.scheduledEventId}" data-wf="${i.workflowId}" aria-label="Paused run ${i.workflowId}">
+      <div class="head"><h2>${runLink(i.workflowId, i.runId)}</h2>${status("paused")}<span class="muted">${i.workflowType} · budget used up ${when(p.since)}</span>
+        <a href="/agent/${encodeURIComponent(i.workflowId)}/${i.runId}">Conversation</a></div>
+      ${budgetForm(i, p)}<div class="after"></div></article>`;
+  }
   return html`<article class="panel" data-card="${i.runId}/${p.scheduledEventId}" data-wf="${i.workflowId}" aria-label="Paused run ${i.workflowId}">
     <div class="head"><h2>${runLink(i.workflowId, i.runId)}</h2>${status("paused")}<span class="muted">${i.workflowType} · waiting since ${when(p.since)}</span></div>
     <div class="columns">

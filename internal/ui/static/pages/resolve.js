@@ -58,3 +58,52 @@ export function wireResolve(root, onDone) {
     });
   }
 }
+
+// budgetForm raises a paused run's budget (its held model call goes on) or
+// stops it (the call fails with BudgetExceeded), with a reason and a name.
+export function budgetForm(run, pause) {
+  const k = `${run.workflowId}-budget`.replace(/[^\w-]/g, "_");
+  return html`
+  <form class="resolve" data-budget="${run.workflowId}" data-run="${run.runId}">
+    <fieldset><legend>The run used up its budget: raise it, or stop.</legend>
+      <div class="row">
+        <div><label for="bt-${k}">Max tokens</label><input id="bt-${k}" name="maxTokens" type="number" min="0" step="1"></div>
+        <div><label for="bc-${k}">Max cost (USD)</label><input id="bc-${k}" name="maxCostUsd" type="number" min="0" step="0.01"></div>
+        <div><label for="bn-${k}">Max model calls</label><input id="bn-${k}" name="maxTurns" type="number" min="0" step="1"></div>
+      </div>
+      <div class="row">
+        <div class="wide"><label for="bw-${k}">Why (recorded)</label><input id="bw-${k}" name="reason" required placeholder="worth finishing"></div>
+        <div><label for="bb-${k}">Your name (recorded)</label><input id="bb-${k}" name="by" required value="${who.get()}" autocomplete="name"></div>
+        <div class="grow0"><button type="submit" class="primary" name="raise">Raise</button> <button type="submit" class="danger" name="stop" formnovalidate>Stop</button></div>
+      </div>
+      <p class="muted">${pause.reason}</p>
+      <div class="outcome" aria-live="polite"></div>
+    </fieldset>
+  </form>`;
+}
+
+export function wireBudget(root, onDone) {
+  for (const form of root.querySelectorAll("form[data-budget]")) {
+    if (form.dataset.wired) continue;
+    form.dataset.wired = "1";
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const stop = e.submitter?.name === "stop";
+      const out = form.querySelector(".outcome");
+      if (!form.reason.value || !form.by.value) { out.innerHTML = html`<p class="error">Say why and who you are: the history records both.</p>`.s; return; }
+      who.set(form.by.value);
+      try {
+        await post("/api/budget", {
+          workflowId: form.dataset.budget, runId: form.dataset.run, stop, reason: form.reason.value, by: form.by.value,
+          maxTokens: Number(form.maxTokens.value || 0), maxCostUsd: Number(form.maxCostUsd.value || 0), maxTurns: Number(form.maxTurns.value || 0),
+        });
+        out.innerHTML = html`<div class="callout ok">${stop ? "Stopped: the held call fails." : "Budget raised: the held call goes on."}</div>`.s;
+        form.querySelectorAll("input,button").forEach((el) => { el.disabled = true; });
+        toast(stop ? "Stopped" : "Budget raised");
+        if (onDone) onDone(form.dataset.budget, form.dataset.run);
+      } catch (err) {
+        out.innerHTML = errorBox(err).s;
+      }
+    });
+  }
+}

@@ -1,7 +1,7 @@
 // A run: its summary, what it waits for, its effects, and its history as a
 // live timeline (server-sent events).
 import { html, post, when, status, short, payload, payloadText, runLink, toast, errorBox, confirmDialog, who, durMs, fmtMs, setLive, APIError } from "../app.js";
-import { resolveForm, wireResolve } from "./resolve.js";
+import { resolveForm, wireResolve, budgetForm, wireBudget } from "./resolve.js";
 
 export async function render(main, [id, runId]) {
   main.innerHTML = html`
@@ -63,7 +63,7 @@ export async function render(main, [id, runId]) {
     main.querySelector("#run-status").innerHTML = html`${status(i.status)}`.s;
     main.querySelector("#run-id").textContent = i.runId;
     main.querySelector("#run-id").title = "run id";
-    renderActions(main.querySelector("#actions"), i);
+    renderActions(main.querySelector("#actions"), i, v);
     renderPause(main.querySelector("#pause"), v);
     renderSummary(main.querySelector("#summary"), v);
     renderIO(main.querySelector("#io"), v);
@@ -87,11 +87,14 @@ export async function render(main, [id, runId]) {
   return () => es.close();
 }
 
-function renderActions(el, i) {
-  if (!i.status || !["running", "paused"].includes(i.status)) { el.innerHTML = ""; return; }
-  if (el.dataset.for === i.runId) return;
-  el.dataset.for = i.runId;
-  el.innerHTML = html`<button type="button" data-act="signal">Signal…</button>
+function renderActions(el, i, v) {
+  const convo = v.conversation || el.dataset.convo === "1";
+  if (v.conversation) el.dataset.convo = "1";
+  const talk = convo ? html`<a class="button" href="/agent/${encodeURIComponent(i.workflowId)}/${i.runId}" id="conversation">Conversation</a>` : "";
+  if (!i.status || !["running", "paused"].includes(i.status)) { el.innerHTML = talk.s || ""; el.dataset.for = ""; return; }
+  if (el.dataset.for === i.runId + convo) return;
+  el.dataset.for = i.runId + convo;
+  el.innerHTML = html`${talk}<button type="button" data-act="signal">Signal…</button>
     <button type="button" data-act="cancel">Cancel…</button>
     <button type="button" data-act="terminate" class="danger">Terminate…</button>`.s;
   el.onclick = async (e) => {
@@ -128,6 +131,14 @@ function renderPause(el, v) {
   const key = `${v.info.runId}/${p.scheduledEventId}/${p.attempt}`;
   if (el.dataset.for === key) return; // keep what the person typed
   el.dataset.for = key;
+  if (p.kind === "budget") {
+    el.innerHTML = html`<div class="callout" role="region" aria-label="Paused">
+      <h2>Paused: the budget is used up</h2>
+      <p>A model call (event ${p.scheduledEventId}) is held since ${when(p.since)}. <a href="/agent/${encodeURIComponent(v.info.workflowId)}/${v.info.runId}">See the conversation</a></p>
+      ${budgetForm(v.info, p)}</div>`.s;
+    wireBudget(el);
+    return;
+  }
   el.innerHTML = html`<div class="callout" role="region" aria-label="Paused">
     <h2>Paused: waiting for a person</h2>
     <p><strong>${p.activityType}</strong> (activity ${p.activityId}, event ${p.scheduledEventId}, attempt ${p.attempt}) may or may not have taken effect, since ${when(p.since)}.</p>

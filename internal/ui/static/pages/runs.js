@@ -55,7 +55,7 @@ export async function render(main, _params, q) {
         <tbody>${rows.length ? rows.map((w) => html`
           <tr class="clickable ${w.status === "paused" ? "paused" : ""}" data-href="/runs/${encodeURIComponent(w.workflowId)}/${w.runId}" data-run="${w.workflowId}">
             <td><a href="/runs/${encodeURIComponent(w.workflowId)}/${w.runId}">${w.workflowId}</a>
-              ${w.pause ? html`<div class="muted">waits for a person: ${w.pause.activityType} outcome unknown</div>` : ""}
+              ${w.pause ? html`<div class="muted">waits for a person: ${w.pause.kind === "budget" ? "its budget is used up" : `${w.pause.activityType} outcome unknown`}</div>` : ""}
               ${w.corrupt ? html`<div class="error">quarantined: ${w.corrupt}</div>` : ""}
               ${w.duplicates ? html`<div class="error">${w.duplicates} duplicate effect(s)</div>` : ""}</td>
             <td>${status(w.status)}</td>

@@ -1,0 +1,182 @@
+package llm_test
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairnflow/cairn/activities"
+	"github.com/cairnflow/cairn/activities/llm"
+	"github.com/cairnflow/cairn/activities/llm/fakellm"
+	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/sdk"
+)
+
+// transcript stores entries as a chain of one chunk per turn and returns
+// the payload referencing the last.
+func transcript(t *testing.T, m history.MemChunks, turns ...[]history.TranscriptEntry) history.Payload {
+	t.Helper()
+	tip := history.RootRef
+	for _, entries := range turns {
+		b, err := history.AppendTranscript(nil, entries...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tip = m.Add(history.Chunk{Parent: tip, Data: b})
+	}
+	return history.Payload{Encoding: history.EncodingTranscript, Ref: tip}
+}
+
+func msg(role, content string) history.TranscriptEntry {
+	return history.TranscriptEntry{Message: &history.ChatMessage{Role: role, Content: content}}
+}
+
+func settings(stream bool, tools ...string) history.TranscriptEntry {
+	c := &history.ChatConfig{Model: "fake-1", Stream: stream}
+	for _, n := range tools {
+		c.Tools = append(c.Tools, history.ToolSpec{Name: n, Description: "d", Parameters: `{"type":"object"}`})
+	}
+	return history.TranscriptEntry{Config: c}
+}
+
+type recorder struct {
+	usage  history.Usage
+	deltas []activities.StreamDelta
+}
+
+func (r *recorder) ctx(m history.MemChunks) context.Context {
+	ctx := activities.WithChunks(context.Background(), m)
+	ctx = activities.WithUsageRecorder(ctx, func(u history.Usage) { r.usage = r.usage.Add(u) })
+	return activities.WithStreamer(ctx, func(d activities.StreamDelta) { r.deltas = append(r.deltas, d) })
+}
+
+func newModel(t *testing.T, srv *fakellm.Server) *llm.Model {
+	t.Helper()
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	m, err := llm.New(llm.Config{BaseURL: hs.URL + "/v1", RequestTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func appErr(t *testing.T, err error) *sdk.ApplicationError {
+	t.Helper()
+	var app *sdk.ApplicationError
+	if !errors.As(err, &app) {
+		t.Fatalf("error %v (%T) is not an ApplicationError", err, err)
+	}
+	return app
+}
+
+func TestChatAndIncrementalRequest(t *testing.T) {
+	srv := fakellm.New(fakellm.Script{fakellm.CallTool("ReadInvoice", `{"id":"INV-9"}`), fakellm.Say("Paid.")}).KeepRequests()
+	m := newModel(t, srv)
+	chunks := history.MemChunks{}
+	turn1 := []history.TranscriptEntry{settings(false, "ReadInvoice"), msg("system", "You pay invoices."), msg("user", "Pay INV-9")}
+	r := &recorder{}
+	res, err := m.Chat(r.ctx(chunks), transcript(t, chunks, turn1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Message.ToolCalls) != 1 || res.Message.ToolCalls[0].Name != "ReadInvoice" || res.Usage.Tokens() == 0 || r.usage != res.Usage {
+		t.Fatalf("result %+v, usage recorded %+v", res, r.usage)
+	}
+	turn2 := []history.TranscriptEntry{{Message: &res.Message}, {Message: &history.ChatMessage{Role: "tool", ToolCallID: res.Message.ToolCalls[0].ID, Content: `{"amount":4200}`}}}
+	res2, err := m.Chat(r.ctx(chunks), transcript(t, chunks, turn1, turn2))
+	if err != nil || res2.Message.Content != "Paid." {
+		t.Fatalf("turn 2: %+v, %v", res2, err)
+	}
+	// The second request is the first one's messages plus the new ones,
+	// built from the cached prefix, byte for byte what a fresh model builds.
+	reqs := srv.Requests()
+	fresh := newModel(t, srv)
+	if _, err := fresh.Chat(r.ctx(chunks), transcript(t, chunks, turn1, turn2)); err != nil {
+		t.Fatal(err)
+	}
+	again := srv.Requests()
+	if string(reqs[1].Body) != string(again[2].Body) {
+		t.Fatalf("incremental request differs from a fresh build:\n%s\n%s", reqs[1].Body, again[2].Body)
+	}
+	if !strings.Contains(string(reqs[1].Body), `"tool_call_id"`) || !strings.HasPrefix(string(reqs[1].Body), `{"model":"fake-1","tools":[`) {
+		t.Fatalf("request %s", reqs[1].Body)
+	}
+}
+
+func TestErrorsAreClassified(t *testing.T) {
+	chunks := history.MemChunks{}
+	in := transcript(t, chunks, []history.TranscriptEntry{settings(false), msg("user", "hi")})
+	for _, c := range []struct {
+		name       string
+		reply      fakellm.Reply
+		typ        string
+		retryable  bool
+		retryAfter time.Duration
+	}{
+		{"429 with Retry-After", fakellm.Reply{Status: 429, RetryAfter: 7 * time.Second}, llm.FailureUnavailable, true, 7 * time.Second},
+		{"500", fakellm.Reply{Status: 500}, llm.FailureUnavailable, true, 0},
+		{"400", fakellm.Reply{Status: 400}, llm.FailureRejected, false, 0},
+		{"malformed JSON", fakellm.Reply{Malformed: true}, llm.FailureMalformed, true, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := newModel(t, fakellm.New(fakellm.Script{c.reply}))
+			r := &recorder{}
+			_, err := m.Chat(r.ctx(chunks), in)
+			app := appErr(t, err)
+			if app.Type != c.typ || app.NonRetryable == c.retryable {
+				t.Fatalf("%v: type %s non-retryable %v", err, app.Type, app.NonRetryable)
+			}
+			var ra *activities.RetryAfterError
+			got := time.Duration(0)
+			if errors.As(err, &ra) {
+				got = ra.Delay
+			}
+			if got != c.retryAfter {
+				t.Fatalf("retry after %v, want %v", got, c.retryAfter)
+			}
+		})
+	}
+}
+
+func TestStreamAndCutStream(t *testing.T) {
+	chunks := history.MemChunks{}
+	in := transcript(t, chunks, []history.TranscriptEntry{settings(true, "SendPayment"), msg("user", "pay")})
+	m := newModel(t, fakellm.New(fakellm.Script{{Content: "I will pay the invoice now.", ToolCalls: []fakellm.ToolCall{{Name: "SendPayment", Arguments: `{"invoice":"INV-9"}`}}}}))
+	r := &recorder{}
+	res, err := m.Chat(r.ctx(chunks), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text, args string
+	for _, d := range r.deltas {
+		switch d.Kind {
+		case "text":
+			text += d.Text
+		case "tool_call":
+			args += d.Text
+		}
+	}
+	if text != res.Message.Content || text != "I will pay the invoice now." || args != `{"invoice":"INV-9"}` ||
+		res.Message.ToolCalls[0].Arguments != args || r.usage.Tokens() == 0 {
+		t.Fatalf("streamed %q / %q; result %+v; usage %+v", text, args, res.Message, r.usage)
+	}
+
+	cut := newModel(t, fakellm.New(fakellm.Script{{Content: "a long answer that never ends properly", CutAfter: 2}}))
+	r = &recorder{}
+	_, err = cut.Chat(r.ctx(chunks), in)
+	if app := appErr(t, err); app.NonRetryable || len(r.deltas) == 0 {
+		t.Fatalf("a cut stream: %v (non-retryable %v), %d deltas published", err, app.NonRetryable, len(r.deltas))
+	}
+}
+
+func TestInputMustBeATranscript(t *testing.T) {
+	m := newModel(t, fakellm.New(nil))
+	_, err := m.Chat(context.Background(), history.Payload{Encoding: "json", Data: []byte(`{}`)})
+	if app := appErr(t, err); !app.NonRetryable || app.Type != llm.FailureTranscript {
+		t.Fatalf("%v", err)
+	}
+}

@@ -1,0 +1,479 @@
+// Package agent is the agent loop for workflow code: a model call, the
+// tool calls it asks for run as activities (concurrently when it asks for
+// several), their results appended to the transcript, and again — until a
+// final answer, the turn limit, or the run's budget.
+//
+//	func PayInvoice(ctx sdk.Context, inv Invoice) (string, error) {
+//		a := agent.New(ctx, agent.Options{
+//			Model:  "gpt-4o-mini",
+//			System: "You pay approved invoices.",
+//			Tools: []agent.Tool{
+//				agent.NewTool(ReadInvoice, "Read an invoice by id"),
+//				agent.NewTool(SendPayment, "Pay an invoice", agent.RequireApproval()),
+//			},
+//			Budget: history.Budget{MaxTokens: 50_000, MaxCostUSD: 1},
+//		})
+//		res, err := a.Run(ctx, "Pay invoice "+inv.ID)
+//		return res.Final, err
+//	}
+//
+// Every model call is the metered activity llm.Chat (activities/llm),
+// whose input is the transcript stored as content-addressed chunks: each
+// turn records only its new messages. Every tool is an activity, with the
+// effect class it was registered with on the worker (activities.Options),
+// so a resumed or replayed turn lands on the same idempotency keys and a
+// side-effecting tool is guarded like any SideEffect activity. A tool
+// declared with RequireApproval waits for a person's signal (Approve) before
+// it runs; a rejected call, an unknown tool or invalid arguments are
+// reported back to the model as the tool's result. The run's budget
+// (Options.Budget, enforced by the engine) pauses the run when crossed;
+// stopping it ends Run with ErrBudgetExceeded.
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/invopop/jsonschema"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/sdk"
+)
+
+// Sentinel errors of Run.
+var (
+	// ErrMaxTurns: the model was still asking for tools after MaxTurns
+	// model calls.
+	ErrMaxTurns = errors.New("agent: turn limit reached")
+	// ErrBudgetExceeded: a person stopped the run's held model call
+	// (cairn workflow budget --stop).
+	ErrBudgetExceeded = errors.New("agent: budget exceeded")
+)
+
+// ModelActivity is the activity type of model calls (llm.ActivityName).
+const ModelActivity = "llm.Chat"
+
+// ApprovalSignal is the signal that carries approvals (an Approval).
+const ApprovalSignal = "approve"
+
+// Options configure an Agent. Zero values take the defaults in the
+// comments.
+type Options struct {
+	// Model names the model (default: the model activity's Config.Model).
+	Model string
+	// System is the system prompt.
+	System string
+	// Tools the model may call.
+	Tools []Tool
+	// MaxTurns bounds the model calls of one Run (default 20).
+	MaxTurns int
+	// Budget, when set, is the run's budget (sdk.SetBudget): the engine
+	// pauses the run when it is used up.
+	Budget history.Budget
+	// Stream asks the model call to stream its answer (watchers see it
+	// live; only the final message is recorded).
+	Stream bool
+	// Temperature and MaxTokens are sent to the model when set.
+	Temperature *float64
+	MaxTokens   int64
+	// ModelOptions are the model call's activity options (default:
+	// start-to-close 5 min, retries from 1 s up to 10 attempts; a
+	// Retry-After from the endpoint sets the delay).
+	ModelOptions *sdk.ActivityOptions
+	// ToolOptions are the tools' activity options (default: start-to-close
+	// 2 min).
+	ToolOptions *sdk.ActivityOptions
+	// ApprovalTimeout bounds the wait for an approval (0: no bound); a
+	// call not approved in time is reported to the model as rejected.
+	ApprovalTimeout time.Duration
+}
+
+// Tool is a tool the model may call: an activity, its name and
+// description as the model sees them, and the JSON schema of its input.
+type Tool struct {
+	// Name is the activity type name, which is also the tool's name.
+	Name        string
+	Description string
+	// Schema is the JSON schema of the input (derived from the input type).
+	Schema string
+	// RequiresApproval makes a call wait for a person's Approval.
+	RequiresApproval bool
+
+	inType reflect.Type // nil: no input
+}
+
+// ToolOption adjusts a Tool.
+type ToolOption func(*Tool)
+
+// RequireApproval makes every call of the tool wait for a person's
+// approval (a signal; see Approve) before it runs.
+func RequireApproval() ToolOption { return func(t *Tool) { t.RequiresApproval = true } }
+
+// Named names the tool (and the activity) when it was registered under
+// another name than its function's.
+func Named(name string) ToolOption { return func(t *Tool) { t.Name = name } }
+
+// NewTool makes a tool of an activity function func(context.Context[, I])
+// ([O,] error): its name is the activity's, its schema is derived from I
+// (with github.com/invopop/jsonschema: json tags, and jsonschema tags for
+// descriptions and constraints). Register the function on the worker as an
+// activity, with its effect class; that declaration guards the tool.
+func NewTool(fn any, description string, opts ...ToolOption) Tool {
+	t := Tool{Name: sdk.TypeName(fn), Description: description, Schema: `{"type":"object","properties":{}}`}
+	ft := reflect.TypeOf(fn)
+	if ft != nil && ft.Kind() == reflect.Func && ft.NumIn() == 2 {
+		t.inType = ft.In(1)
+		r := jsonschema.Reflector{Anonymous: true, DoNotReference: true, ExpandedStruct: true}
+		s := r.ReflectFromType(t.inType)
+		s.Version = ""
+		if b, err := json.Marshal(s); err == nil {
+			t.Schema = string(b)
+		}
+	}
+	for _, o := range opts {
+		o(&t)
+	}
+	return t
+}
+
+// Approval is a person's decision on a tool call, sent as the signal
+// ApprovalSignal: {"CallID": "…", "Approved": true, "By": "ada"}.
+type Approval struct {
+	// CallID is the tool call's id (see the transcript, or the
+	// approval-requested marker); empty approves the oldest call waiting.
+	CallID   string
+	Approved bool
+	By       string
+	Reason   string
+}
+
+// Result is what Run returns.
+type Result struct {
+	// Final is the model's final answer.
+	Final string
+	// Turns counts the model calls this Run made.
+	Turns int
+	// Usage sums the model calls' usage (their successful attempts; the
+	// engine's ledger counts failed ones too).
+	Usage history.Usage
+	// StopReason is "final", "max_turns" or "budget".
+	StopReason string
+}
+
+// Agent runs the loop for one workflow run. Create it with New in
+// workflow code; it keeps the transcript across Run calls.
+type Agent struct {
+	opts  Options
+	tools map[string]*Tool
+	tr    Transcript
+	turn  int // model calls made by this agent (activity ids)
+
+	approvals map[string]Approval
+	waiting   []string
+	listening bool
+}
+
+// New returns an agent; with opts.Budget set it sets the run's budget.
+func New(ctx sdk.Context, opts Options) *Agent {
+	if opts.MaxTurns <= 0 {
+		opts.MaxTurns = 20
+	}
+	a := &Agent{opts: opts, tools: map[string]*Tool{}, approvals: map[string]Approval{}}
+	settings := &history.ChatConfig{Model: opts.Model, Temperature: opts.Temperature, MaxTokens: opts.MaxTokens, Stream: opts.Stream}
+	for i := range opts.Tools {
+		t := &opts.Tools[i]
+		a.tools[t.Name] = t
+		settings.Tools = append(settings.Tools, history.ToolSpec{Name: t.Name, Description: t.Description, Parameters: t.Schema})
+	}
+	a.tr.appendEntry(history.TranscriptEntry{Config: settings})
+	if opts.System != "" {
+		a.tr.Append(history.ChatMessage{Role: "system", Content: opts.System})
+	}
+	if !opts.Budget.IsZero() {
+		sdk.SetBudget(ctx, opts.Budget)
+	}
+	return a
+}
+
+// Transcript returns the conversation so far.
+func (a *Agent) Transcript() *Transcript { return &a.tr }
+
+// Run adds the user's message and runs the loop until the model answers
+// without asking for a tool (Result.Final), MaxTurns model calls were made
+// (ErrMaxTurns), or the budget was stopped (ErrBudgetExceeded). A model
+// call that fails for good returns its error.
+func (a *Agent) Run(ctx sdk.Context, userMessage string) (Result, error) {
+	if userMessage != "" {
+		a.tr.Append(history.ChatMessage{Role: "user", Content: userMessage})
+	}
+	var res Result
+	for {
+		if res.Turns >= a.opts.MaxTurns {
+			res.StopReason = "max_turns"
+			return res, fmt.Errorf("%w: %d model calls", ErrMaxTurns, res.Turns)
+		}
+		answer, err := a.callModel(ctx)
+		res.Turns++
+		if err != nil {
+			if isBudgetStop(err) {
+				res.StopReason = "budget"
+				return res, fmt.Errorf("%w: %w", ErrBudgetExceeded, err)
+			}
+			return res, err
+		}
+		res.Usage = res.Usage.Add(answer.Usage)
+		msg := answer.Message
+		if msg.Role == "" {
+			msg.Role = "assistant"
+		}
+		a.tr.Append(msg)
+		if len(msg.ToolCalls) == 0 {
+			res.Final, res.StopReason = msg.Content, "final"
+			return res, nil
+		}
+		for _, out := range a.runTools(ctx, msg.ToolCalls) {
+			a.tr.Append(out)
+		}
+	}
+}
+
+func isBudgetStop(err error) bool {
+	var app *sdk.ApplicationError
+	return errors.As(err, &app) && app.Type == "BudgetExceeded"
+}
+
+// callModel makes one model call on the transcript so far.
+func (a *Agent) callModel(ctx sdk.Context) (history.ModelResult, error) {
+	a.turn++
+	o := sdk.ActivityOptions{StartToCloseTimeout: 5 * time.Minute,
+		RetryPolicy: &sdk.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 10}}
+	if a.opts.ModelOptions != nil {
+		o = *a.opts.ModelOptions
+	}
+	o.ActivityID = "model:" + strconv.Itoa(a.turn)
+	mctx := sdk.WithActivityOptions(ctx, o)
+	return sdk.ExecuteActivityByName[history.ModelResult](mctx, ModelActivity, a.tr.payload()).Get(ctx)
+}
+
+// runTools runs the calls (each in its own coroutine, so they proceed
+// concurrently) and returns their tool messages in call order.
+func (a *Agent) runTools(ctx sdk.Context, calls []history.ToolCall) []history.ChatMessage {
+	out := make([]history.ChatMessage, len(calls))
+	done := 0
+	for i, c := range calls {
+		sdk.Go(ctx, func(ctx sdk.Context) {
+			out[i] = history.ChatMessage{Role: "tool", ToolCallID: c.ID, Name: c.Name, Content: a.runTool(ctx, c)}
+			done++
+		})
+	}
+	_ = sdk.Await(ctx, func() bool { return done == len(calls) })
+	return out
+}
+
+// runTool runs one call and returns what the model is told.
+func (a *Agent) runTool(ctx sdk.Context, c history.ToolCall) string {
+	t := a.tools[c.Name]
+	if t == nil {
+		return fmt.Sprintf("error: there is no tool %q; the tools are: %s", c.Name, strings.Join(a.toolNames(), ", "))
+	}
+	in, err := t.decode(c.Arguments)
+	if err != nil {
+		return fmt.Sprintf("error: the arguments of %s are invalid: %v", c.Name, err)
+	}
+	key := strconv.Itoa(a.turn) + ":" + c.ID
+	if t.RequiresApproval {
+		ap := a.awaitApproval(ctx, key, c.ID)
+		if !ap.Approved {
+			who := ap.By
+			if who == "" {
+				who = "nobody (the approval timed out)"
+			}
+			return fmt.Sprintf("rejected by %s: %s. The tool did not run.", who, ap.Reason)
+		}
+	}
+	o := sdk.ActivityOptions{StartToCloseTimeout: 2 * time.Minute}
+	if a.opts.ToolOptions != nil {
+		o = *a.opts.ToolOptions
+	}
+	o.ActivityID = history.ToolActivityPrefix + key
+	tctx := sdk.WithActivityOptions(ctx, o)
+	var result any
+	result, err = sdk.ExecuteActivityByName[any](tctx, t.Name, in).Get(ctx)
+	if err != nil {
+		return "error: " + toolError(err)
+	}
+	return resultText(result)
+}
+
+func toolError(err error) string {
+	var app *sdk.ApplicationError
+	if errors.As(err, &app) {
+		return app.Message
+	}
+	return err.Error()
+}
+
+// resultText renders a tool's result as JSON for the model.
+func resultText(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, err := json.Marshal(jsonable(v))
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// jsonable turns msgpack's decoded maps (map[string]any, or map[any]any)
+// into what encoding/json takes.
+func jsonable(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = jsonable(e)
+		}
+		return x
+	case map[any]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[fmt.Sprint(k)] = jsonable(e)
+		}
+		return m
+	case []any:
+		for i, e := range x {
+			x[i] = jsonable(e)
+		}
+		return x
+	}
+	return v
+}
+
+func (a *Agent) toolNames() []string {
+	names := make([]string, 0, len(a.tools))
+	for n := range a.tools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// decode reads the model's JSON arguments into the tool's input type.
+func (t *Tool) decode(args string) (any, error) {
+	if t.inType == nil {
+		return nil, nil
+	}
+	if strings.TrimSpace(args) == "" {
+		args = "{}"
+	}
+	v := reflect.New(t.inType)
+	dec := json.NewDecoder(strings.NewReader(args))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v.Interface()); err != nil {
+		return nil, err
+	}
+	return v.Elem().Interface(), nil
+}
+
+// awaitApproval records that the call waits, waits for its Approval (or
+// the timeout), and records the decision.
+func (a *Agent) awaitApproval(ctx sdk.Context, key, callID string) Approval {
+	_ = sdk.RecordMarker(ctx, history.MarkerApprovalRequested, key, marker(history.Approval{}))
+	a.listen(ctx)
+	a.waiting = append(a.waiting, callID)
+	has := func() bool { _, ok := a.approvals[callID]; return ok }
+	if a.opts.ApprovalTimeout > 0 {
+		_, _ = sdk.AwaitWithTimeout(ctx, a.opts.ApprovalTimeout, has)
+	} else {
+		_ = sdk.Await(ctx, has)
+	}
+	ap, ok := a.approvals[callID]
+	if !ok {
+		ap = Approval{CallID: callID, Reason: "no approval within " + a.opts.ApprovalTimeout.String()}
+	}
+	delete(a.approvals, callID)
+	for i, w := range a.waiting {
+		if w == callID {
+			a.waiting = append(a.waiting[:i], a.waiting[i+1:]...)
+			break
+		}
+	}
+	_ = sdk.RecordMarker(ctx, history.MarkerApprovalDecided, key, marker(history.Approval{Approved: ap.Approved, By: ap.By, Reason: ap.Reason}))
+	return ap
+}
+
+// marker encodes an approval the way the engine reads it (msgpack).
+func marker(ap history.Approval) history.Payload {
+	b, _ := msgpack.Marshal(&ap) // a plain struct: cannot fail
+	return history.Payload{Encoding: sdk.EncodingMsgpack, Data: b}
+}
+
+// listen starts, once, the coroutine that receives approvals.
+func (a *Agent) listen(ctx sdk.Context) {
+	if a.listening {
+		return
+	}
+	a.listening = true
+	ch := sdk.GetSignalChannel[Approval](ctx, ApprovalSignal)
+	sdk.GoNamed(ctx, "agent-approvals", func(ctx sdk.Context) {
+		for {
+			ap := ch.Receive(ctx)
+			if ap.CallID == "" && len(a.waiting) > 0 {
+				ap.CallID = a.waiting[0]
+			}
+			a.approvals[ap.CallID] = ap
+		}
+	})
+}
+
+// Transcript is the conversation the agent keeps: an append-only list of
+// entries, of which the first `sent` are stored as the chunk `tip`.
+type Transcript struct {
+	entries []history.TranscriptEntry
+	sent    int
+	tip     []byte
+}
+
+// Append adds messages.
+func (t *Transcript) Append(msgs ...history.ChatMessage) {
+	for i := range msgs {
+		m := msgs[i]
+		t.appendEntry(history.TranscriptEntry{Message: &m})
+	}
+}
+
+func (t *Transcript) appendEntry(e history.TranscriptEntry) { t.entries = append(t.entries, e) }
+
+// Messages returns the messages so far.
+func (t *Transcript) Messages() []history.ChatMessage {
+	var out []history.ChatMessage
+	for _, e := range t.entries {
+		if e.Message != nil {
+			out = append(out, *e.Message)
+		}
+	}
+	return out
+}
+
+// payload returns the model call's input: the stored chunk so far
+// extended by the entries added since, and moves the tip past them.
+func (t *Transcript) payload() history.Payload {
+	tip := t.tip
+	if tip == nil {
+		tip = history.RootRef
+	}
+	data, err := history.AppendTranscript(nil, t.entries[t.sent:]...)
+	if err != nil {
+		panic(err) // our own plain structs: cannot fail
+	}
+	p := history.Payload{Encoding: history.EncodingTranscript, Ref: tip, Data: data}
+	t.tip, t.sent = p.StoredRef(), len(t.entries)
+	return p
+}

@@ -62,6 +62,16 @@ var (
 	// ErrNotHappened is returned by a Reconcile lookup that established the
 	// action did not take place: the engine retries it with the same key.
 	ErrNotHappened = errors.New("activities: action did not happen")
+	// ErrLeaseLost is the cause (context.Cause) of an activity's context
+	// canceled because the worker no longer holds the attempt's lease: a
+	// heartbeat learned it is gone, or its end passed without a renewal
+	// (the server unreachable, the process frozen), or the start-to-close
+	// timeout is over. Another attempt may run: stop, and do not start
+	// the action now. A SideEffect activity interrupted this way with a
+	// context error is reported as an unknown outcome; return an error
+	// that does not wrap the context's when the request was certainly not
+	// sent.
+	ErrLeaseLost = errors.New("activities: lease lost")
 )
 
 // Options declare an activity where it is registered.

@@ -42,6 +42,7 @@ func checkScenarios(t *testing.T, h *harness) {
 		Identity: "ops", Reason: "checked the bank"}); err != nil {
 		t.Fatal(err)
 	}
+	h.advance(DefaultLeaseDriftMargin) // the next attempt waits until the lost one can no longer act
 	h.completeActivity(h.pollActivity("resolved"), `"paid"`)
 	// A failed Idempotent activity.
 	start("failed")

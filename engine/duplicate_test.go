@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -9,15 +8,14 @@ import (
 	"github.com/cairnflow/cairn/history"
 )
 
-// A stale attempt that reports success after the action was completed by
-// a later attempt proves the effect happened twice: it is refused and
-// recorded in the run's history, or, once the run has closed, counted on the
-// effects-ledger entry.
-func TestStaleSuccessAfterTheActionClosedIsRecorded(t *testing.T) {
-	h := newHarness(t)
+// payLostThenRetried runs a SideEffect payment whose attempt 1 loses its
+// lease; a person says it did not happen; attempt 2 (dispatched only once
+// attempt 1 can no longer act) pays and completes. It returns both tasks.
+func payLostThenRetried(t *testing.T, h *harness) (first, second *api.ActivityTask) {
+	t.Helper()
 	h.start("pay", "PayInvoice")
 	h.complete(h.pollWFT("q"), schedule("1", "SendPayment", history.SideEffect, history.ActivityOptions{StartToCloseTimeout: time.Minute}))
-	first := h.pollActivity("q")
+	first = h.pollActivity("q")
 	h.advance(time.Minute) // the lease of attempt 1 expires: outcome unknown, the run pauses
 	if st := h.describe("pay").Info.Status; st != api.StatusPaused {
 		t.Fatalf("status %s, want paused", st)
@@ -26,50 +24,80 @@ func TestStaleSuccessAfterTheActionClosedIsRecorded(t *testing.T) {
 		Identity: "clerk", Reason: "not at the provider"}); err != nil {
 		t.Fatal(err)
 	}
-	second := h.pollActivity("q")
+	// The next attempt waits until attempt 1 can no longer act: its lease
+	// deadline plus the drift margin.
+	h.settle()
+	h.noActivity("q")
+	h.advance(DefaultLeaseDriftMargin)
+	second = h.pollActivity("q")
 	if second.Attempt != 2 || second.IdempotencyKey != first.IdempotencyKey {
 		t.Fatalf("retry: attempt %d key %s, want 2 and %s", second.Attempt, second.IdempotencyKey, first.IdempotencyKey)
 	}
-	if _, err := h.eng.CompleteActivity(h.ctx(), &api.CompleteActivityRequest{TaskToken: second.TaskToken, Result: jsonPayload(`"pay_2"`)}); err != nil {
-		t.Fatal(err)
+	h.completeActivity(second, `"pay_2"`)
+	return first, second
+}
+
+// A stale attempt that reports success after the action was completed by
+// a later attempt proves the effect happened twice: it is refused and
+// recorded in the run's history and on the ledger entry — once: the same
+// report again is answered the same way and recorded nothing more.
+func TestStaleSuccessIsADuplicate(t *testing.T) {
+	h := newHarness(t)
+	first, _ := payLostThenRetried(t, h)
+	for range 2 {
+		_, err := h.eng.CompleteActivity(h.ctx(), &api.CompleteActivityRequest{TaskToken: first.TaskToken, Result: jsonPayload(`"pay_1"`),
+			Identity: "frozen"})
+		wantErr(t, err, api.ErrStaleAttempt)
 	}
-	// Attempt 1 wakes up: it had paid after all.
-	_, err := h.eng.CompleteActivity(h.ctx(), &api.CompleteActivityRequest{TaskToken: first.TaskToken, Result: jsonPayload(`"pay_1"`), Identity: "frozen"})
-	if !errors.Is(err, api.ErrStaleAttempt) {
-		t.Fatalf("stale completion: %v, want ErrStaleAttempt", err)
+	evs := h.history("pay")
+	if n := count(evs, history.TypeActivityDuplicateDetected); n != 1 {
+		t.Fatalf("%d duplicate events, want 1:\n%s", n, types(evs))
 	}
-	var dup *history.ActivityDuplicateDetected
-	for _, ev := range h.history("pay") {
-		if d, ok := ev.Attrs.(*history.ActivityDuplicateDetected); ok {
-			dup = d
-		}
-	}
-	if dup == nil || dup.Attempt != 1 || dup.IdempotencyKey != first.IdempotencyKey || string(dup.Result.Data) != `"pay_1"` {
+	dup, _ := find[*history.ActivityDuplicateDetected](t, evs)
+	if dup.Attempt != 1 || dup.OtherAttempt != 2 || dup.Possible || dup.IdempotencyKey != first.IdempotencyKey ||
+		string(dup.Result.Data) != `"pay_1"` || dup.Identity != "frozen" {
 		t.Fatalf("duplicate event: %+v", dup)
 	}
+	le, err := h.eng.ledgerEntry(h.ctx(), "pay", first.IdempotencyKey)
+	if err != nil || le.Duplicates != 1 || le.State != LedgerCompleted || le.Attempts != 2 || string(le.Result.Data) != `"pay_2"` {
+		t.Fatalf("ledger entry %+v, %v; want completed with pay_2 after two attempts, one duplicate", le, err)
+	}
+	if d := h.describe("pay"); d.Info.Duplicates != 1 || len(d.EffectReports) != 1 || d.EffectReports[0].Verdict != api.VerdictDuplicate {
+		t.Fatalf("describe: %+v, reports %+v", d.Info, d.EffectReports)
+	}
+}
 
-	// Once the run has closed, the proof goes to the ledger entry.
+// Once the action's run has closed, its history takes no more events: a
+// duplicate is recorded on the action's ledger entry and the run's record
+// (describe, list), and counted, also after a restart.
+func TestStaleSuccessAfterTheRunClosedIsRecorded(t *testing.T) {
+	h := newHarness(t)
+	first, _ := payLostThenRetried(t, h)
 	h.complete(h.pollWFT("q"), completeWF(`"done"`))
-	if _, err := h.eng.CompleteActivity(h.ctx(), &api.CompleteActivityRequest{TaskToken: first.TaskToken, Result: jsonPayload(`"pay_1"`)}); !errors.Is(err, api.ErrStaleAttempt) {
-		t.Fatalf("stale completion after close: %v", err)
+	for range 2 {
+		_, err := h.eng.CompleteActivity(h.ctx(), &api.CompleteActivityRequest{TaskToken: first.TaskToken, Result: jsonPayload(`"pay_1"`),
+			Identity: "frozen"})
+		wantErr(t, err, api.ErrStaleAttempt)
 	}
 	le, err := h.eng.ledgerEntry(h.ctx(), "pay", first.IdempotencyKey)
-	if err != nil || le == nil || le.Duplicates != 2 || le.State != LedgerCompleted || le.Attempts != 2 || len(le.Reports) != 2 ||
-		le.Reports[0].AfterClose || !le.Reports[1].AfterClose {
-		t.Fatalf("ledger entry %+v, %v; want completed after two attempts, with the duplicate reported before and after close", le, err)
+	if err != nil || le.Duplicates != 1 || len(le.Reports) != 1 || !le.Reports[0].AfterClose || le.Reports[0].OtherAttempt != 2 {
+		t.Fatalf("ledger entry %+v, %v; want one duplicate, recorded after close", le, err)
 	}
-	// The closed run's record shows it too: describe, list, and the
-	// counter, also after a restart.
 	h.reopen()
 	d := h.describe("pay")
-	if d.Info.Duplicates != 2 || len(d.EffectReports) != 2 || !d.EffectReports[1].AfterClose {
+	if d.Info.Duplicates != 1 || len(d.EffectReports) != 1 || !d.EffectReports[0].AfterClose {
 		t.Fatalf("describe of the closed run: %+v, reports %+v", d.Info, d.EffectReports)
 	}
 	list, err := h.eng.ListWorkflows(h.ctx(), &api.ListWorkflowsRequest{Status: api.StatusCompleted})
-	if err != nil || len(list.Workflows) != 1 || list.Workflows[0].Duplicates != 2 {
+	if err != nil || len(list.Workflows) != 1 || list.Workflows[0].Duplicates != 1 {
 		t.Fatalf("list: %+v, %v", list, err)
 	}
-	if s := h.eng.Stats(); s.DuplicateEffects != 2 {
-		t.Fatalf("duplicates counted after a restart: %d, want 2", s.DuplicateEffects)
+	if s := h.eng.Stats(); s.DuplicateEffects != 1 {
+		t.Fatalf("duplicates counted after a restart: %d, want 1", s.DuplicateEffects)
 	}
+	effects, err := h.eng.ListEffects(h.ctx(), &api.ListEffectsRequest{DuplicatesOnly: true})
+	if err != nil || len(effects.Effects) != 1 || effects.Effects[0].Duplicates != 1 {
+		t.Fatalf("ListEffects: %+v, %v", effects, err)
+	}
+	h.wantConsistent()
 }

@@ -62,12 +62,25 @@ type Options struct {
 	// none: usage is counted, its cost is 0 and the model is listed as
 	// unpriced).
 	Pricing Pricing
+	// LeaseDriftMargin is how long after an attempt's lease deadline the
+	// engine still assumes it may act (default DefaultLeaseDriftMargin):
+	// it covers the clock offset between the worker and the engine, and
+	// bytes sent just before the deadline still reaching the downstream
+	// system. A Reconcile lookup, or the next attempt after a "did not
+	// happen", is dispatched only once it has passed. See docs/effects.md.
+	LeaseDriftMargin time.Duration
 }
+
+// DefaultLeaseDriftMargin is Options.LeaseDriftMargin's default.
+const DefaultLeaseDriftMargin = 5 * time.Second
 
 // Validate checks the options.
 func (o *Options) Validate() error {
 	if o.Store == nil {
 		return fmt.Errorf("%w: engine: Options.Store is required", api.ErrInvalidArgument)
+	}
+	if o.LeaseDriftMargin < 0 {
+		return fmt.Errorf("%w: engine: LeaseDriftMargin must not be negative", api.ErrInvalidArgument)
 	}
 	if o.PollTimeout < 0 {
 		return fmt.Errorf("%w: engine: PollTimeout must not be negative", api.ErrInvalidArgument)
@@ -90,6 +103,9 @@ func (o *Options) fillDefaults() {
 	}
 	if o.NewRunID == nil {
 		o.NewRunID = randomID
+	}
+	if o.LeaseDriftMargin == 0 {
+		o.LeaseDriftMargin = DefaultLeaseDriftMargin
 	}
 }
 
@@ -229,7 +245,8 @@ func Open(opts Options) (*Engine, error) {
 	e.recent, _ = lru.New[string, *RunState](recentClosedRuns) // cannot fail: the size is positive
 	e.chunks = newChunkCache()
 	e.streams = newStreamHub()
-	e.m = &Machine{Limits: opts.Limits, Defaults: opts.Defaults, NewRunID: opts.NewRunID, Pricing: opts.Pricing}
+	e.m = &Machine{Limits: opts.Limits, Defaults: opts.Defaults, NewRunID: opts.NewRunID, Pricing: opts.Pricing,
+		DriftMargin: opts.LeaseDriftMargin}
 	// A task handed off by a transaction (txn.handOff) that its poller
 	// could not take is handed back through the run, as PollWorkflowTask and
 	// PollActivityTask do, rather than queued again as it was built: the run

@@ -51,12 +51,23 @@ type LedgerEntry struct {
 	// (it was over the payload limit); a deduplicated schedule then fails
 	// with ResultTooLarge rather than receiving an empty result.
 	ResultOmitted string `msgpack:",omitempty"`
+	// AttemptRecords are the attempts of every run whose intent was
+	// recorded (bounded: the latest maxLedgerAttempts), to judge their
+	// reports once the action or its run has closed.
+	AttemptRecords []AttemptRecord `msgpack:",omitempty"`
+	// LateState: the state was set by a late report after the action had
+	// closed (see judgeClosed), not by an event of the run's history.
+	LateState bool `msgpack:",omitempty"`
+
+	// Set by ledgerEntry when read: the entry's own key.
+	workflowID, key string
 }
 
 // Bounds of the lists a ledger entry keeps; the counters keep counting.
 const (
-	maxLedgerRuns    = 32
-	maxLedgerReports = 64
+	maxLedgerRuns     = 32
+	maxLedgerReports  = 64
+	maxLedgerAttempts = 64
 )
 
 // LedgerChange records what happened to one idempotency key.
@@ -77,6 +88,10 @@ type LedgerChange struct {
 	// ResultOmitted: the action completed but its result was too large to
 	// record (see history.ActivityCompleted).
 	ResultOmitted string
+	// Attempts, when not nil, replaces the records of the run's attempts.
+	Attempts []AttemptRecord
+	// LateState: a late report sets the state of a closed action.
+	LateState bool
 }
 
 func encodeLedger(le *LedgerEntry) ([]byte, error) {
@@ -94,6 +109,7 @@ func (le *LedgerEntry) apply(c LedgerChange, runID string, now time.Time) {
 	}
 	if !c.KeepState {
 		le.State, le.RunID, le.ScheduledEventID, le.Result, le.ResultOmitted = c.State, runID, c.ScheduledEventID, c.Result, c.ResultOmitted
+		le.LateState = c.LateState
 	}
 	if c.ActivityType != "" {
 		le.ActivityType = c.ActivityType
@@ -104,6 +120,9 @@ func (le *LedgerEntry) apply(c LedgerChange, runID string, now time.Time) {
 	le.addRun(runID)
 	if c.Dispatched {
 		le.Attempts++
+	}
+	if c.Attempts != nil {
+		le.setRecords(runID, c.Attempts)
 	}
 	if r := c.Report; r != nil {
 		switch {
@@ -117,6 +136,24 @@ func (le *LedgerEntry) apply(c LedgerChange, runID string, now time.Time) {
 		}
 	}
 	le.Updated = now
+}
+
+// setRecords replaces the records of run runID's attempts with recs.
+func (le *LedgerEntry) setRecords(runID string, recs []AttemptRecord) {
+	out := le.AttemptRecords[:0:0]
+	for _, r := range le.AttemptRecords {
+		if r.RunID != runID {
+			out = append(out, r)
+		}
+	}
+	for _, r := range recs {
+		r.RunID = runID
+		out = append(out, r)
+	}
+	if n := len(out) - maxLedgerAttempts; n > 0 {
+		out = out[n:]
+	}
+	le.AttemptRecords = out
 }
 
 func (le *LedgerEntry) addRun(runID string) {
@@ -224,7 +261,11 @@ func (e *Engine) ledgerEntry(ctx context.Context, workflowID, key string) (*Ledg
 	if err != nil {
 		return nil, storeErr(err)
 	}
-	return decodeLedger(key, b)
+	le, err := decodeLedger(key, b)
+	if err == nil {
+		le.workflowID, le.key = workflowID, key
+	}
+	return le, err
 }
 
 func decodeLedger(key string, b []byte) (*LedgerEntry, error) {

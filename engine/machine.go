@@ -26,6 +26,9 @@ import (
 type Machine struct {
 	Limits   Limits
 	Defaults Defaults
+	// DriftMargin is added to a lost attempt's lease deadline before the
+	// engine treats it as unable to act (Options.LeaseDriftMargin).
+	DriftMargin time.Duration
 	// NewRunID returns a fresh run id (random in the service, a counter in
 	// tests).
 	NewRunID func() string
@@ -48,6 +51,9 @@ const (
 	DeadlineStickyFallback
 	DeadlineRunTimeout
 	DeadlineExecutionTimeout
+	// DeadlineQuiet: the attempts that lost their lease can no longer act;
+	// the activity's lookup or next attempt may be dispatched.
+	DeadlineQuiet
 )
 
 // Deadline is a moment at which the machine wants to be told the time

@@ -2,10 +2,18 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
+)
+
+// The outcomes an EffectReport names.
+const (
+	outcomeCompleted = "completed"
+	outcomeUnknown   = "outcome_unknown"
+	outcomeLeaseLost = "lease_lost"
 )
 
 // LedgerState is where an idempotency key stands in the effects ledger.
@@ -120,7 +128,10 @@ func (m *Machine) ActivityDispatched(st *RunState, schedID int64, epoch int64, i
 	if a.Effect != history.Read || a.Reconciling {
 		a.StartedEventID = t.add(&history.ActivityStarted{ScheduledEventID: schedID, Attempt: a.Attempt, LeaseEpoch: epoch,
 			Identity: identity, Reconcile: a.Reconciling})
-		if !a.Reconciling {
+		if a.Reconciling {
+			a.Lookups++
+		} else {
+			a.Attempts = append(a.Attempts, AttemptRecord{Attempt: a.Attempt, Epoch: epoch, Identity: identity, Fate: FateRunning})
 			t.ledger(a, LedgerInFlight, history.Payload{})
 			t.out.Ledger[len(t.out.Ledger)-1].Dispatched = true
 		}
@@ -129,12 +140,17 @@ func (m *Machine) ActivityDispatched(st *RunState, schedID int64, epoch int64, i
 	return t.out, nil
 }
 
+// hardDeadline is when an attempt ends whatever its heartbeats say.
+func hardDeadline(a *ActivityInfo) time.Time {
+	if a.Options.StartToCloseTimeout == 0 {
+		return a.ScheduledTime.Add(a.Options.ScheduleToCloseTimeout)
+	}
+	return a.StartedTime.Add(a.Options.StartToCloseTimeout)
+}
+
 // leaseDeadline is when an attempt's lease ends without news from the worker.
 func leaseDeadline(a *ActivityInfo, from time.Time) time.Time {
-	end := a.StartedTime.Add(a.Options.StartToCloseTimeout)
-	if a.Options.StartToCloseTimeout == 0 {
-		end = a.ScheduledTime.Add(a.Options.ScheduleToCloseTimeout)
-	}
+	end := hardDeadline(a)
 	if hb := a.Options.HeartbeatTimeout; hb > 0 && from.Add(hb).Before(end) {
 		return from.Add(hb)
 	}
@@ -175,38 +191,6 @@ func (m *Machine) Heartbeat(st *RunState, schedID, epoch int64, details history.
 	return a.LeaseDeadline, a.CancelRequested, nil
 }
 
-// ActivityCompleted records the current attempt's result. A completion of
-// the current attempt that arrives while the run is paused on it resolves
-// the pause: the effect evidently happened.
-//
-// A result over the payload limit is not refused (the worker could only
-// let its lease expire, and a side effect would then look unknown): the
-// activity is recorded as completed without its result (ResultOmitted),
-// and the workflow code gets a non-retryable ResultTooLarge error. omitted
-// is the worker's own reason for sending no result, if it checked first.
-// Outcomes of work already under way are recorded even past the history
-// limit: the run's next workflow task enforces it.
-func (m *Machine) ActivityCompleted(st *RunState, schedID, epoch int64, result history.Payload, omitted, identity string, usage history.Usage, now time.Time) (Output, error) {
-	a, err := m.current(st, schedID, epoch)
-	if err != nil {
-		return Output{}, err
-	}
-	result, omitted = m.fitResult(result, omitted)
-	t := m.begin(st, now)
-	t.addUsage(a, usage)
-	if a.Reconciling {
-		t.add(&history.ActivityResolved{ScheduledEventID: schedID, Resolution: history.ResolvedHappened, Result: result,
-			By: "reconcile", Reason: "the Reconcile lookup found the action", ResultOmitted: omitted})
-	} else {
-		t.startedForRead(a)
-		t.add(&history.ActivityCompleted{ScheduledEventID: schedID, StartedEventID: a.StartedEventID, Result: result, Identity: identity,
-			ResultOmitted: omitted, Usage: a.Usage})
-	}
-	t.finishActivity(a, LedgerCompleted, result)
-	t.omitted(a, omitted)
-	return t.out, nil
-}
-
 // fitResult drops a result over the payload limit, saying why.
 func (m *Machine) fitResult(result history.Payload, omitted string) (history.Payload, string) {
 	if omitted != "" {
@@ -243,13 +227,43 @@ func (t *transition) finishActivity(a *ActivityInfo, ls LedgerState, result hist
 }
 
 // ledger records a change of a's effects-ledger entry (none for an
-// activity without an idempotency key).
+// activity without an idempotency key): its new state ls (0: unchanged)
+// and result, and the attempt records as they stand.
 func (t *transition) ledger(a *ActivityInfo, ls LedgerState, result history.Payload) {
 	if a.IdempotencyKey == "" {
 		return
 	}
-	t.out.Ledger = append(t.out.Ledger, LedgerChange{Key: a.IdempotencyKey, State: ls, ScheduledEventID: a.ScheduledEventID,
-		ActivityType: a.ActivityType, Result: result, Effect: a.Effect})
+	t.out.Ledger = append(t.out.Ledger, LedgerChange{Key: a.IdempotencyKey, State: ls, KeepState: ls == 0,
+		ScheduledEventID: a.ScheduledEventID, ActivityType: a.ActivityType, Result: result, Effect: a.Effect,
+		Attempts: slices.Clone(a.Attempts)})
+}
+
+// ActivityCompleted records the current attempt's result (Report with
+// ReportCompleted, for callers that know the attempt is current). A result
+// over the payload limit is not refused (the worker could only let its
+// lease expire, and a side effect would then look unknown): the activity is
+// recorded as completed without it (ResultOmitted), and workflow code gets
+// a non-retryable ResultTooLarge error. omitted is the worker's own reason
+// for sending no result, if it checked first.
+func (m *Machine) ActivityCompleted(st *RunState, schedID, epoch int64, result history.Payload, omitted, identity string, usage history.Usage, now time.Time) (Output, error) {
+	return m.reportCurrent(st, AttemptReport{ScheduledEventID: schedID, Epoch: epoch, Kind: ReportCompleted, Result: result,
+		ResultOmitted: omitted, Identity: identity, Usage: usage}, now)
+}
+
+// ActivityFailed records the end of the current attempt without a result.
+func (m *Machine) ActivityFailed(st *RunState, schedID, epoch int64, f history.Failure, r FailureReport, now time.Time) (Output, error) {
+	return m.reportCurrent(st, AttemptReport{ScheduledEventID: schedID, Epoch: epoch, Kind: r.Kind.report(), Failure: f,
+		Usage: r.Usage, RetryAfter: r.RetryAfter}, now)
+}
+
+// reportCurrent is Report for a report that must come from the attempt
+// holding the lease: anything else is api.ErrStaleAttempt.
+func (m *Machine) reportCurrent(st *RunState, r AttemptReport, now time.Time) (Output, error) {
+	if _, err := m.current(st, r.ScheduledEventID, r.Epoch); err != nil {
+		return Output{}, err
+	}
+	out, _, err := m.Report(st, r, nil, now)
+	return out, err
 }
 
 // FailureKind says how an attempt ended without a result.
@@ -267,56 +281,27 @@ const (
 	FailedCanceled
 )
 
-// AttemptReport is what a worker reports with an attempt's failure.
-type AttemptReport struct {
+func (k FailureKind) report() ReportKind {
+	switch k {
+	case FailedOutcomeUnknown:
+		return ReportUnknown
+	case FailedNotHappened:
+		return ReportNotHappened
+	case FailedCanceled:
+		return ReportCanceled
+	}
+	return ReportFailed
+}
+
+// FailureReport is what a worker reports with an attempt's failure, for
+// ActivityFailed.
+type FailureReport struct {
 	Kind FailureKind
 	// Usage is what the attempt consumed.
 	Usage history.Usage
 	// RetryAfter, when positive, replaces the retry policy's backoff
 	// before the next attempt.
 	RetryAfter time.Duration
-}
-
-// ActivityFailed records the end of the current attempt without a result.
-func (m *Machine) ActivityFailed(st *RunState, schedID, epoch int64, f history.Failure, r AttemptReport, now time.Time) (Output, error) {
-	kind := r.Kind
-	a, err := m.current(st, schedID, epoch)
-	if err != nil {
-		return Output{}, err
-	}
-	t := m.begin(st, now)
-	t.addUsage(a, r.Usage)
-	t.retryAfter = r.RetryAfter
-	failure := f
-	a.LastFailure = &failure
-	switch {
-	case a.Reconciling:
-		t.reconcileAnswer(a, kind, f)
-	case kind == FailedCanceled && a.CancelRequested:
-		t.startedForRead(a)
-		t.add(&history.ActivityCanceled{ScheduledEventID: schedID, StartedEventID: a.StartedEventID, Usage: a.Usage})
-		t.finishActivity(a, LedgerNotHappened, history.Payload{})
-	case kind == FailedOutcomeUnknown:
-		t.leaseLost(a, "the activity reported that it cannot tell whether the action took effect: "+fmtFailure(&f))
-	default:
-		t.retryOrFail(a, &f, "")
-	}
-	return t.out, nil
-}
-
-// reconcileAnswer acts on what a Reconcile lookup reported.
-func (t *transition) reconcileAnswer(a *ActivityInfo, kind FailureKind, f history.Failure) {
-	a.Reconciling = false
-	if kind == FailedNotHappened {
-		t.add(&history.ActivityResolved{ScheduledEventID: a.ScheduledEventID, Resolution: history.ResolvedNotHappened,
-			By: "reconcile", Reason: "the Reconcile lookup found no trace of the action"})
-		t.ledger(a, LedgerNotHappened, history.Payload{})
-		a.Attempt++
-		a.StartedEventID = 0
-		t.readyActivity(a)
-		return
-	}
-	t.pause(a, "the Reconcile lookup could not tell whether the action happened: "+fmtFailure(&f))
 }
 
 // retryOrFail retries the attempt per policy or fails the activity for good.
@@ -335,7 +320,7 @@ func (t *transition) retryOrFail(a *ActivityInfo, f *history.Failure, timeout st
 	withinDeadline := a.Options.ScheduleToCloseTimeout == 0 || next.Before(a.ScheduledTime.Add(a.Options.ScheduleToCloseTimeout))
 	if retryable(p, f, a.Attempt) && withinDeadline {
 		a.State = api.ActivityStateBackoff
-		a.NextAttemptAt = next
+		a.NextAttemptAt, a.QuietWait = next, false
 		t.deadline(Deadline{At: next, Kind: DeadlineActivityRetry, ID: a.ScheduledEventID, Epoch: int64(a.Attempt)})
 		return
 	}
@@ -360,100 +345,6 @@ func (t *transition) failActivity(a *ActivityInfo, f *history.Failure, timeout s
 	t.finishActivity(a, LedgerNotHappened, history.Payload{})
 }
 
-// leaseLost decides what an attempt whose outcome is unknown means, by
-// effect class: Read and Idempotent retry (Idempotent with the same key),
-// SideEffect reconciles or pauses.
-func (t *transition) leaseLost(a *ActivityInfo, reason string) {
-	if a.Effect != history.SideEffect {
-		f := &history.Failure{Type: "LeaseLost", Message: reason}
-		t.retryOrFail(a, f, "start_to_close")
-		return
-	}
-	if a.HasReconcile {
-		a.Reconciling = true
-		a.StartedEventID = 0
-		t.readyActivity(a)
-		return
-	}
-	t.pause(a, reason)
-}
-
-// pause records an unknown outcome: the run waits for a person.
-func (t *transition) pause(a *ActivityInfo, reason string) {
-	a.State = api.ActivityStateUnknown
-	a.Reconciling = false
-	a.UnknownReason = reason
-	a.UnknownSince = t.now
-	t.add(&history.ActivityOutcomeUnknown{ScheduledEventID: a.ScheduledEventID, StartedEventID: a.StartedEventID,
-		Attempt: a.Attempt, Reason: reason, IdempotencyKey: a.IdempotencyKey})
-	t.ledger(a, LedgerUnknown, history.Payload{})
-}
-
-// StaleCompletion handles a completion from an attempt that no longer holds
-// the lease. It is refused; when it reports success for an action with an
-// idempotency key (sched is the action's ActivityScheduled, whether the
-// activity is still pending or already closed), it proves the effect
-// happened more than once, and that is recorded loudly.
-func (m *Machine) StaleCompletion(st *RunState, sched *history.ActivityScheduled, schedID, epoch int64, attempt int32, result history.Payload, identity string, now time.Time) Output {
-	t := m.begin(st, now)
-	if !st.Status.Open() || m.checkGrowth(st, 1) != nil || sched == nil || sched.Effect == history.Read {
-		return t.out
-	}
-	t.lateReport(api.EffectReport{Verdict: api.VerdictDuplicate, ScheduledEventID: schedID, IdempotencyKey: sched.IdempotencyKey,
-		ActivityType: sched.ActivityType, Attempt: attempt, LeaseEpoch: epoch, Identity: identity, Outcome: outcomeCompleted,
-		Result: result, Detail: "a stale attempt reported success for an action that was already retried"}, sched.Effect)
-	return t.out
-}
-
-// The outcomes an EffectReport names.
-const (
-	outcomeCompleted = "completed"
-	outcomeUnknown   = "outcome_unknown"
-	outcomeLeaseLost = "lease_lost"
-)
-
-// lateReport records a judged late report in an open run: in its history
-// (a duplicate as ActivityDuplicateDetected), in the run's counters, and on
-// the action's effects-ledger entry.
-func (t *transition) lateReport(r api.EffectReport, effect history.EffectClass) {
-	st := t.st
-	r.WorkflowID, r.RunID, r.Time = st.WorkflowID, st.RunID, t.now
-	switch {
-	case r.Verdict.IsDuplicate():
-		st.Duplicates++
-		t.add(&history.ActivityDuplicateDetected{ScheduledEventID: r.ScheduledEventID, Attempt: r.Attempt, LeaseEpoch: r.LeaseEpoch,
-			IdempotencyKey: r.IdempotencyKey, Result: r.Result, Identity: r.Identity})
-	case r.Verdict == api.VerdictConflict:
-		st.EffectConflicts++
-	}
-	t.out.Ledger = append(t.out.Ledger, LedgerChange{Key: r.IdempotencyKey, KeepState: true, ActivityType: r.ActivityType,
-		Effect: effect, Report: &r})
-	t.out.Reports = append(t.out.Reports, r)
-}
-
-// LateCompletion accepts a success reported by the attempt whose outcome
-// the run is reconciling or paused on, after the Reconcile lookup took over
-// its lease (so its lease epoch is no longer the activity's). The lookup is
-// not a new attempt: this is the late completion of the current attempt,
-// which answers the question the lookup was asking — not a duplicate. ok is
-// false when the completion is not that (the caller then treats it as
-// stale).
-func (m *Machine) LateCompletion(st *RunState, schedID int64, attempt int32, result history.Payload, omitted, identity string, now time.Time) (out Output, ok bool, err error) {
-	a, found := st.Activities[schedID]
-	if !found || !st.Status.Open() || a.Effect != history.SideEffect || a.Attempt != attempt ||
-		(!a.Reconciling && a.State != api.ActivityStateUnknown) {
-		return Output{}, false, nil
-	}
-	result, omitted = m.fitResult(result, omitted)
-	t := m.begin(st, now)
-	// The attempt's ActivityStarted is not at hand any more (the lookup's
-	// dispatch replaced it): StartedEventID stays 0.
-	t.add(&history.ActivityCompleted{ScheduledEventID: schedID, Result: result, Identity: identity, ResultOmitted: omitted})
-	t.finishActivity(a, LedgerCompleted, result)
-	t.omitted(a, omitted)
-	return t.out, true, nil
-}
-
 // Resolve applies a person's decision about an unknown outcome.
 func (m *Machine) Resolve(st *RunState, req *api.ResolveActivityRequest, now time.Time) (Output, error) {
 	if err := m.checkOpen(st); err != nil {
@@ -475,14 +366,10 @@ func (m *Machine) Resolve(st *RunState, req *api.ResolveActivityRequest, now tim
 	case history.ResolvedHappened:
 		ev.Result = req.Result
 		t.add(ev)
-		t.finishActivity(a, LedgerCompleted, req.Result)
+		t.happened(a, req.Result)
 	case history.ResolvedNotHappened:
 		t.add(ev)
-		t.ledger(a, LedgerNotHappened, history.Payload{})
-		a.Attempt++
-		a.StartedEventID = 0
-		a.UnknownReason = ""
-		t.readyActivity(a)
+		t.notHappened(a) // the next attempt waits until the lost ones can no longer act
 	case history.ResolvedFailed:
 		f := history.Failure{Type: "ResolvedFailed", Message: req.Reason, NonRetryable: true}
 		if req.Failure != nil {

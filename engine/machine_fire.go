@@ -26,8 +26,14 @@ func (m *Machine) Fire(st *RunState, d Deadline, now time.Time) Output {
 		}
 	case DeadlineScheduleToClose:
 		t.fireScheduleToClose(d)
+	case DeadlineQuiet:
+		if a, ok := st.Activities[d.ID]; ok && a.State == api.ActivityStateBackoff && a.QuietWait && int64(a.Attempt) == d.Epoch &&
+			!a.NextAttemptAt.After(now) {
+			a.NextAttemptAt, a.QuietWait = time.Time{}, false
+			t.readyActivity(a)
+		}
 	case DeadlineActivityRetry:
-		if a, ok := st.Activities[d.ID]; ok && a.State == api.ActivityStateBackoff && int64(a.Attempt) == d.Epoch {
+		if a, ok := st.Activities[d.ID]; ok && a.State == api.ActivityStateBackoff && !a.QuietWait && int64(a.Attempt) == d.Epoch {
 			a.Attempt++
 			a.StartedEventID = 0
 			a.NextAttemptAt = time.Time{}
@@ -78,7 +84,9 @@ func (t *transition) fireLease(d Deadline) {
 		return
 	}
 	if a.Reconciling {
-		t.reconcileAnswer(a, FailedOutcomeUnknown, history.Failure{Type: "LeaseLost", Message: "the Reconcile lookup's lease expired"})
+		// The lookup is a read: it is simply asked again.
+		a.LastFailure = &history.Failure{Type: "LeaseLost", Message: "the Reconcile lookup's lease expired"}
+		t.lookupAgain(a, 0, "lost its lease")
 		return
 	}
 	kind := "start_to_close"
@@ -87,10 +95,13 @@ func (t *transition) fireLease(d Deadline) {
 	}
 	reason := "the worker's lease expired (" + kind + " timeout) before it reported an outcome"
 	if a.Effect != history.SideEffect {
+		if rec := a.record(a.LeaseEpoch); rec != nil && rec.Fate == FateRunning {
+			rec.Fate = FateUnknown
+		}
 		t.retryOrFail(a, &history.Failure{Type: "Timeout", Message: reason}, kind)
 		return
 	}
-	t.leaseLost(a, reason)
+	t.leaseLost(a, reason, t.now)
 }
 
 func (t *transition) fireScheduleToClose(d Deadline) {
@@ -99,7 +110,7 @@ func (t *transition) fireScheduleToClose(d Deadline) {
 		return
 	}
 	if a.Effect == history.SideEffect && a.StartedEventID != 0 && a.State == api.ActivityStateStarted {
-		t.leaseLost(a, "the schedule-to-close timeout expired while an attempt was running")
+		t.leaseLost(a, "the schedule-to-close timeout expired while an attempt was running", t.now)
 		return
 	}
 	t.failActivity(a, &history.Failure{Type: "Timeout", Message: "schedule-to-close timeout", NonRetryable: true}, "schedule_to_close")
@@ -116,6 +127,25 @@ func (t *transition) fireRunTimeout(d Deadline) {
 	}
 	t.add(&history.WorkflowTimedOut{Timeout: which})
 	t.close(api.StatusTimedOut, history.Payload{}, &history.Failure{Type: "TimedOut", Message: which + " timeout", NonRetryable: true})
+}
+
+// Recovered adjusts a run's state read back when the engine opens, at now.
+// A lease of an attempt whose intent was recorded is extended to at least
+// now plus its heartbeat timeout (within its start-to-close end):
+// heartbeats extend leases in memory only, so the engine cannot know the
+// last deadline it granted before it stopped, only that it was no later
+// than that. A live worker's next heartbeat renews it; a dead one's lease
+// ends a heartbeat timeout after the restart.
+func (m *Machine) Recovered(st *RunState, now time.Time) {
+	for _, a := range st.Activities {
+		hb := a.Options.HeartbeatTimeout
+		if a.State != api.ActivityStateStarted || a.StartedEventID == 0 || hb <= 0 {
+			continue
+		}
+		if d := leaseDeadline(a, now); d.After(a.LeaseDeadline) {
+			a.LeaseDeadline = d
+		}
+	}
 }
 
 // Deadlines lists every deadline the state implies, for rebuilding the
@@ -152,7 +182,11 @@ func (m *Machine) Deadlines(st *RunState) []Deadline {
 		case api.ActivityStateStarted:
 			add(Deadline{At: a.LeaseDeadline, Kind: DeadlineActivityLease, ID: id, Epoch: a.LeaseEpoch})
 		case api.ActivityStateBackoff:
-			add(Deadline{At: a.NextAttemptAt, Kind: DeadlineActivityRetry, ID: id, Epoch: int64(a.Attempt)})
+			kind := DeadlineActivityRetry
+			if a.QuietWait {
+				kind = DeadlineQuiet
+			}
+			add(Deadline{At: a.NextAttemptAt, Kind: kind, ID: id, Epoch: int64(a.Attempt)})
 		}
 	}
 	return ds

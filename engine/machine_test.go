@@ -216,7 +216,7 @@ func TestMachineRetryThenSuccess(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		ep := s.dispatchActivity(3)
 		s.step("activity failed", func() (Output, error) {
-			return s.m.ActivityFailed(s.st, 3, ep, history.Failure{Type: "Unavailable", Message: "try later"}, AttemptReport{}, s.now)
+			return s.m.ActivityFailed(s.st, 3, ep, history.Failure{Type: "Unavailable", Message: "try later"}, FailureReport{}, s.now)
 		})
 		s.advance(time.Duration(1<<i) * time.Second)
 		s.fireDue()
@@ -238,7 +238,7 @@ func TestMachineNonRetryable(t *testing.T) {
 		RetryPolicy: &history.RetryPolicy{NonRetryableErrorTypes: []string{"CardDeclined"}}}))
 	ep := s.dispatchActivity(3)
 	s.step("activity failed", func() (Output, error) {
-		return s.m.ActivityFailed(s.st, 3, ep, history.Failure{Type: "CardDeclined", Message: "declined"}, AttemptReport{}, s.now)
+		return s.m.ActivityFailed(s.st, 3, ep, history.Failure{Type: "CardDeclined", Message: "declined"}, FailureReport{}, s.now)
 	})
 	s.golden()
 }
@@ -299,7 +299,7 @@ func TestMachineReconcile(t *testing.T) {
 	s.fireDue()
 	ep := s.dispatchActivity(3) // the Reconcile lookup
 	s.step("reconcile: not happened", func() (Output, error) {
-		return s.m.ActivityFailed(s.st, 3, ep, history.Failure{Message: "no such payment"}, AttemptReport{Kind: FailedNotHappened}, s.now)
+		return s.m.ActivityFailed(s.st, 3, ep, history.Failure{Message: "no such payment"}, FailureReport{Kind: FailedNotHappened}, s.now)
 	})
 	ep = s.dispatchActivity(3)
 	s.step("activity completed", func() (Output, error) {

@@ -303,9 +303,12 @@ func TestStaleAttemptsFenced(t *testing.T) {
 	wantErr(t, err, api.ErrStaleAttempt)
 }
 
-// A stale success of an action with an idempotency key proves the effect
-// happened twice: it is refused and recorded.
-func TestStaleSuccessOfIdempotentActionRecorded(t *testing.T) {
+// An Idempotent action counts attempts, not duplicates: the downstream
+// deduplicates on the key by contract. A late success of an earlier
+// attempt completes the action (the running attempt gets the same result
+// from the downstream), and the running attempt's success afterwards is a
+// confirmation — never a duplicate alarm.
+func TestLateSuccessOfIdempotentActionIsNoDuplicate(t *testing.T) {
 	h := newHarness(t)
 	retry := &history.RetryPolicy{InitialInterval: time.Second}
 	h.startWithActivity("wf", history.Idempotent, history.ActivityOptions{StartToCloseTimeout: 10 * time.Second, RetryPolicy: retry})
@@ -319,14 +322,21 @@ func TestStaleSuccessOfIdempotentActionRecorded(t *testing.T) {
 	if cur.IdempotencyKey != old.IdempotencyKey || cur.Attempt != 2 {
 		t.Fatalf("retry %+v", cur)
 	}
-	_, err := h.eng.CompleteActivity(h.ctx(), &api.CompleteActivityRequest{TaskToken: old.TaskToken, Result: jsonPayload(`"dup"`)})
+	if _, err := h.eng.CompleteActivity(h.ctx(), &api.CompleteActivityRequest{TaskToken: old.TaskToken, Result: jsonPayload(`"paid"`),
+		Identity: "old"}); err != nil {
+		t.Fatalf("late success of attempt 1: %v, want it accepted", err)
+	}
+	_, err := h.eng.CompleteActivity(h.ctx(), &api.CompleteActivityRequest{TaskToken: cur.TaskToken, Result: jsonPayload(`"paid"`)})
 	wantErr(t, err, api.ErrStaleAttempt)
 	evs := h.history("wf")
-	dup, _ := find[*history.ActivityDuplicateDetected](t, evs)
-	if dup.Attempt != 1 || dup.LeaseEpoch != old.LeaseEpoch || dup.IdempotencyKey != old.IdempotencyKey {
-		t.Fatalf("duplicate %+v", dup)
+	wantTypes(t, evs, `WorkflowStarted WorkflowTaskCompleted ActivityScheduled ActivityStarted ActivityStarted ActivityCompleted
+		ActivityLateReport`)
+	c, _ := find[*history.ActivityCompleted](t, evs)
+	lr, _ := find[*history.ActivityLateReport](t, evs)
+	if c.Identity != "old" || lr.Verdict != "confirmation" || lr.Attempt != 2 {
+		t.Fatalf("completed %+v, late report %+v", c, lr)
 	}
-	h.completeActivity(cur, `"ok"`)
-	wantTypes(t, h.pollWFT("q").Events, `WorkflowStarted WorkflowTaskCompleted ActivityScheduled ActivityStarted ActivityStarted
-		ActivityDuplicateDetected ActivityCompleted`)
+	if d := h.describe("wf"); d.Info.Duplicates != 0 {
+		t.Fatalf("duplicates %d, want none", d.Info.Duplicates)
+	}
 }

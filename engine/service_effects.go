@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/cairnflow/cairn/engine/api"
@@ -33,24 +34,32 @@ func (e *Engine) noteReport(r *api.EffectReport) {
 // run that has closed: its history takes no more events, so the report
 // goes on the action's effects-ledger entry and the run's record (its
 // counters and list entries, and the run's report index), in one
-// transaction. change is the ledger change to apply with it. The caller
-// holds the workflow id's lock.
-func (e *Engine) recordClosedRunReport(ctx context.Context, st *RunState, change LedgerChange) error {
+// transaction. changes are the ledger changes to apply with it. The
+// caller holds the workflow id's lock.
+func (e *Engine) recordClosedRunReport(ctx context.Context, st *RunState, changes []LedgerChange) error {
 	x := e.newTxn(e.now(), []string{st.WorkflowID})
-	if r := change.Report; r != nil {
-		r.WorkflowID, r.RunID, r.Time, r.AfterClose = st.WorkflowID, st.RunID, x.now, true
-	}
-	if err := x.ledgerChange(ctx, st.WorkflowID, st.RunID, change); err != nil {
-		return err
-	}
 	nst := st
-	if r := change.Report; r != nil && (r.Verdict.IsDuplicate() || r.Verdict == api.VerdictConflict) {
-		nst = st.Clone()
+	for _, change := range changes {
+		r := change.Report
+		if r != nil {
+			r.WorkflowID, r.RunID, r.Time, r.AfterClose = st.WorkflowID, st.RunID, x.now, true
+		}
+		if err := x.ledgerChange(ctx, st.WorkflowID, st.RunID, change); err != nil {
+			return err
+		}
+		if r == nil || !r.Verdict.IsDuplicate() && r.Verdict != api.VerdictConflict {
+			continue
+		}
+		if nst == st {
+			nst = st.Clone()
+		}
 		if r.Verdict.IsDuplicate() {
 			nst.Duplicates++
 		} else {
 			nst.EffectConflicts++
 		}
+	}
+	if nst != st {
 		b, err := encodeState(nst)
 		if err != nil {
 			return err
@@ -72,8 +81,10 @@ func (e *Engine) recordClosedRunReport(ctx context.Context, st *RunState, change
 			e.recent.Add(st.WorkflowID, nst)
 		}
 	}
-	if change.Report != nil {
-		e.noteReport(change.Report)
+	for _, c := range changes {
+		if c.Report != nil {
+			e.noteReport(c.Report)
+		}
 	}
 	return nil
 }
@@ -113,23 +124,50 @@ func (e *Engine) countDuplicates(ctx context.Context) error {
 	}
 }
 
-// closedRunLateSuccess handles a success reported for an action of a run
-// that has closed.
-func (e *Engine) closedRunLateSuccess(ctx context.Context, tok actToken, req *api.CompleteActivityRequest) {
+// closedRunReport judges a report of an attempt whose run has closed, from
+// the action's effects-ledger entry, and records what it proves on the
+// entry and the run's record.
+func (e *Engine) closedRunReport(ctx context.Context, tok actToken, r AttemptReport) (ReportAck, error) {
 	unlock := e.lock(tok.W)
 	defer unlock()
 	st, _, err := e.loadState(ctx, tok.W, tok.R)
-	if err != nil || st.Status.Open() {
-		return
+	if errors.Is(err, api.ErrNotFound) {
+		return 0, api.Errorf(api.ErrInvalidArgument, "task token names workflow %q run %q, which does not exist", tok.W, tok.R)
 	}
-	sched, err := e.scheduledEvent(ctx, st.Ref(), tok.S)
-	if err != nil || sched.Effect == history.Read || sched.IdempotencyKey == "" {
-		return
+	if err != nil {
+		return 0, err
 	}
-	rep := &api.EffectReport{Verdict: api.VerdictDuplicate, ScheduledEventID: tok.S, IdempotencyKey: sched.IdempotencyKey,
-		ActivityType: sched.ActivityType, Attempt: tok.A, LeaseEpoch: tok.E, Identity: req.Identity, Outcome: outcomeCompleted,
-		Result: req.Result, Detail: "a stale attempt reported success for an action of a closed run"}
-	if err := e.recordClosedRunReport(ctx, st, LedgerChange{Key: sched.IdempotencyKey, KeepState: true, Report: rep}); err != nil {
-		e.log.Error().Err(err).Str("workflow", tok.W).Str("run", tok.R).Msg("late report not recorded")
+	stale := api.Errorf(api.ErrStaleAttempt, "workflow %q run %q is %s", tok.W, tok.R, st.Status)
+	if st.Status.Open() {
+		return 0, stale // the run is open again: it is no longer the one the report was for
 	}
+	sched, err := e.tokenActivity(ctx, st, tok)
+	if err != nil {
+		return 0, err
+	}
+	if sched.IdempotencyKey == "" {
+		return 0, stale
+	}
+	le, err := e.ledgerEntry(ctx, tok.W, sched.IdempotencyKey)
+	if err != nil {
+		return 0, damaged(st.Ref(), false, err)
+	}
+	if le == nil {
+		return 0, stale
+	}
+	j := judgeClosed(le, st.RunID, r)
+	if j.err != nil || j.repeated {
+		return j.ack, j.err
+	}
+	var changes []LedgerChange
+	for i := range j.reports {
+		rep := j.reports[i]
+		rep.ScheduledEventID, rep.IdempotencyKey, rep.ActivityType = tok.S, sched.IdempotencyKey, sched.ActivityType
+		changes = append(changes, LedgerChange{Key: sched.IdempotencyKey, KeepState: true, Report: &rep})
+	}
+	changes = append(changes, j.change(tok.S, le))
+	if err := e.recordClosedRunReport(ctx, st, changes); err != nil {
+		return 0, err
+	}
+	return j.ack, nil
 }

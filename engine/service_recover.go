@@ -219,6 +219,7 @@ func (e *Engine) recoverRun(ctx context.Context, key []byte) error {
 // with the run's lock held (or during Open).
 func (e *Engine) adopt(entry *runEntry, st *RunState) {
 	st.WFT.StickyQueue, st.WFT.SeenEventID = "", 0 // caches are not trusted across a restart
+	e.m.Recovered(st, e.now())                     // heartbeats lived in memory: a fresh window
 	entry.state = st
 	entry.tail.reset(st.NextEventID) // only events from now on are cached
 	for _, d := range e.m.Deadlines(st) {

@@ -480,7 +480,7 @@ func (e *Engine) activityTask(ctx context.Context, st *RunState, a *ActivityInfo
 		LeaseEpoch: a.LeaseEpoch, Effect: a.Effect, IdempotencyKey: a.IdempotencyKey, Reconcile: a.Reconciling,
 		ScheduledTime: a.ScheduledTime, StartedTime: a.StartedTime, Deadline: a.LeaseDeadline,
 		StartToCloseTimeout: a.Options.StartToCloseTimeout, HeartbeatTimeout: a.Options.HeartbeatTimeout,
-		HeartbeatDetails: a.HeartbeatDetails, MaxResultBytes: e.m.Limits.MaxPayloadBytes,
+		HeartbeatDetails: a.HeartbeatDetails, MaxResultBytes: e.m.Limits.MaxPayloadBytes, HardDeadline: hardDeadline(a),
 	}, nil
 }
 
@@ -527,26 +527,9 @@ func (e *Engine) CompleteActivity(ctx context.Context, req *api.CompleteActivity
 	if err := decodeToken(req.TaskToken, &tok); err != nil {
 		return nil, err
 	}
-	err := e.onActivity(ctx, tok, func(x *txn, tr *txnRun) (Output, error) {
-		out, err := e.m.ActivityCompleted(tr.st, tok.S, tok.E, req.Result, req.ResultOmitted, req.Identity, req.Usage, x.now)
-		if errors.Is(err, api.ErrStaleAttempt) && !tok.H {
-			if late, ok, lerr := e.m.LateCompletion(tr.st, tok.S, tok.A, req.Result, req.ResultOmitted, req.Identity, x.now); ok || lerr != nil {
-				return late, lerr
-			}
-			sched, serr := e.scheduledEvent(ctx, tr.st.Ref(), tok.S)
-			if serr != nil {
-				return Output{}, damaged(tr.st.Ref(), true, serr)
-			}
-			if dup := e.m.StaleCompletion(tr.st, sched, tok.S, tok.E, tok.A, req.Result, req.Identity, x.now); len(dup.Events) > 0 {
-				return dup, errStaleRecorded
-			}
-		}
-		return out, err
-	})
+	err := e.report(ctx, tok, AttemptReport{Kind: ReportCompleted, Result: req.Result, ResultOmitted: req.ResultOmitted,
+		Identity: req.Identity, Usage: req.Usage, HeartbeatDetails: req.HeartbeatDetails})
 	if err != nil {
-		if errors.Is(err, errRunNotOpen) && !tok.H {
-			e.closedRunLateSuccess(ctx, tok, req)
-		}
 		return nil, err
 	}
 	e.stats.actCompleted.Add(1)
@@ -595,13 +578,14 @@ func (e *Engine) scheduledEvent(ctx context.Context, ref history.RunRef, schedID
 	return s, nil
 }
 
-// errStaleRecorded: the stale completion was recorded (as a duplicate) and
-// the caller still gets ErrStaleAttempt.
-var errStaleRecorded = errors.New("engine: stale completion recorded")
-
-// onActivity applies fn to the run of an activity token in one transaction.
-func (e *Engine) onActivity(ctx context.Context, tok actToken, fn func(x *txn, tr *txnRun) (Output, error)) error {
-	var stale bool
+// report applies an attempt's report (machine_report.go) in one
+// transaction: the current attempt's outcome, or a late report judged
+// against the attempt records — from the run's state while the activity is
+// pending, from the action's effects-ledger entry once it has closed, and
+// after the run has closed through closedRunReport.
+func (e *Engine) report(ctx context.Context, tok actToken, r AttemptReport) error {
+	r.ScheduledEventID, r.Epoch, r.Attempt = tok.S, tok.E, tok.A
+	var ack ReportAck
 	err := e.transact(ctx, []string{tok.W}, func(x *txn) error {
 		if c := e.corrupt.lookup(tok.W, tok.R); c != nil {
 			return c.err()
@@ -611,20 +595,59 @@ func (e *Engine) onActivity(ctx context.Context, tok actToken, fn func(x *txn, t
 			return fmt.Errorf("%w: %w", errRunNotOpen, api.Errorf(api.ErrStaleAttempt, "workflow %q run %q is not open", tok.W, tok.R))
 		}
 		tr := x.edit(entry)
-		out, err := fn(x, tr)
-		if errors.Is(err, errStaleRecorded) {
-			stale = true
-			err = nil
+		a, pending := tr.st.Activities[tok.S]
+		if tok.H && (!pending || a.LeaseEpoch != tok.E) {
+			// A Read attempt handed over before its schedule was durable:
+			// S may name another activity now. Only its own lease counts.
+			return staleAttempt(tr.st, r)
 		}
+		var le *LedgerEntry
+		if !pending {
+			sched, err := e.tokenActivity(ctx, tr.st, tok)
+			if err != nil {
+				return err
+			}
+			if sched.IdempotencyKey != "" {
+				if le, err = e.ledgerEntry(ctx, tok.W, sched.IdempotencyKey); err != nil {
+					return damaged(tr.st.Ref(), true, err)
+				}
+			}
+		}
+		out, a2, err := e.m.Report(tr.st, r, le, x.now)
 		if err != nil {
 			return err
 		}
+		ack = a2
 		return x.apply(ctx, tr, out)
 	})
-	if err == nil && stale {
-		return api.Errorf(api.ErrStaleAttempt, "activity %d of workflow %q: lease %d is not current (recorded as a duplicate effect)", tok.S, tok.W, tok.E)
+	if errors.Is(err, errRunNotOpen) && !tok.H {
+		ack, err = e.closedRunReport(ctx, tok, r)
+	}
+	if err == nil && ack == AckStale {
+		err = api.Errorf(api.ErrStaleAttempt, "activity %d of workflow %q: lease %d (attempt %d) is not current; its report was recorded",
+			tok.S, tok.W, tok.E, tok.A)
 	}
 	return err
+}
+
+// tokenActivity returns the ActivityScheduled event an activity token
+// names, refusing a token that names no activity of the run as an invalid
+// argument (a client's mistake, not damage to the store).
+func (e *Engine) tokenActivity(ctx context.Context, st *RunState, tok actToken) (*history.ActivityScheduled, error) {
+	if tok.S < 1 || tok.S >= st.NextEventID {
+		return nil, api.Errorf(api.ErrInvalidArgument, "task token names event %d of workflow %q run %q, which has %d events",
+			tok.S, tok.W, tok.R, st.NextEventID-1)
+	}
+	evs, err := e.readEvents(ctx, st.Ref(), tok.S, 1)
+	if err != nil {
+		return nil, damaged(st.Ref(), st.Status.Open(), err)
+	}
+	s, ok := evs[0].Attrs.(*history.ActivityScheduled)
+	if !ok {
+		return nil, api.Errorf(api.ErrInvalidArgument, "task token names event %d of workflow %q run %q, which is %s, not an activity",
+			tok.S, tok.W, tok.R, evs[0].Type())
+	}
+	return s, nil
 }
 
 // FailActivity implements api.Service.
@@ -643,19 +666,19 @@ func (e *Engine) FailActivity(ctx context.Context, req *api.FailActivityRequest)
 		req.Failure.Details = history.Payload{}
 		req.Failure.Message += fmt.Sprintf(" (failure details dropped: over the limit of %d bytes)", e.m.Limits.MaxPayloadBytes)
 	}
-	kind := FailedError
+	kind := ReportFailed
 	switch {
+	case req.NotStarted:
+		kind = ReportNotStarted
 	case req.Canceled:
-		kind = FailedCanceled
+		kind = ReportCanceled
 	case req.NotHappened:
-		kind = FailedNotHappened
+		kind = ReportNotHappened
 	case req.OutcomeUnknown:
-		kind = FailedOutcomeUnknown
+		kind = ReportUnknown
 	}
-	err := e.onActivity(ctx, tok, func(x *txn, tr *txnRun) (Output, error) {
-		return e.m.ActivityFailed(tr.st, tok.S, tok.E, req.Failure, AttemptReport{Kind: kind, Usage: req.Usage, RetryAfter: req.RetryAfter}, x.now)
-	})
-	if err != nil {
+	if err := e.report(ctx, tok, AttemptReport{Kind: kind, Failure: req.Failure, Identity: req.Identity, Usage: req.Usage,
+		RetryAfter: req.RetryAfter, HeartbeatDetails: req.HeartbeatDetails}); err != nil {
 		return nil, err
 	}
 	return &api.FailActivityResponse{}, nil

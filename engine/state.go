@@ -146,6 +146,28 @@ type ActivityInfo struct {
 	// budget.
 	HeldReason string    `msgpack:",omitempty"`
 	HeldSince  time.Time `msgpack:",omitempty"`
+	// Attempts are the attempts of an Idempotent or SideEffect action whose
+	// intent was recorded, oldest first: what each reported and what it
+	// is held to have done (see machine_report.go).
+	Attempts []AttemptRecord `msgpack:",omitempty"`
+	// Late holds reports of earlier attempts that came while the current
+	// attempt runs (a success, or an unknown outcome); the current
+	// attempt's own outcome decides what they mean.
+	Late []LateReport `msgpack:",omitempty"`
+	// QuietUntil is when the attempts that lost their lease, or reported
+	// an unknown outcome, can no longer act: their lease deadline (or
+	// report) plus the drift margin. No Reconcile lookup and no next
+	// attempt is dispatched before it.
+	QuietUntil time.Time `msgpack:",omitempty"`
+	// QuietWait: the activity is in ActivityStateBackoff only until
+	// QuietUntil, to dispatch the same attempt (or its lookup) then.
+	QuietWait bool `msgpack:",omitempty"`
+	// Lookups counts the Reconcile lookups dispatched since the outcome
+	// became unknown (bounded by maxLookups).
+	Lookups int32 `msgpack:",omitempty"`
+	// GiveBacks counts the dispatches of the current attempt that workers
+	// gave back unstarted (their lease was over by their clock).
+	GiveBacks int32 `msgpack:",omitempty"`
 
 	// input is the activity's input, kept in memory by the service so that
 	// a dispatch need not read the ActivityScheduled event back (nil after
@@ -201,9 +223,18 @@ func cloneMap[K comparable, V any](m map[K]*V) map[K]*V {
 	out := make(map[K]*V, len(m))
 	for k, v := range m {
 		cp := *v
+		if c, ok := any(&cp).(interface{ cloneSlices() }); ok {
+			c.cloneSlices()
+		}
 		out[k] = &cp
 	}
 	return out
+}
+
+// cloneSlices gives a copied ActivityInfo slices of its own.
+func (a *ActivityInfo) cloneSlices() {
+	a.Attempts = slices.Clone(a.Attempts)
+	a.Late = slices.Clone(a.Late)
 }
 
 // Paused returns the activity the run is paused on, or nil.

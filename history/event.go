@@ -77,6 +77,7 @@ const (
 	TypeSignalExternalSent
 	TypeBudgetUpdated
 	TypeBudgetExceeded
+	TypeActivityLateReport
 	typeCount
 )
 
@@ -114,6 +115,7 @@ var typeNames = [typeCount]string{
 	TypeSignalExternalSent:        "SignalExternalSent",
 	TypeBudgetUpdated:             "BudgetUpdated",
 	TypeBudgetExceeded:            "BudgetExceeded",
+	TypeActivityLateReport:        "ActivityLateReport",
 }
 
 // String returns the type's name, e.g. "ActivityCompleted".
@@ -177,6 +179,7 @@ var attrFactories = [typeCount]func() Attributes{
 	TypeSignalExternalSent:        func() Attributes { return new(SignalExternalSent) },
 	TypeBudgetUpdated:             func() Attributes { return new(BudgetUpdated) },
 	TypeBudgetExceeded:            func() Attributes { return new(BudgetExceeded) },
+	TypeActivityLateReport:        func() Attributes { return new(ActivityLateReport) },
 }
 
 // Payload is an encoded value (workflow input, activity result, signal
@@ -503,8 +506,11 @@ type ActivityDeduplicated struct {
 	ResultOmitted string `msgpack:"ro,omitempty"`
 }
 
-// ActivityDuplicateDetected records, loudly, a completion from a stale attempt
-// that reported success: proof that the effect happened more than once.
+// ActivityDuplicateDetected records, loudly, that two different attempts of
+// one action (one idempotency key) may both have performed it: Attempt
+// reported success (or, with Possible, that its outcome is unknown, or it
+// lost its lease without a word) while OtherAttempt performed the action
+// too. Without Possible it is proof that the effect happened twice.
 type ActivityDuplicateDetected struct {
 	ScheduledEventID int64   `msgpack:"se"`
 	Attempt          int32   `msgpack:"a"`
@@ -512,6 +518,29 @@ type ActivityDuplicateDetected struct {
 	IdempotencyKey   string  `msgpack:"ik,omitempty"`
 	Result           Payload `msgpack:"r,omitempty"`
 	Identity         string  `msgpack:"id,omitempty"`
+	Possible         bool    `msgpack:"po,omitempty"`
+	OtherAttempt     int32   `msgpack:"oa,omitempty"`
+	Outcome          string  `msgpack:"oc,omitempty"` // "completed", "outcome_unknown", "lease_lost"
+	Detail           string  `msgpack:"dt,omitempty"`
+}
+
+// ActivityLateReport records a report of an attempt that no longer held
+// its lease, judged not to be a duplicate: a confirmation (the attempt the
+// action was attributed to reported the same outcome) or a conflict (the
+// report contradicts the record: another result, or a success for an
+// action recorded as not happened). Verdict is "confirmation" or
+// "conflict".
+type ActivityLateReport struct {
+	ScheduledEventID int64   `msgpack:"se"`
+	Attempt          int32   `msgpack:"a"`
+	LeaseEpoch       int64   `msgpack:"le"`
+	IdempotencyKey   string  `msgpack:"ik,omitempty"`
+	Verdict          string  `msgpack:"v"`
+	Outcome          string  `msgpack:"oc,omitempty"`
+	Result           Payload `msgpack:"r,omitempty"`
+	Identity         string  `msgpack:"id,omitempty"`
+	OtherAttempt     int32   `msgpack:"oa,omitempty"`
+	Detail           string  `msgpack:"dt,omitempty"`
 }
 
 // TimerStarted records a durable timer.
@@ -648,3 +677,4 @@ func (*ChildWorkflowCompleted) EventType() EventType { return TypeChildWorkflowC
 func (*ChildWorkflowFailed) EventType() EventType    { return TypeChildWorkflowFailed }
 func (*BudgetUpdated) EventType() EventType          { return TypeBudgetUpdated }
 func (*BudgetExceeded) EventType() EventType         { return TypeBudgetExceeded }
+func (*ActivityLateReport) EventType() EventType     { return TypeActivityLateReport }

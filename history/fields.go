@@ -238,6 +238,23 @@ func (a *ActivityDuplicateDetected) fields(v fieldVisitor) {
 	v.str("idempotencyKey", &a.IdempotencyKey)
 	v.payload("result", &a.Result)
 	v.str("identity", &a.Identity)
+	v.boolean("possible", &a.Possible)
+	v.int32("otherAttempt", &a.OtherAttempt)
+	v.str("outcome", &a.Outcome)
+	v.str("detail", &a.Detail)
+}
+
+func (a *ActivityLateReport) fields(v fieldVisitor) {
+	v.int64("scheduledEventId", &a.ScheduledEventID)
+	v.int32("attempt", &a.Attempt)
+	v.int64("leaseEpoch", &a.LeaseEpoch)
+	v.str("idempotencyKey", &a.IdempotencyKey)
+	v.str("verdict", &a.Verdict)
+	v.str("outcome", &a.Outcome)
+	v.payload("result", &a.Result)
+	v.str("identity", &a.Identity)
+	v.int32("otherAttempt", &a.OtherAttempt)
+	v.str("detail", &a.Detail)
 }
 
 func (a *TimerStarted) fields(v fieldVisitor) {

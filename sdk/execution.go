@@ -458,7 +458,8 @@ func (e *Execution) process(evs []history.Event) ([]api.Command, error) {
 			e.times = append(e.times[:0], eventTime{evs[j-1].ID, evs[j-1].Time})
 			i = j
 			continue
-		case *history.ActivityStarted, *history.ActivityOutcomeUnknown, *history.ActivityDuplicateDetected, *history.WorkflowTaskFailed:
+		case *history.ActivityStarted, *history.ActivityOutcomeUnknown, *history.ActivityDuplicateDetected, *history.ActivityLateReport,
+			*history.WorkflowTaskFailed:
 			// No meaning to workflow code.
 		default:
 			if isCommandEvent(ev) {

@@ -12,8 +12,33 @@ import (
 	"github.com/cairnflow/cairn/activities"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/internal/clock"
 	"github.com/cairnflow/cairn/sdk"
 )
+
+// An activity attempt on the worker, and how its lease bounds it in time:
+//
+//   - The attempt's context ends at its hard end (start-to-close), and
+//     sooner, with cause activities.ErrLeaseLost, when the worker no longer
+//     holds the lease: a heartbeat learns it is gone, or the lease end the
+//     engine last confirmed passes without a renewal (the engine is
+//     unreachable, the worker was frozen).
+//   - Immediately before the activity is invoked, the worker checks that
+//     the lease is not over; a task whose lease ended while it sat in a
+//     poll response (a worker frozen, or too busy) is given back unstarted
+//     (FailActivity with NotStarted), never run.
+//   - The outcome, with the last heartbeat details, is reported until the
+//     engine acknowledges it or says the attempt is no longer current,
+//     across reconnects and server restarts (deliver).
+//
+// What remains is a window no process can close on its own: a worker
+// frozen (or descheduled) after its last check and before the request's
+// bytes leave it acts when it wakes up, its lease long over. The engine
+// waits for the lease deadline plus a drift margin before it runs a
+// Reconcile lookup or the next attempt, which makes that window short,
+// and records it loudly when it happens (a duplicate); an Idempotent
+// activity that sends activities.GetInfo(ctx).IdempotencyKey to a
+// downstream that deduplicates on it closes it. See docs/effects.md.
 
 // pollActivityTasks long-polls for activity tasks until pollCtx ends; each
 // activity runs under runCtx, which is canceled only when the grace period
@@ -44,21 +69,53 @@ func (w *Worker) pollActivityTasks(pollCtx, runCtx context.Context, inflight *sy
 		failures = 0
 		inflight.Add(1)
 		task := resp.Task
+		received := w.clk.Now()
 		w.tasks.Go(func() {
 			defer inflight.Done()
 			defer func() { <-w.actSlots }()
-			w.runActivity(runCtx, task)
+			w.runActivity(runCtx, task, received)
 		})
 	}
 }
 
+// leaseEnd is the worker's view of when the attempt's lease ends: the
+// deadline the engine gave, and never later than the lease's length after
+// the worker received the task (which guards against a worker clock that
+// lags the engine's).
+func leaseEnd(task *api.ActivityTask, received time.Time) time.Time {
+	end := task.Deadline
+	if lease := task.Deadline.Sub(task.StartedTime); lease > 0 && received.Add(lease).Before(end) {
+		end = received.Add(lease)
+	}
+	return end
+}
+
+// hardEnd is when the attempt ends whatever its heartbeats say.
+func hardEnd(task *api.ActivityTask) time.Time {
+	if !task.HardDeadline.IsZero() {
+		return task.HardDeadline
+	}
+	if task.StartToCloseTimeout > 0 {
+		return task.StartedTime.Add(task.StartToCloseTimeout)
+	}
+	return task.Deadline
+}
+
+// errWorkerStopping is the cause of an activity context canceled because
+// the worker stops and the grace period is over.
+var errWorkerStopping = errors.New("worker: stopping: the grace period is over")
+
 // runActivity runs one attempt (or its Reconcile lookup) and reports the
 // outcome.
-func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask) {
+func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask, received time.Time) {
 	w.stats.ActivityTasks.Add(1)
-	ctx, cancel := context.WithCancel(parent)
-	defer cancel()
-	hb := newHeartbeater(w, task, parent, cancel)
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	// The hard end as a deadline of the context (a real-time one: the
+	// remaining time by the worker's clock, from now).
+	ctx, stopDeadline := context.WithDeadlineCause(ctx, time.Now().Add(hardEnd(task).Sub(w.clk.Now())), activities.ErrLeaseLost)
+	defer stopDeadline()
+	hb := newHeartbeater(w, task, parent, cancel, leaseEnd(task, received))
 	defer hb.stop()
 	ctx = activities.WithInfo(ctx, &activities.Info{
 		IdempotencyKey: task.IdempotencyKey, WorkflowID: task.WorkflowID, RunID: task.RunID, WorkflowType: task.WorkflowType,
@@ -89,13 +146,23 @@ func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask) {
 		if !def.RawInput() {
 			input, err = history.Resolve(ctx, w.chunks, input)
 		}
+		if err == nil && !hb.holds() {
+			// The last check before the activity runs: its lease ended
+			// while the task waited (in a poll response, for a slot, in a
+			// frozen process). It is given back, never started.
+			hb.stop()
+			w.giveBack(task)
+			return
+		}
 		if err == nil {
 			result, err = def.Invoke(ctx, w.opts.Converter, input)
 		}
 	}
-	hb.stop()
 	out.flush()
-	w.report(task, result, err, hb.canceled(), out.usageSum())
+	// The heartbeats go on while the outcome is delivered: a report that
+	// waits for a restarting server must not cost the lease.
+	w.report(task, result, err, hb, context.Cause(ctx), hb.takeDetails(), out.usageSum())
+	hb.stop()
 }
 
 // activityLog returns the logger for an attempt's messages. It is built
@@ -117,50 +184,142 @@ func effectMismatch(task *api.ActivityTask, declared history.EffectClass, identi
 		task.ActivityType, declared, identity, task.Effect), "EffectClassMismatch")
 }
 
-// report sends the attempt's outcome. It uses a fresh context so that an
-// outcome reached during shutdown is still recorded.
-func (w *Worker) report(task *api.ActivityTask, result history.Payload, err error, cancelRequested bool, usage history.Usage) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var rerr error
-	switch {
-	case err == nil:
-		rerr = w.completeActivity(ctx, task, result, usage)
-	default:
-		req := &api.FailActivityRequest{TaskToken: task.TaskToken, Failure: sdk.ErrorToFailure(err), Identity: w.opts.Identity, Usage: usage}
-		w.fitFailure(task, &req.Failure)
-		var ra *activities.RetryAfterError
-		if errors.As(err, &ra) {
-			req.RetryAfter = ra.Delay
-		}
-		switch {
-		case errors.Is(err, activities.ErrNotHappened):
-			req.NotHappened = true
-		case errors.Is(err, activities.ErrOutcomeUnknown):
-			req.OutcomeUnknown = true
-		case cancelRequested && (errors.Is(err, context.Canceled) || sdk.IsCanceledError(err)):
-			req.Canceled = true
-		case task.Reconcile:
-			req.OutcomeUnknown = true // a lookup that failed could not tell
-		}
-		_, rerr = w.svc.FailActivity(ctx, req)
+// giveBack returns a task whose lease was over before it could start.
+func (w *Worker) giveBack(task *api.ActivityTask) {
+	log := w.activityLog(task)
+	log.Warn().Time("lease_end", task.Deadline).Time("now", w.clk.Now()).
+		Msg("activity task given back unstarted: its lease was over when it could start (a frozen or overloaded worker, or this host's clock is ahead of the server's)")
+	req := &api.FailActivityRequest{TaskToken: task.TaskToken, NotStarted: true, Identity: w.opts.Identity,
+		Failure: history.Failure{Type: "NotStarted", Message: "the lease was over before the attempt could start"}}
+	w.deliver(task, nil, "give-back", func(ctx context.Context) error {
+		_, err := w.svc.FailActivity(ctx, req)
+		return err
+	})
+}
+
+// report sends the attempt's outcome, with its last heartbeat details and
+// its usage. cause is why the activity's context ended, if it did.
+func (w *Worker) report(task *api.ActivityTask, result history.Payload, err error, hb *heartbeater, cause error,
+	details history.Payload, usage history.Usage) {
+	details = hb.fitHeartbeat(details)
+	if err == nil {
+		req := &api.CompleteActivityRequest{TaskToken: task.TaskToken, Result: result, Identity: w.opts.Identity, Usage: usage,
+			HeartbeatDetails: details}
+		w.deliver(task, hb, "completion", func(ctx context.Context) error { return w.completeActivity(ctx, task, req) })
+		return
 	}
+	req := &api.FailActivityRequest{TaskToken: task.TaskToken, Failure: sdk.ErrorToFailure(err), Identity: w.opts.Identity, Usage: usage,
+		HeartbeatDetails: details}
+	w.fitFailure(task, &req.Failure)
+	var ra *activities.RetryAfterError
+	if errors.As(err, &ra) {
+		req.RetryAfter = ra.Delay
+	}
+	interrupted := errors.Is(cause, activities.ErrLeaseLost) || errors.Is(cause, errWorkerStopping)
 	switch {
-	case rerr == nil:
-	case errors.Is(rerr, api.ErrStaleAttempt), errors.Is(rerr, api.ErrWorkflowClosed):
+	case task.Reconcile && errors.Is(err, activities.ErrNotHappened):
+		req.NotHappened = true
+	case errors.Is(err, activities.ErrOutcomeUnknown):
+		req.OutcomeUnknown = true
+	case hb.canceled() && (errors.Is(err, context.Canceled) || sdk.IsCanceledError(err)):
+		req.Canceled = true
+	case !task.Reconcile && task.Effect == history.SideEffect && interrupted &&
+		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		// The worker itself cut the attempt short (its lease was lost, or
+		// it is stopping) while it may have been talking to the
+		// downstream system: nobody can tell whether the action happened.
+		req.OutcomeUnknown = true
+	}
+	// Any other error of a Reconcile lookup is a plain failure: the engine
+	// asks the lookup again (it is a read); only ErrOutcomeUnknown pauses.
+	w.deliver(task, hb, "failure", func(ctx context.Context) error {
+		_, err := w.svc.FailActivity(ctx, req)
+		return err
+	})
+}
+
+// reportTimeout bounds one attempt to deliver a report.
+const reportTimeout = 30 * time.Second
+
+// deliver sends a report until the engine acknowledges it, says the
+// attempt is no longer current (or the run closed), or refuses it for good
+// (a bad request). A transport failure or an engine that is restarting
+// only delays it: the outcome of an attempt is never dropped while the
+// worker runs. Once the worker has stopped (Run returned), a report still
+// undelivered is abandoned with an error line; the attempt's lease then
+// decides. hb, when set, keeps the lease while the report waits.
+func (w *Worker) deliver(task *api.ActivityTask, hb *heartbeater, what string, send func(ctx context.Context) error) {
+	for failures := 0; ; failures++ {
+		ctx, cancel := context.WithTimeout(w.reportCtx, reportTimeout)
+		err := send(ctx)
+		cancel()
+		switch {
+		case err == nil:
+			return
+		case errors.Is(err, api.ErrStaleAttempt), errors.Is(err, api.ErrWorkflowClosed):
+			log := w.activityLog(task)
+			log.Warn().Err(err).Str("report", what).Msg("activity report: this attempt no longer holds the lease; the engine recorded what it proves")
+			return
+		case !retryableReport(err):
+			log := w.activityLog(task)
+			log.Error().Err(err).Str("report", what).Msg("activity report refused; the lease will expire")
+			return
+		}
+		if w.reportCtx.Err() != nil {
+			log := w.activityLog(task)
+			log.Error().Err(err).Str("report", what).Msg("worker stopped before the activity's outcome could be reported; the lease will expire")
+			return
+		}
 		log := w.activityLog(task)
-		log.Warn().Err(rerr).Msg("activity outcome refused: this attempt no longer holds the lease")
-	default:
-		log := w.activityLog(task)
-		log.Error().Err(rerr).Msg("could not report activity outcome; the lease will expire")
+		log.Warn().Err(err).Str("report", what).Int("failures", failures+1).Msg("could not report the activity's outcome yet; retrying")
+		if hb != nil {
+			hb.start() // heartbeat meanwhile (a no-op if it runs already)
+		}
+		if !sleep(w.reportCtx, w.clk, reportBackoff(failures)) {
+			continue // stopped: the loop tries once more, then gives up
+		}
 	}
 }
 
-// heartbeater sends an attempt's heartbeats: those the activity records
+// retryableReport reports whether a report that failed with err may
+// succeed later: the engine was unreachable, restarting or overloaded.
+func retryableReport(err error) bool {
+	for _, permanent := range []error{api.ErrInvalidArgument, api.ErrLimitExceeded, api.ErrNotFound, api.ErrUnauthenticated,
+		api.ErrStaleTask} {
+		if errors.Is(err, permanent) {
+			return false
+		}
+	}
+	return true
+}
+
+// reportBackoff is the wait after the n-th failed delivery (from 0):
+// 50 ms doubling to 2 s: an outcome waiting for a restarting server goes
+// out soon after it is back.
+func reportBackoff(n int) time.Duration {
+	return min(time.Duration(1<<min(n, 6))*50*time.Millisecond, 2*time.Second)
+}
+
+// sleep waits d on clk, or returns false when ctx ends first.
+func sleep(ctx context.Context, clk clock.Clock, d time.Duration) bool {
+	done := make(chan struct{})
+	t := clk.AfterFunc(d, func() { close(done) })
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// heartbeater sends an attempt's heartbeats — those the activity records
 // (at most one per HeartbeatInterval, the latest details winning) and
-// automatic ones at a third of the lease, so a long activity keeps its lease
-// while it makes progress. A heartbeat refused as stale, or one answering
-// that cancellation was requested, cancels the activity's context.
+// automatic ones at a third of the lease — and holds the worker's view of
+// the lease: the end the engine last confirmed. When that end passes
+// unrenewed, or a heartbeat is refused as stale, it cancels the activity's
+// context with activities.ErrLeaseLost; a heartbeat answering that
+// cancellation was requested cancels it too.
 //
 // Its goroutine starts only when needed — at the first RecordHeartbeat, or
 // when the activity is still running after a third of the lease — so that
@@ -172,24 +331,76 @@ type heartbeater struct {
 	w      *Worker
 	task   *api.ActivityTask
 	parent context.Context
-	cancel context.CancelFunc
-	first  *time.Timer // starts the loop after a third of the lease
+	cancel context.CancelCauseFunc
+	clk    clock.Clock // the worker's: leases are times of the engine's clock
+	// pace times the heartbeats themselves: the real clock, so that
+	// heartbeats flow while a test holds a fake clock still.
+	pace  clock.Clock
+	first clock.Timer // starts the loop after a third of the lease
+	lease clock.Timer // fires at the confirmed lease end
 
 	mu        sync.Mutex
+	until     time.Time // the lease end the engine last confirmed
+	lost      bool      // the lease is gone, or its end passed unconfirmed
 	details   any
 	dirty     bool
 	cancelReq bool
 	started   bool
 	stopped   bool
 	wake      chan struct{} // made by start
+	tick      chan struct{}
+	ticker    clock.Timer
 	quit      chan struct{}
 	done      chan struct{}
 }
 
-func newHeartbeater(w *Worker, task *api.ActivityTask, parent context.Context, cancel context.CancelFunc) *heartbeater {
-	h := &heartbeater{w: w, task: task, parent: parent, cancel: cancel}
-	h.first = time.AfterFunc(h.interval(), h.start)
+func newHeartbeater(w *Worker, task *api.ActivityTask, parent context.Context, cancel context.CancelCauseFunc, until time.Time) *heartbeater {
+	h := &heartbeater{w: w, task: task, parent: parent, cancel: cancel, clk: w.clk, pace: clock.Real(), until: until}
+	h.first = h.pace.AfterFunc(h.interval(), h.start)
+	h.lease = h.clk.AfterFunc(until.Sub(h.clk.Now()), h.checkLease)
 	return h
+}
+
+// holds reports whether the worker still holds the lease by its clock.
+func (h *heartbeater) holds() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.lost && h.clk.Now().Before(h.until)
+}
+
+// checkLease runs at the confirmed lease end: past it, unrenewed, the
+// attempt must stop; renewed meanwhile, it waits for the new end.
+func (h *heartbeater) checkLease() {
+	h.mu.Lock()
+	if h.stopped || h.lost {
+		h.mu.Unlock()
+		return
+	}
+	now := h.clk.Now()
+	if now.Before(h.until) {
+		h.lease = h.clk.AfterFunc(h.until.Sub(now), h.checkLease)
+		h.mu.Unlock()
+		return
+	}
+	h.lost = true
+	h.mu.Unlock()
+	log := h.w.activityLog(h.task)
+	log.Warn().Time("lease_end", h.until).Msg("the lease ended without a renewal (the server is unreachable, or this worker was frozen): canceling the activity")
+	h.cancel(activities.ErrLeaseLost)
+}
+
+// confirm records a lease end the engine confirmed in answer to a
+// heartbeat sent at sent: never later than the heartbeat timeout after
+// sent, by the worker's own clock.
+func (h *heartbeater) confirm(deadline, sent time.Time) {
+	if hb := h.task.HeartbeatTimeout; hb > 0 && sent.Add(hb).Before(deadline) {
+		deadline = sent.Add(hb)
+	}
+	h.mu.Lock()
+	if deadline.After(h.until) {
+		h.until = deadline
+	}
+	h.mu.Unlock()
 }
 
 // start runs the loop unless it runs already, the attempt is over, or the
@@ -201,7 +412,8 @@ func (h *heartbeater) start() {
 		return
 	}
 	h.started = true
-	h.wake, h.quit, h.done = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+	h.wake, h.tick = make(chan struct{}, 1), make(chan struct{}, 1)
+	h.quit, h.done = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer h.w.heartbeaters.Done()
 		h.loop()
@@ -239,13 +451,32 @@ func (h *heartbeater) stop() {
 	started := h.started
 	h.mu.Unlock()
 	h.first.Stop()
-	if !started {
-		return
+	h.lease.Stop()
+	if started {
+		if !already {
+			close(h.quit)
+		}
+		<-h.done
 	}
-	if !already {
-		close(h.quit)
+}
+
+// takeDetails returns the details the activity recorded that no heartbeat
+// carried yet, encoded, to flush them with the outcome (and no heartbeat
+// sends them after that).
+func (h *heartbeater) takeDetails() history.Payload {
+	h.mu.Lock()
+	details, dirty := h.details, h.dirty
+	h.dirty = false
+	h.mu.Unlock()
+	if !dirty {
+		return history.Payload{}
 	}
-	<-h.done
+	p, err := h.w.opts.Converter.ToPayload(details)
+	if err != nil {
+		log := h.w.activityLog(h.task)
+		log.Warn().Err(err).Msg("heartbeat details not encodable; sending none")
+	}
+	return p
 }
 
 // interval is how often automatic heartbeats go out: a third of the lease.
@@ -260,41 +491,76 @@ func (h *heartbeater) interval() time.Duration {
 	return max(lease/3, 10*time.Millisecond)
 }
 
+// arm schedules the loop's next tick in d.
+func (h *heartbeater) arm(d time.Duration) {
+	if h.ticker != nil {
+		h.ticker.Stop()
+	}
+	tick := h.tick
+	h.ticker = h.pace.AfterFunc(d, func() {
+		select {
+		case tick <- struct{}{}:
+		default:
+		}
+	})
+}
+
 // loop sends a heartbeat at once, then every interval, and sooner when the
 // activity recorded details — but never more often than HeartbeatInterval
-// (nor less often than interval, whatever HeartbeatInterval says).
+// (nor less often than interval, whatever HeartbeatInterval says). After a
+// failed heartbeat the next one goes out at a third of the interval, so
+// that one lost heartbeat does not cost the lease.
 func (h *heartbeater) loop() {
 	defer close(h.done)
 	auto := h.interval()
 	gap := min(h.w.opts.HeartbeatInterval, auto)
-	var last time.Time // of the last heartbeat sent
-	next := time.Now()
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
-		select {
-		case <-h.quit:
-			return
-		case <-h.parent.Done():
-			return
-		case <-h.wake:
-			if at := last.Add(gap); at.After(time.Now()) {
-				if at.Before(next) {
-					next = at
-					t.Reset(time.Until(at))
-				}
-				continue
-			}
-		case <-t.C:
+	defer func() {
+		if h.ticker != nil {
+			h.ticker.Stop()
 		}
-		h.send()
-		last = time.Now()
-		next = last.Add(auto)
-		t.Reset(auto)
+	}()
+	for {
+		wait := auto
+		if !h.send() {
+			wait = max(auto/3, 10*time.Millisecond)
+		}
+		last := h.pace.Now()
+		h.arm(wait)
+		if !h.waitUntilDue(last, last.Add(wait), gap) {
+			return
+		}
 	}
 }
 
-func (h *heartbeater) send() {
+// waitUntilDue waits until the next heartbeat is due: at next, or as soon
+// as gap has passed since last when the activity recorded details. It
+// returns false when the loop must end.
+func (h *heartbeater) waitUntilDue(last, next time.Time, gap time.Duration) bool {
+	for {
+		select {
+		case <-h.quit:
+			return false
+		case <-h.parent.Done():
+			return false
+		case <-h.wake:
+			at := last.Add(gap)
+			if !at.After(h.pace.Now()) {
+				return true
+			}
+			if at.Before(next) {
+				next = at
+				h.arm(at.Sub(h.pace.Now()))
+			}
+		case <-h.tick:
+			if !next.After(h.pace.Now()) {
+				return true
+			}
+		}
+	}
+}
+
+// send sends one heartbeat and reports whether it got through.
+func (h *heartbeater) send() bool {
 	h.mu.Lock()
 	details, dirty := h.details, h.dirty
 	h.dirty = false
@@ -310,12 +576,17 @@ func (h *heartbeater) send() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	sent := h.clk.Now()
 	resp, err := h.w.svc.RecordActivityHeartbeat(ctx, req)
 	switch {
 	case errors.Is(err, api.ErrStaleAttempt), errors.Is(err, api.ErrWorkflowClosed):
 		log := h.w.activityLog(h.task)
 		log.Warn().Err(err).Msg("lease lost: canceling the activity")
-		h.cancel()
+		h.mu.Lock()
+		h.lost = true
+		h.mu.Unlock()
+		h.cancel(activities.ErrLeaseLost)
+		return true
 	case err != nil:
 		log := h.w.activityLog(h.task)
 		log.Warn().Err(err).Msg("heartbeat failed")
@@ -326,10 +597,14 @@ func (h *heartbeater) send() {
 			}
 			h.mu.Unlock()
 		}
-	case resp.CancelRequested:
+		return false
+	}
+	h.confirm(resp.Deadline, sent)
+	if resp.CancelRequested {
 		h.mu.Lock()
 		h.cancelReq = true
 		h.mu.Unlock()
-		h.cancel()
+		h.cancel(context.Canceled)
 	}
+	return true
 }

@@ -21,21 +21,24 @@ import (
 // activity as completed without its result: its effect happened); a
 // completion refused for its size all the same (a transport's body limit)
 // is sent once more without its result.
-func (w *Worker) completeActivity(ctx context.Context, task *api.ActivityTask, result history.Payload, usage history.Usage) error {
-	req := &api.CompleteActivityRequest{TaskToken: task.TaskToken, Result: result, Identity: w.opts.Identity, Usage: usage}
-	if max := task.MaxResultBytes; max > 0 && len(result.Data) > max {
-		req.Result, req.ResultOmitted = history.Payload{}, fmt.Sprintf("the activity result is %d bytes, over the limit of %d", len(result.Data), max)
+func (w *Worker) completeActivity(ctx context.Context, task *api.ActivityTask, req *api.CompleteActivityRequest) error {
+	size := len(req.Result.Data)
+	if max := task.MaxResultBytes; max > 0 && size > max && req.ResultOmitted == "" {
+		req.Result, req.ResultOmitted = history.Payload{}, fmt.Sprintf("the activity result is %d bytes, over the limit of %d", size, max)
+		w.warnOmitted(task, req.ResultOmitted)
 	}
 	_, err := w.svc.CompleteActivity(ctx, req)
 	if errors.Is(err, api.ErrLimitExceeded) && req.ResultOmitted == "" {
-		req.Result, req.ResultOmitted = history.Payload{}, fmt.Sprintf("the %d-byte result was refused: %v", len(result.Data), err)
+		req.Result, req.ResultOmitted = history.Payload{}, fmt.Sprintf("the %d-byte result was refused: %v", size, err)
+		w.warnOmitted(task, req.ResultOmitted)
 		_, err = w.svc.CompleteActivity(ctx, req)
 	}
-	if req.ResultOmitted != "" {
-		log := w.activityLog(task)
-		log.Warn().Str("reason", req.ResultOmitted).Msg("activity result too large to record: reported as completed without its result")
-	}
 	return err
+}
+
+func (w *Worker) warnOmitted(task *api.ActivityTask, reason string) {
+	log := w.activityLog(task)
+	log.Warn().Str("reason", reason).Msg("activity result too large to record: reported as completed without its result")
 }
 
 // fitFailure drops failure details over the engine's limit, saying so in

@@ -27,6 +27,7 @@ import (
 
 	"github.com/cairnflow/cairn/activities"
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/internal/clock"
 	"github.com/cairnflow/cairn/internal/runpool"
 	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/sdk/client"
@@ -89,6 +90,11 @@ type Options struct {
 	// ChunkCacheBytes bounds the payload chunks (transcripts, large
 	// payloads) the worker keeps in memory (default 64 MiB).
 	ChunkCacheBytes int
+	// Clock is the time source of leases, heartbeats and retries (default:
+	// the real clock). Tests that drive the engine with a fake clock give
+	// the worker the same one: a lease is an absolute time of the engine's
+	// clock.
+	Clock clock.Clock
 }
 
 // Validate reports options that cannot work.
@@ -151,6 +157,9 @@ func (o *Options) fillDefaults(c client.Client) {
 	if o.HeartbeatInterval == 0 {
 		o.HeartbeatInterval = time.Second
 	}
+	if o.Clock == nil {
+		o.Clock = clock.Real()
+	}
 }
 
 // Worker polls one task queue and runs what it finds.
@@ -176,6 +185,11 @@ type Worker struct {
 	heartbeaters sync.WaitGroup
 	running      atomic.Bool
 	stats        Stats
+	clk          clock.Clock
+	// reportCtx ends once Run is over: an outcome report still
+	// undelivered then is abandoned (deliver).
+	reportCtx   context.Context
+	stopReports context.CancelFunc
 }
 
 // Stats counts what a worker did.
@@ -218,8 +232,10 @@ func New(c client.Client, opts Options) (*Worker, error) {
 		wfSlots:  make(chan struct{}, opts.MaxConcurrentWorkflowTasks),
 		tasks:    runpool.New(opts.MaxConcurrentWorkflowTasks + opts.ActivityPollers),
 		actSlots: make(chan struct{}, opts.MaxConcurrentActivities),
+		clk:      opts.Clock,
 	}
 	w.chunks = client.NewChunkCache(w.svc, opts.ChunkCacheBytes)
+	w.reportCtx, w.stopReports = context.WithCancel(context.Background())
 	if !opts.DisableSticky {
 		w.sticky = fmt.Sprintf("%s/sticky/%s/%d", opts.TaskQueue, opts.Identity, time.Now().UnixNano())
 		cache, err := lru.NewWithEvict(opts.StickyCacheSize, evicted)
@@ -284,8 +300,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	pollCtx, stopPolling := context.WithCancel(context.Background())
 	defer stopPolling()
 	// Activities keep running during the grace period; then they are canceled.
-	actCtx, cancelActivities := context.WithCancel(context.Background())
-	defer cancelActivities()
+	actCtx, cancelActivities := context.WithCancelCause(context.Background())
+	defer cancelActivities(nil)
+	defer w.stopReports()
 	var inflight sync.WaitGroup
 
 	runCtx, stopRun := context.WithCancel(ctx)
@@ -333,7 +350,7 @@ const cancelGrace = time.Second
 // activities still running and waits up to cancelGrace for them to return.
 // Activities that ignore cancellation are abandoned: their heartbeats stop,
 // and their leases hand them to another worker.
-func (w *Worker) drain(inflight *sync.WaitGroup, cancelActivities context.CancelFunc) {
+func (w *Worker) drain(inflight *sync.WaitGroup, cancelActivities context.CancelCauseFunc) {
 	defer w.endHeartbeats()
 	done := make(chan struct{})
 	go func() {
@@ -348,7 +365,7 @@ func (w *Worker) drain(inflight *sync.WaitGroup, cancelActivities context.Cancel
 	case <-t.C:
 	}
 	w.log.Warn().Msg("grace period over: canceling running activities; their leases hand them back")
-	cancelActivities()
+	cancelActivities(errWorkerStopping)
 	t.Reset(cancelGrace)
 	select {
 	case <-done:

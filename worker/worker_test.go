@@ -442,7 +442,7 @@ func TestRecordedHeartbeatDetailsAreVisible(t *testing.T) {
 	ctx := testCtx(t)
 	env := testenv.New(t, testenv.Options{NoTimeSkipping: true})
 	watch := &heartbeatWatch{Service: env.Engine, sent: make(chan struct{})}
-	w, err := worker.New(client.NewLocal(watch, client.Options{}), worker.Options{TaskQueue: env.TaskQueue()})
+	w, err := worker.New(client.NewLocal(watch, client.Options{}), worker.Options{TaskQueue: env.TaskQueue(), Clock: env.Clock})
 	must(t, err)
 	tool := &progressTool{recorded: make(chan struct{}), release: make(chan struct{})}
 	must(t, w.RegisterWorkflow(RunTool))

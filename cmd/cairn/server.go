@@ -30,6 +30,7 @@ type serverFlags struct {
 	data, listen, uiListen, tokenFile, tlsCert, tlsKey, logLevel, pricing string
 	acceptDataLoss                                                        bool
 	maxSessions                                                           int
+	driftMargin                                                           time.Duration
 }
 
 // DefaultUIListen is where the web UI listens unless told otherwise.
@@ -67,6 +68,8 @@ the network.`,
 	cmd.Flags().BoolVar(&f.acceptDataLoss, "accept-data-loss", false,
 		"open a data directory whose acknowledged data was lost or damaged, recording durably what was lost (instead: restore a backup)")
 	cmd.Flags().IntVar(&f.maxSessions, "max-sessions", 1024, "most client sessions (upgraded connections) open at once")
+	cmd.Flags().DurationVar(&f.driftMargin, "lease-drift-margin", engine.DefaultLeaseDriftMargin,
+		"how long after a lost attempt's lease a Reconcile lookup or the next attempt waits (clock drift, requests still in flight; docs/effects.md)")
 	return cmd
 }
 
@@ -159,10 +162,13 @@ func serve(ctx context.Context, g *globals, f serverFlags, hooks serveHooks) err
 	if err != nil {
 		return err
 	}
+	if f.driftMargin < 0 {
+		return usagef("--lease-drift-margin must not be negative")
+	}
 	if pricing == nil {
 		pricing = hooks.pricing
 	}
-	eng, err := engine.Open(engine.Options{Store: st, Logger: &log, Pricing: pricing})
+	eng, err := engine.Open(engine.Options{Store: st, Logger: &log, Pricing: pricing, LeaseDriftMargin: f.driftMargin})
 	if err != nil {
 		return err
 	}

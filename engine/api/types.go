@@ -775,6 +775,9 @@ type ActivityTask struct {
 	// details) the engine records (0: unknown). A worker whose result is
 	// larger completes the attempt with ResultOmitted set instead.
 	MaxResultBytes int
+	// HardDeadline is when the attempt ends whatever its heartbeats say
+	// (start-to-close, or schedule-to-close).
+	HardDeadline time.Time
 }
 
 // HeartbeatRequest extends an attempt's lease.
@@ -803,6 +806,9 @@ type CompleteActivityRequest struct {
 	ResultOmitted string
 	// Usage is what the attempt consumed (a model call's tokens).
 	Usage history.Usage
+	// HeartbeatDetails are the attempt's last heartbeat details, if newer
+	// than the last heartbeat sent (flushed with the outcome).
+	HeartbeatDetails Payload
 }
 
 // CompleteActivityResponse is empty.
@@ -827,6 +833,15 @@ type FailActivityRequest struct {
 	// activity asks for (a provider's Retry-After), instead of the retry
 	// policy's backoff; it does not make a non-retryable failure retryable.
 	RetryAfter time.Duration
+	// NotStarted: the worker gives the task back without having started
+	// it, because the lease was over by its clock when the task reached it
+	// (it sat in a poll response, or the worker was frozen). The engine
+	// dispatches the attempt again; for an attempt that no longer holds
+	// the lease it only records that this one did nothing.
+	NotStarted bool
+	// HeartbeatDetails are the attempt's last heartbeat details, if newer
+	// than the last heartbeat sent: the next attempt receives them.
+	HeartbeatDetails Payload
 }
 
 // FailActivityResponse is empty.

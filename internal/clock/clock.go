@@ -146,6 +146,17 @@ func (f *Fake) BlockUntil(n int) {
 	}
 }
 
+// BlockUntilDueWithin blocks until a pending callback is due within d of
+// the current time. Like BlockUntil it waits on AfterFunc's signal; it
+// tells a short timer (a retry's backoff) from the long ones around it.
+func (f *Fake) BlockUntilDueWithin(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for len(f.timers) == 0 || f.timers[0].at.After(f.now.Add(d)) {
+		f.cond.Wait()
+	}
+}
+
 type fakeTimer struct {
 	f     *Fake
 	at    time.Time

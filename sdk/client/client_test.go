@@ -3,6 +3,7 @@ package client_test
 import (
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/cairnflow/cairn/engine"
 	"github.com/cairnflow/cairn/engine/httpapi"
@@ -21,7 +22,9 @@ func openEngine(t *testing.T) *engine.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := engine.Open(engine.Options{Store: st})
+	// A short drift margin: the suite makes attempts lose their lease and
+	// does not wait the default's seconds for the next one.
+	eng, err := engine.Open(engine.Options{Store: st, LeaseDriftMargin: 50 * time.Millisecond})
 	if err != nil {
 		_ = st.Close()
 		t.Fatal(err)

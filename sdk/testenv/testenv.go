@@ -108,7 +108,8 @@ func New(t testing.TB, opts Options) *Env {
 }
 
 // NewWorker returns another worker on the env's engine, with opts
-// (TaskQueue defaults to the env's, GracefulStop to 5 s). Register on it
+// (TaskQueue defaults to the env's, GracefulStop to 5 s, Clock to the
+// env's fake clock). Register on it
 // and run it with RunWorker: several workers on one env model a fleet, a
 // restart, or a deploy of new code.
 func (e *Env) NewWorker(opts worker.Options) *worker.Worker {
@@ -118,6 +119,9 @@ func (e *Env) NewWorker(opts worker.Options) *worker.Worker {
 	}
 	if opts.GracefulStop == 0 {
 		opts.GracefulStop = 5 * time.Second
+	}
+	if opts.Clock == nil {
+		opts.Clock = e.Clock // leases are times of the engine's clock
 	}
 	w, err := worker.New(e.Client, opts)
 	if err != nil {

@@ -53,14 +53,21 @@ const (
 	envGateAfter  = "EFFECTS_GATE_AFTER"
 	envMaxAct     = "EFFECTS_MAX_ACTIVITIES"
 	envLookupDown = "EFFECTS_LOOKUP_DOWN"
+	envListen     = "EFFECTS_LISTEN" // the engine's fixed listen address (for a restart)
 )
 
 const agentsQueue = "agents"
 
+// driftMargin is the engines' lease drift margin in these tests: how long
+// after a lost attempt's lease the engine waits before a lookup or the
+// next attempt (shorter than the default, to keep the tests short; longer
+// than the vendor's slow charges of TestReconcileWaitsForTheRequestInFlight).
+const driftMargin = 3 * time.Second
+
 // engineOptions are the engine's options in the test process and in an
 // engine child process: the real clock, short sticky and retry delays.
 func engineOptions(st *badgerstore.Store) engine.Options {
-	return engine.Options{Store: st, PollTimeout: 10 * time.Second, Defaults: engine.Defaults{
+	return engine.Options{Store: st, PollTimeout: 10 * time.Second, LeaseDriftMargin: driftMargin, Defaults: engine.Defaults{
 		StickyTimeout:        300 * time.Millisecond,
 		RetryInitialInterval: 100 * time.Millisecond,
 	}}
@@ -80,6 +87,10 @@ func TestWorkerProcess(t *testing.T) {
 		err = runWorker()
 	case "engine":
 		err = runEngine()
+	case "vendor":
+		err = runVendor()
+	case "shop":
+		err = runShopWorker()
 	default:
 		err = fmt.Errorf("unknown mode %q", mode)
 	}
@@ -163,13 +174,30 @@ type reportingService struct{ api.Service }
 
 func (s reportingService) CompleteActivity(ctx context.Context, req *api.CompleteActivityRequest) (*api.CompleteActivityResponse, error) {
 	resp, err := s.Service.CompleteActivity(ctx, req)
-	switch {
-	case errors.Is(err, api.ErrStaleAttempt):
-		say("refused stale-attempt %s", strings.ReplaceAll(err.Error(), "\n", " "))
-	case err != nil:
-		say("refused other %s", strings.ReplaceAll(err.Error(), "\n", " "))
-	}
+	sayReport("completed", err)
 	return resp, err
+}
+
+func (s reportingService) FailActivity(ctx context.Context, req *api.FailActivityRequest) (*api.FailActivityResponse, error) {
+	resp, err := s.Service.FailActivity(ctx, req)
+	what := "failed"
+	if req.NotStarted {
+		what = "gave-back"
+	}
+	sayReport(what, err)
+	return resp, err
+}
+
+// sayReport prints "acked WHAT" or "refused stale-attempt|other WHAT …".
+func sayReport(what string, err error) {
+	switch {
+	case err == nil:
+		say("acked %s", what)
+	case errors.Is(err, api.ErrStaleAttempt):
+		say("refused stale-attempt %s %s", what, strings.ReplaceAll(err.Error(), "\n", " "))
+	default:
+		say("refused other %s %s", what, strings.ReplaceAll(err.Error(), "\n", " "))
+	}
 }
 
 func runEngine() error {
@@ -182,7 +210,11 @@ func runEngine() error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := os.Getenv(envListen)
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,404 @@
+//go:build unix
+
+package effects_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cairnflow/cairn/activities"
+	"github.com/cairnflow/cairn/sdk"
+	"github.com/cairnflow/cairn/sdk/client"
+	"github.com/cairnflow/cairn/worker"
+)
+
+// The vendor is a payment provider in a process of its own, reached over
+// HTTP on loopback, as an agent's tool reaches one. It journals every
+// request with fsync before it answers, does not deduplicate charges,
+// sometimes performs a charge and then answers too late (the caller's
+// timeout fires: the outcome is unknown to it), and offers a lookup by
+// idempotency key. Notifications, unlike charges, are deduplicated on the
+// key (an Idempotent downstream). The journal is the truth the tests
+// count against.
+
+// The vendor's environment.
+const (
+	envVendorJournal = "EFFECTS_VENDOR_JOURNAL"
+	envVendorSeed    = "EFFECTS_VENDOR_SEED"
+	envVendorLate    = "EFFECTS_VENDOR_LATE"  // the share of charges answered too late, e.g. "0.1"
+	envVendorDelay   = "EFFECTS_VENDOR_DELAY" // how long a charge takes before it is journaled
+	envVendorURL     = "EFFECTS_VENDOR_URL"   // for shop workers
+)
+
+// vendorLateAnswer is how late a "performed, then timed out" charge
+// answers: well past the shop's request timeout.
+const vendorLateAnswer = 3 * time.Second
+
+// shopRequestTimeout bounds one request of the shop to the vendor.
+const shopRequestTimeout = time.Second
+
+// VendorEntry is one line of the vendor's journal.
+type VendorEntry struct {
+	Kind      string // "charge", "notify", "lookup"
+	Key       string // the Idempotency-Key the request carried
+	Invoice   string
+	Amount    int
+	PaymentID string
+	Attempt   int32
+	Worker    string
+	Late      bool // the answer went out after the caller's timeout
+	Deduped   bool // a notification whose key was seen before
+	At        time.Time
+}
+
+// VendorRequest is what the shop sends.
+type VendorRequest struct {
+	Key     string
+	Invoice string
+	Amount  int
+	Attempt int32
+	Worker  string
+}
+
+type vendor struct {
+	mu      sync.Mutex
+	f       *os.File
+	entries []VendorEntry
+	rng     *rand.Rand
+	late    float64
+	delay   time.Duration
+}
+
+func runVendor() error {
+	readStdin()
+	f, err := os.OpenFile(os.Getenv(envVendorJournal), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	seed, _ := strconv.ParseUint(os.Getenv(envVendorSeed), 10, 64)
+	late, _ := strconv.ParseFloat(os.Getenv(envVendorLate), 64)
+	delay, _ := time.ParseDuration(os.Getenv(envVendorDelay))
+	v := &vendor{f: f, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), late: late, delay: delay}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /charge", v.charge)
+	mux.HandleFunc("POST /notify", v.notify)
+	mux.HandleFunc("GET /lookup", v.lookup)
+	mux.HandleFunc("GET /journal", v.journal)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	say("listening http://%s", ln.Addr())
+	return http.Serve(ln, mux)
+}
+
+// record journals e durably.
+func (v *vendor) record(e VendorEntry) error {
+	e.At = time.Now()
+	line, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	if _, err := v.f.Write(append(line, '\n')); err != nil {
+		return err
+	}
+	if err := v.f.Sync(); err != nil {
+		return err
+	}
+	v.entries = append(v.entries, e)
+	return nil
+}
+
+func (v *vendor) charge(w http.ResponseWriter, r *http.Request) {
+	var req VendorRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if v.delay > 0 {
+		time.Sleep(v.delay) // the charge takes a while to go through
+	}
+	v.mu.Lock()
+	late := v.rng.Float64() < v.late
+	n := 0
+	for _, e := range v.entries {
+		if e.Kind == "charge" {
+			n++
+		}
+	}
+	e := VendorEntry{Kind: "charge", Key: req.Key, Invoice: req.Invoice, Amount: req.Amount, PaymentID: fmt.Sprintf("pay_%05d", n+1),
+		Attempt: req.Attempt, Worker: req.Worker, Late: late}
+	err := v.record(e)
+	v.mu.Unlock()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if late {
+		time.Sleep(vendorLateAnswer) // performed, and answered after the caller gave up
+	}
+	_ = json.NewEncoder(w).Encode(Receipt{PaymentID: e.PaymentID, Invoice: e.Invoice, Amount: e.Amount, Key: e.Key})
+}
+
+func (v *vendor) notify(w http.ResponseWriter, r *http.Request) {
+	var req VendorRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	deduped := false
+	for _, e := range v.entries {
+		if e.Kind == "notify" && e.Key == req.Key && !e.Deduped {
+			deduped = true
+		}
+	}
+	if err := v.record(VendorEntry{Kind: "notify", Key: req.Key, Invoice: req.Invoice, Attempt: req.Attempt, Worker: req.Worker,
+		Deduped: deduped}); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	_ = json.NewEncoder(w).Encode("notified " + req.Invoice)
+}
+
+func (v *vendor) lookup(w http.ResponseWriter, r *http.Request) {
+	key := r.URL.Query().Get("key")
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.record(VendorEntry{Kind: "lookup", Key: key}); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	for _, e := range v.entries {
+		if e.Kind == "charge" && e.Key == key {
+			_ = json.NewEncoder(w).Encode(Receipt{PaymentID: e.PaymentID, Invoice: e.Invoice, Amount: e.Amount, Key: e.Key})
+			return
+		}
+	}
+	http.Error(w, "no charge with this key", http.StatusNotFound)
+}
+
+func (v *vendor) journal(w http.ResponseWriter, _ *http.Request) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	_ = json.NewEncoder(w).Encode(v.entries)
+}
+
+// readJournal reads a vendor's journal file (it outlives the vendor).
+func readJournal(path string) ([]VendorEntry, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []VendorEntry
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var e VendorEntry
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			return nil, fmt.Errorf("vendor journal %s: %w", path, err)
+		}
+		out = append(out, e)
+	}
+	return out, sc.Err()
+}
+
+// charges groups the journal's charges by idempotency key.
+func charges(entries []VendorEntry) map[string][]VendorEntry {
+	out := map[string][]VendorEntry{}
+	for _, e := range entries {
+		if e.Kind == "charge" {
+			out[e.Key] = append(out[e.Key], e)
+		}
+	}
+	return out
+}
+
+// --- the shop: an agent that pays through the vendor ---
+
+// ShopOrder is what the shop agent is asked to do.
+type ShopOrder struct {
+	Invoice string
+	Amount  int
+	// Manual: charge with ChargeManual, which has no Reconcile lookup (an
+	// unknown outcome pauses the run for a person).
+	Manual bool
+}
+
+// ShopOutcome is the shop agent's result.
+type ShopOutcome struct {
+	Receipt Receipt
+	Note    string
+	Failed  string // the charge failed for good
+}
+
+// shopLease is the heartbeat timeout of the shop's activities.
+const shopLease = 2 * time.Second
+
+// Shop quotes, charges (with or without a Reconcile lookup) and sends a
+// notification (Idempotent: the vendor deduplicates on the key).
+func Shop(ctx sdk.Context, o ShopOrder) (ShopOutcome, error) {
+	var s *shop
+	ctx = sdk.WithActivityOptions(ctx, sdk.ActivityOptions{StartToCloseTimeout: time.Minute, HeartbeatTimeout: shopLease,
+		RetryPolicy: &sdk.RetryPolicy{InitialInterval: 100 * time.Millisecond, MaximumInterval: time.Second, MaximumAttempts: 20}})
+	p := Payment{Invoice: o.Invoice, Amount: o.Amount}
+	if _, err := sdk.ExecuteActivity(ctx, s.Quote, p).Get(ctx); err != nil {
+		return ShopOutcome{Failed: err.Error()}, nil
+	}
+	charge := s.Charge
+	if o.Manual {
+		charge = s.ChargeManual
+	}
+	r, err := sdk.ExecuteActivity(ctx, charge, p).Get(ctx)
+	if err != nil {
+		return ShopOutcome{Failed: err.Error()}, nil
+	}
+	note, err := sdk.ExecuteActivity(ctx, s.Notify, p).Get(ctx)
+	if err != nil {
+		return ShopOutcome{Receipt: r, Failed: err.Error()}, nil
+	}
+	return ShopOutcome{Receipt: r, Note: note}, nil
+}
+
+// shop holds the activities of a shop worker.
+type shop struct {
+	vendor string
+	name   string
+	hc     *http.Client
+}
+
+// Quote is a read.
+func (s *shop) Quote(_ context.Context, p Payment) (int, error) { return p.Amount, nil }
+
+// Charge pays through the vendor (SideEffect, Reconcile: LookupCharge).
+func (s *shop) Charge(ctx context.Context, p Payment) (Receipt, error) { return s.charge(ctx, p) }
+
+// ChargeManual pays the same way, without a Reconcile lookup.
+func (s *shop) ChargeManual(ctx context.Context, p Payment) (Receipt, error) { return s.charge(ctx, p) }
+
+func (s *shop) charge(ctx context.Context, p Payment) (Receipt, error) {
+	info := activities.GetInfo(ctx)
+	var r Receipt
+	err := s.post(ctx, "/charge", VendorRequest{Key: info.IdempotencyKey, Invoice: p.Invoice, Amount: p.Amount, Attempt: info.Attempt,
+		Worker: s.name}, &r)
+	return r, err
+}
+
+// LookupCharge is Charge's Reconcile lookup: did a charge with this key
+// reach the vendor?
+func (s *shop) LookupCharge(ctx context.Context, p Payment) (Receipt, error) {
+	key := activities.GetInfo(ctx).IdempotencyKey
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.vendor+"/lookup?key="+key, nil)
+	if err != nil {
+		return Receipt{}, err
+	}
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		return Receipt{}, fmt.Errorf("lookup: %v", err) // a failed read: the engine asks again
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusNotFound:
+		return Receipt{}, activities.ErrNotHappened
+	case http.StatusOK:
+		var r Receipt
+		return r, json.NewDecoder(resp.Body).Decode(&r)
+	}
+	return Receipt{}, fmt.Errorf("lookup: vendor answered %s", resp.Status)
+}
+
+// Notify sends a notification keyed on the idempotency key (Idempotent).
+func (s *shop) Notify(ctx context.Context, p Payment) (string, error) {
+	info := activities.GetInfo(ctx)
+	var note string
+	err := s.post(ctx, "/notify", VendorRequest{Key: info.IdempotencyKey, Invoice: p.Invoice, Attempt: info.Attempt, Worker: s.name}, &note)
+	return note, err
+}
+
+// post sends a request carrying the idempotency key. An error before the
+// request was written means it did not reach the vendor (a plain error:
+// retried); an error after means nobody can tell (ErrOutcomeUnknown).
+func (s *shop) post(ctx context.Context, path string, body VendorRequest, out any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	var wrote bool
+	var mu sync.Mutex
+	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) {
+		mu.Lock()
+		wrote = true
+		mu.Unlock()
+		say("sent %s %s %d", path, body.Key, body.Attempt)
+	}}
+	rctx, cancel := context.WithTimeout(httptrace.WithClientTrace(ctx, trace), shopRequestTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, s.vendor+path, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Idempotency-Key", body.Key)
+	resp, err := s.hc.Do(req)
+	mu.Lock()
+	sent := wrote
+	mu.Unlock()
+	if err != nil {
+		if !sent {
+			return fmt.Errorf("%s not sent: %v", path, err) // %v: not a context error any more — it did not happen
+		}
+		return fmt.Errorf("%s sent, no answer: %v: %w", path, err, activities.ErrOutcomeUnknown)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: vendor answered %s", path, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// runShopWorker is a worker process of the shop.
+func runShopWorker() error {
+	readStdin()
+	name := os.Getenv(envName)
+	c, err := client.Dial(os.Getenv(envAddr), client.Options{Identity: name}, client.DialOptions{})
+	if err != nil {
+		return err
+	}
+	log := zerolog.New(os.Stderr).Level(zerolog.WarnLevel).With().Timestamp().Str("worker", name).Logger()
+	maxAct, _ := strconv.Atoi(os.Getenv(envMaxAct))
+	w, err := worker.New(reportingClient{c}, worker.Options{TaskQueue: agentsQueue, Identity: name, Logger: &log, GracefulStop: time.Second,
+		MaxConcurrentActivities: maxAct})
+	if err != nil {
+		return err
+	}
+	s := &shop{vendor: os.Getenv(envVendorURL), name: name, hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	invoice := func(p Payment) string { return p.Invoice }
+	if err := errors.Join(
+		w.RegisterWorkflow(Shop),
+		w.RegisterActivity(s.Quote),
+		w.RegisterActivity(s.Charge, activities.Options{Effect: activities.SideEffect, Reconcile: s.LookupCharge, BusinessKey: invoice}),
+		w.RegisterActivity(s.ChargeManual, activities.Options{Effect: activities.SideEffect, BusinessKey: invoice}),
+		w.RegisterActivity(s.Notify, activities.Options{Effect: activities.Idempotent, BusinessKey: invoice}),
+	); err != nil {
+		return err
+	}
+	say("worker %s up", name)
+	return w.Run(context.Background())
+}

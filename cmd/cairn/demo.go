@@ -42,7 +42,7 @@ process — without the guard, with it, and in the case nobody can decide.`,
 			return g.emit(res, func(io.Writer) {})
 		},
 	}
-	cmd.AddCommand(demoWorkerCommand())
+	cmd.AddCommand(demoWorkerCommand(), demoAgentCommand(g), demoAgentWorkerCommand())
 	return cmd
 }
 

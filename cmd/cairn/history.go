@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cairnflow/cairn/examples/agent/payables"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/internal/demo"
 	"github.com/cairnflow/cairn/sdk/client"
@@ -83,7 +84,13 @@ func replayCommand(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r := worker.NewReplayer(worker.ReplayerOptions{})
-			if err := demo.Register(r, &demo.Agent{}, true, true); err != nil {
+			// The built-in workflows share tool names: register the set
+			// the history was recorded with.
+			register := func() error { return demo.Register(r, &demo.Agent{}, true, true) }
+			if typ, err := historyType(file); err == nil && typ == "PayInvoiceAgent" {
+				register = func() error { return payables.Register(r, nil, nil) }
+			}
+			if err := register(); err != nil {
 				return err
 			}
 			var ro worker.ReplayOptions
@@ -105,4 +112,21 @@ func replayCommand(g *globals) *cobra.Command {
 	cmd.Flags().BoolVar(&trace, "trace", false, "print each event, command and waiting line")
 	_ = cmd.MarkFlagRequired("history")
 	return cmd
+}
+
+// historyType returns the workflow type an exported history records.
+func historyType(file string) (string, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	_, evs, err := history.ImportJSON(f)
+	if err != nil || len(evs) == 0 {
+		return "", err
+	}
+	if s, ok := evs[0].Attrs.(*history.WorkflowStarted); ok {
+		return s.WorkflowType, nil
+	}
+	return "", nil
 }

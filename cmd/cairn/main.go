@@ -73,7 +73,7 @@ func cli(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON for scripts (errors too, on stderr)")
 	root.AddCommand(serverCommand(g), devCommand(g), workflowCommand(g), taskQueueCommand(g), effectsCommand(g), historyCommand(g), replayCommand(g),
-		demoCommand(g), benchCommand(g), versionCommand(g), backupCommand(g), restoreCommand(g), checkCommand(g))
+		demoCommand(g), benchCommand(g), versionCommand(g), backupCommand(g), restoreCommand(g), checkCommand(g), fakeLLMCommand(g))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := root.ExecuteContext(ctx); err != nil {

@@ -45,46 +45,77 @@ type seqRange struct {
 	gapFrom, gapTo uint64
 }
 
-// checkSequence reads every version of seqKey that Badger holds, newest
-// first, and checks that they count down without a hole.
-func checkSequence(db *badger.DB) (seqRange, error) {
+// checkSequence reads the versions of seqKey that Badger holds and checks
+// that no commit is missing between them. Memtables hold every version
+// (in order: Badger flushes them oldest first); tables hold only the
+// newest version compaction left, which must be the commit just before
+// the oldest one in the memtables. Gaps an operator accepted before
+// (accepted, from the LossRecords) are not reported again.
+func checkSequence(db *badger.DB, accepted []LossRecord) (seqRange, error) {
+	mem, top, err := db.KeyVersions(seqKey)
+	if err != nil {
+		return seqRange{}, readError("read commit sequence", err)
+	}
+	return checkVersions(mem, top, accepted)
+}
+
+// checkVersions is checkSequence on the versions read: mem newest first,
+// top the newest version in the tables (nil: none).
+func checkVersions(mem []badger.KeyVersion, top *badger.KeyVersion, accepted []LossRecord) (seqRange, error) {
 	var r seqRange
-	txn := db.NewTransaction(false)
-	defer txn.Discard()
-	it := txn.NewIterator(badger.IteratorOptions{AllVersions: true, Prefix: seqKey})
-	defer it.Close()
-	var prev uint64
-	first := true
-	for it.Seek(seqKey); it.Valid(); it.Next() {
-		item := it.Item()
-		if !bytes.Equal(item.Key(), seqKey) {
-			continue
+	decode := func(v []byte) (uint64, error) {
+		if v == nil {
+			return 0, corruptRecord(seqKey, "commit sequence in the value log")
 		}
-		raw, err := item.ValueCopy(nil)
+		v, err := unseal(seqKey, v)
 		if err != nil {
-			return r, readError("read commit sequence", err)
+			return 0, err
 		}
-		v, err := unseal(seqKey, raw)
+		if len(v) != 8 {
+			return 0, corruptRecord(seqKey, "commit sequence of %d bytes", len(v))
+		}
+		return binary.BigEndian.Uint64(v), nil
+	}
+	gap := func(from, to uint64) {
+		for _, l := range accepted {
+			if l.LostFrom <= from && to <= l.LostTo {
+				return
+			}
+		}
+		if r.gapTo == 0 {
+			r.gapFrom, r.gapTo = from, to
+		}
+	}
+	var prev, oldest uint64
+	for i, kv := range mem {
+		seq, err := decode(kv.Value)
 		if err != nil {
 			return r, err
 		}
-		if len(v) != 8 {
-			return r, corruptRecord(seqKey, "commit sequence of %d bytes", len(v))
-		}
-		seq := binary.BigEndian.Uint64(v)
 		switch {
-		case first:
-			r.last, first = seq, false
+		case i == 0:
+			r.last = seq
 		case seq > prev:
 			return r, corruptRecord(seqKey, "commit %d is older than commit %d", seq, prev)
-		case seq+1 < prev && r.gapTo == 0:
-			r.gapFrom, r.gapTo = seq+1, prev-1
+		case seq+1 < prev:
+			gap(seq+1, prev-1)
 		}
-		prev = seq
+		prev, oldest = seq, seq
 	}
-	if err := it.Err(); err != nil {
-		return r, readError("read commit sequence", err)
+	if top == nil {
+		if len(mem) > 0 && oldest > 1 {
+			gap(1, oldest-1) // tables that held the earlier commits are gone
+		}
+		return r, nil
 	}
+	t, err := decode(top.Value)
+	if err != nil {
+		return r, err
+	}
+	if len(mem) > 0 && t+1 < oldest {
+		gap(t+1, oldest-1)
+	}
+	r.last = max(r.last, t)
 	return r, nil
 }
 
@@ -112,9 +143,11 @@ func recordLoss(db *badger.DB, rec LossRecord) error {
 
 // Losses returns the data losses accepted with Options.AcceptDataLoss, oldest
 // first.
-func (s *Store) Losses() ([]LossRecord, error) {
+func (s *Store) Losses() ([]LossRecord, error) { return losses(s.db) }
+
+func losses(db *badger.DB) ([]LossRecord, error) {
 	var out []LossRecord
-	err := s.db.View(func(txn *badger.Txn) error {
+	err := db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: lossKeyPrefix})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {

@@ -1,7 +1,12 @@
 package badgerstore
 
 import (
+	"bytes"
+	"crypto/rand"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -142,4 +147,146 @@ func TestRolledBackCommitsRefused(t *testing.T) {
 	if got, err := s.Get(bg, history.SpaceMeta, []byte("n")); err != nil || got[0] != 9 {
 		t.Fatalf("after the accepted loss: %v, %v", got, err)
 	}
+}
+
+// TestSequenceSurvivesCompactions: compactions keep only a key's newest
+// version, so the commit sequence's older versions vanish from the tables
+// as they are compacted (TestCheckVersions has the shapes this leaves,
+// among them a base level holding commit 500 while the last level holds
+// commit 200). Reopening a store after every round of flushes and real
+// compactions must not see a loss.
+func TestSequenceSurvivesCompactions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 60 MiB")
+	}
+	dir := t.TempDir()
+	opts := Options{Dir: dir, NoSync: true, MemTableSize: 8 << 20}
+	s := mustOpen(t, opts)
+	value := make([]byte, 100<<10)
+	_, _ = rand.Read(value)     // incompressible: the tables' sizes move the base level
+	seqLevels := map[int]bool{} // levels that held a version of the commit sequence
+	for i := range 600 {
+		key := fmt.Appendf(nil, "k%05d", i) // distinct keys: the last level grows and the base level moves up
+		if err := s.Commit(bg, &history.Batch{Puts: []history.Record{{Space: history.SpaceRunState, Key: key, Value: value}}}); err != nil {
+			t.Fatal(err)
+		}
+		if i%100 == 99 {
+			if err := s.Close(); err != nil { // flushes the memtable: an L0 table
+				t.Fatal(err)
+			}
+			s = mustOpen(t, opts)                        // the sequence check runs at every open
+			if err := s.db.CompactLevel(0); err != nil { // L0 into the base level
+				t.Fatal(err)
+			}
+			for _, ti := range s.db.Tables() {
+				if bytes.Compare(ti.Left, seqKey) <= 0 && bytes.Compare(seqKey, ti.Right) <= 0 {
+					seqLevels[ti.Level] = true
+				}
+			}
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, opts)
+	defer s.Close()
+	t.Logf("levels that held the commit sequence: %v", seqLevels)
+}
+
+// TestCheckVersions: the rule the open-time check applies to the versions
+// of the commit sequence, on the shapes compactions and losses leave.
+func TestCheckVersions(t *testing.T) {
+	v := func(seqs ...uint64) []badger.KeyVersion {
+		var out []badger.KeyVersion
+		for i, s := range seqs {
+			out = append(out, badger.KeyVersion{Version: uint64(1000 - i), Value: seal(seqKey, encodeSeq(s))})
+		}
+		return out
+	}
+	top := func(seq uint64) *badger.KeyVersion { return &v(seq)[0] }
+	for _, tc := range []struct {
+		name     string
+		mem      []badger.KeyVersion
+		top      *badger.KeyVersion
+		accepted []LossRecord
+		last     uint64
+		gap      [2]uint64
+	}{
+		{name: "memtables only, from the first commit", mem: v(5, 4, 3, 2, 1), last: 5},
+		{name: "tables only (compacted: older versions gone)", top: top(500), last: 500},
+		{name: "memtables continue the tables", mem: v(503, 502, 501), top: top(500), last: 503},
+		{name: "a WAL replayed after its flush overlaps the tables", mem: v(503, 502, 501, 500, 499), top: top(500), last: 503},
+		{name: "a failed commit's number written twice", mem: v(503, 502, 502, 501), top: top(500), last: 503},
+		{name: "a lost table between tables and memtables", mem: v(503, 502), top: top(400), last: 503, gap: [2]uint64{401, 501}},
+		{name: "a hole inside the memtables", mem: v(503, 502, 490, 489), top: top(488), last: 503, gap: [2]uint64{491, 501}},
+		{name: "no table although the memtables start late", mem: v(7, 6), last: 7, gap: [2]uint64{1, 5}},
+		{name: "a hole accepted before", mem: v(503, 502), top: top(400), accepted: []LossRecord{{LostFrom: 401, LostTo: 501}}, last: 503},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := checkVersions(tc.mem, tc.top, tc.accepted)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.last != tc.last || [2]uint64{r.gapFrom, r.gapTo} != tc.gap {
+				t.Fatalf("last %d gap %d-%d, want last %d gap %v", r.last, r.gapFrom, r.gapTo, tc.last, tc.gap)
+			}
+		})
+	}
+}
+
+// TestCrashCopyOpens: a directory copied while its store is open (what a
+// kill -9 leaves: the last commits only in the WAL, replayed at open) opens
+// without a false alarm and holds every commit. The check reads the
+// memtables' versions of the commit sequence before Badger flushes them.
+func TestCrashCopyOpens(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, Options{Dir: dir})
+	for i := range 50 {
+		if err := s.Commit(bg, &history.Batch{Puts: []history.Record{{Space: history.SpaceMeta, Key: fmt.Appendf(nil, "k%d", i), Value: []byte("v")}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The live memtable holds every version of the commit sequence.
+	if mem, _, err := s.db.KeyVersions(seqKey); err != nil || len(mem) != 50 {
+		t.Fatalf("KeyVersions found %d memtable versions (%v), want 50", len(mem), err)
+	}
+	crash := filepath.Join(t.TempDir(), "crash")
+	if err := copyTree(dir, crash); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(Options{Dir: crash})
+	if err != nil {
+		t.Fatalf("a crash copy of a healthy store: %v", err)
+	}
+	defer c.Close()
+	if c.seq != 50 {
+		t.Fatalf("commit sequence %d after the crash copy, want 50", c.seq)
+	}
+}
+
+// copyTree copies the regular files of src into dst (no LOCK).
+func copyTree(src, dst string) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() || e.Name() == "LOCK" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }

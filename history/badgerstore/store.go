@@ -118,7 +118,11 @@ func (s *Store) openDir() error {
 	if err := checkFormat(db); err != nil {
 		return fail(err)
 	}
-	r, err := checkSequence(db)
+	accepted, err := losses(db)
+	if err != nil {
+		return fail(err)
+	}
+	r, err := checkSequence(db, accepted)
 	if err == nil {
 		err = verifySequence(r, st.seq, opts.Dir)
 	}

@@ -29,7 +29,7 @@ import (
 
 // bin holds the binaries TestMain builds once.
 var bin struct {
-	cairn, hello string
+	cairn, hello, agent string
 }
 
 // TestMain builds cairn and the hello example, or, when re-executed as a
@@ -45,7 +45,8 @@ func TestMain(m *testing.M) {
 	}
 	bin.cairn = filepath.Join(dir, "cairn")
 	bin.hello = filepath.Join(dir, "hello")
-	for _, b := range [][2]string{{bin.cairn, "../../cmd/cairn"}, {bin.hello, "../../examples/hello"}} {
+	bin.agent = filepath.Join(dir, "agent")
+	for _, b := range [][2]string{{bin.cairn, "../../cmd/cairn"}, {bin.hello, "../../examples/hello"}, {bin.agent, "../../examples/agent"}} {
 		cmd := exec.Command("go", "build", "-o", b[0], b[1])
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {

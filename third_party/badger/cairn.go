@@ -7,10 +7,13 @@
 package badger
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
+	"sort"
 
 	"github.com/cairnflow/cairn/third_party/badger/y"
 )
@@ -159,4 +162,64 @@ func recoverAsError(path string, err *error) {
 	if r := recover(); r != nil {
 		*err = corruptf(path, -1, "panic while reading: %v", r)
 	}
+}
+
+// KeyVersion is one version of a key and its value.
+type KeyVersion struct {
+	Version uint64
+	Value   []byte
+}
+
+// KeyVersions returns every version of key held in the memtables (newest
+// first, all of them: memtables never drop versions) and the newest
+// version held in the tables, if any (compaction keeps a key's newest
+// version and drops older ones, so only the newest is dependable there).
+// Values stored in the value log are not read: Value is then nil (Cairn
+// patch, for the commit-sequence check).
+func (db *DB) KeyVersions(key []byte) (mem []KeyVersion, newestInTables *KeyVersion, err error) {
+	if db.IsClosed() {
+		return nil, nil, ErrDBClosed
+	}
+	tables, decr := db.getMemTables()
+	defer decr()
+	for _, mt := range tables {
+		it := mt.sl.NewIterator()
+		for it.Seek(y.KeyWithTs(key, math.MaxUint64)); it.Valid() && bytes.Equal(y.ParseKey(it.Key()), key); it.Next() {
+			vs := it.Value()
+			kv := KeyVersion{Version: y.ParseTs(it.Key())}
+			if vs.Meta&bitValuePointer == 0 {
+				kv.Value = y.SafeCopy(nil, vs.Value)
+			}
+			mem = append(mem, kv)
+		}
+		_ = it.Close()
+	}
+	sort.Slice(mem, func(i, j int) bool { return mem[i].Version > mem[j].Version })
+	vs, err := db.lc.get(y.KeyWithTs(key, math.MaxUint64), y.ValueStruct{}, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	if vs.Version > 0 && vs.Meta&bitDelete == 0 {
+		kv := &KeyVersion{Version: vs.Version}
+		if vs.Meta&bitValuePointer == 0 {
+			kv.Value = y.SafeCopy(nil, vs.Value)
+		}
+		newestInTables = kv
+	}
+	return mem, newestInTables, nil
+}
+
+// CompactLevel runs one compaction of level into the level below it, as
+// Badger's compactors would, and waits for it (Cairn patch: tests drive
+// compactions with it instead of waiting for the background ones). It
+// returns nil when the level has nothing to compact.
+func (db *DB) CompactLevel(level int) error {
+	if level < 0 || level >= db.opt.MaxLevels-1 {
+		return fmt.Errorf("badger: no level %d to compact", level)
+	}
+	p := compactionPriority{level: level, score: 2, adjusted: 2, t: db.lc.levelTargets()}
+	if err := db.lc.doCompact(1000, p); err != nil && !errors.Is(err, errFillTables) {
+		return err
+	}
+	return nil
 }

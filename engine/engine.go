@@ -192,6 +192,9 @@ type runEntry struct {
 	state   *RunState
 	changed chan struct{} // closed and replaced after every transition
 	tail    eventTail     // the end of the history, for dispatch
+	// resync: a commit's outcome is unknown and the run could not be read
+	// back yet (resync.go). Read and written under the run's lock.
+	resync bool
 }
 
 type wftItem struct {

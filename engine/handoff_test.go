@@ -284,9 +284,19 @@ func TestLostHandOffCannotReportForAnotherActivity(t *testing.T) {
 	if err := <-completed; err == nil {
 		t.Fatal("the completion succeeded although its commit failed")
 	}
-	// The workflow task is still the worker's: it completes again, and the
-	// event id the lost schedule had goes to a payment.
-	if _, err := eng.CompleteWorkflowTask(context.Background(), &api.CompleteWorkflowTaskRequest{TaskToken: wftToken,
+	// The commit's outcome was unknown: the run was read back from the
+	// store, and its workflow task goes out again (the old token is
+	// stale). This time it completes, and the event id the lost schedule
+	// had goes to a payment.
+	_, err := eng.CompleteWorkflowTask(context.Background(), &api.CompleteWorkflowTaskRequest{TaskToken: wftToken})
+	if !errors.Is(err, api.ErrStaleTask) {
+		t.Fatalf("the task of the failed commit: %v, want ErrStaleTask", err)
+	}
+	again, err := eng.PollWorkflowTask(context.Background(), &api.PollWorkflowTaskRequest{TaskQueue: "q"})
+	if err != nil || again.Task == nil {
+		t.Fatalf("poll: %+v %v", again, err)
+	}
+	if _, err := eng.CompleteWorkflowTask(context.Background(), &api.CompleteWorkflowTaskRequest{TaskToken: again.Task.TaskToken,
 		Commands: []api.Command{schedule("pay", "SendPayment", history.SideEffect, history.ActivityOptions{StartToCloseTimeout: time.Minute})}}); err != nil {
 		t.Fatal(err)
 	}

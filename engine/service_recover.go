@@ -204,24 +204,35 @@ func (e *Engine) recoverRun(ctx context.Context, key []byte) error {
 	if !st.Status.Open() {
 		return nil
 	}
-	st.WFT.StickyQueue, st.WFT.SeenEventID = "", 0 // caches are not trusted across a restart
-	e.m.Recovered(st, e.now())
-	entry := &runEntry{ref: ref, parent: st.Parent, state: st, changed: make(chan struct{})}
-	entry.tail.reset(st.NextEventID) // only events from now on are cached
+	entry := &runEntry{ref: ref, parent: st.Parent, changed: make(chan struct{})}
 	e.open[ref.WorkflowID] = entry
+	e.adopt(entry, st)
+	e.recoverOrphan(st)
+	return nil
+}
+
+// adopt makes st, just read from the store, the open run's state in memory,
+// as a restart does: what lived in memory only (dispatched workflow tasks,
+// Read activities' leases, sticky caches) is forgotten and dispatched
+// again; deadlines are armed and ready tasks queued. Stale queue entries
+// and deadlines left from before are ignored when they come up. Call it
+// with the run's lock held (or during Open).
+func (e *Engine) adopt(entry *runEntry, st *RunState) {
+	st.WFT.StickyQueue, st.WFT.SeenEventID = "", 0 // caches are not trusted across a restart
+	e.m.Recovered(st, e.now())                     // heartbeats lived in memory: a fresh window
+	entry.state = st
+	entry.tail.reset(st.NextEventID) // only events from now on are cached
 	for _, d := range e.m.Deadlines(st) {
-		e.timers.Add(d.At, timerKey{ref: ref, d: d})
+		e.timers.Add(d.At, timerKey{ref: entry.ref, d: d})
 	}
 	if st.WFT.Scheduled && !st.WFT.BackoffUntil.After(e.now()) {
 		e.enqueueWFT(entry, st)
 	}
 	for _, id := range sortedKeys(st.Activities) {
 		if a := st.Activities[id]; a.State == api.ActivityStateScheduled {
-			e.actQ.Push(a.Options.TaskQueue, actItem{ref: ref, schedID: id, attempt: a.Attempt, recon: a.Reconciling})
+			e.actQ.Push(a.Options.TaskQueue, actItem{ref: entry.ref, schedID: id, attempt: a.Attempt, recon: a.Reconciling})
 		}
 	}
-	e.recoverOrphan(st)
-	return nil
 }
 
 // recoverState reads an open run's state and checks that its history ends
@@ -285,7 +296,7 @@ func (e *Engine) bumpBoot(ctx context.Context) error {
 	}
 	gen++
 	e.bootGen = gen
-	err = e.store.Commit(ctx, &history.Batch{Puts: []history.Record{e.bootRecord()}})
+	err = e.storeCommit(ctx, &history.Batch{Puts: []history.Record{e.bootRecord()}})
 	if errors.Is(err, history.ErrNoSpace) {
 		// A full disk must not keep the engine from serving reads: every
 		// write fails until space returns anyway, and the first one that
@@ -309,11 +320,11 @@ func (e *Engine) bootRecord() history.Record {
 // written (bumpBoot on a full disk).
 func (e *Engine) commit(ctx context.Context, b *history.Batch) error {
 	if !e.bootPending.Load() {
-		return e.store.Commit(ctx, b)
+		return e.storeCommit(ctx, b)
 	}
 	withBoot := *b
 	withBoot.Puts = append(slices.Clip(b.Puts), e.bootRecord())
-	err := e.store.Commit(ctx, &withBoot)
+	err := e.storeCommit(ctx, &withBoot)
 	if err == nil {
 		e.bootPending.Store(false)
 	}

@@ -114,6 +114,10 @@ func (e *Engine) dispatchWFT(ctx context.Context, item wftItem, identity string)
 		unlock()
 		return nil, nil
 	}
+	if entry.resync && e.resync(ctx, entry) != nil {
+		unlock()
+		return nil, nil
+	}
 	st := entry.state
 	w := &st.WFT
 	if !w.Scheduled || w.Started || w.Seq != item.seq {

@@ -19,6 +19,9 @@ func (e *Engine) transact(ctx context.Context, ids []string, fn func(x *txn) err
 func (e *Engine) transactLocked(ctx context.Context, ids []string, fn func(x *txn) error) error {
 	unlock := e.lock(ids...)
 	defer unlock()
+	if err := e.resyncHeld(ctx, ids); err != nil {
+		return err
+	}
 	x := e.newTxn(e.now(), ids)
 	if err := fn(x); err != nil {
 		return err

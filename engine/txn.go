@@ -208,7 +208,11 @@ func (x *txn) commit(ctx context.Context) error {
 	// caller went away: the store either commits all of it or none.
 	if err := x.e.commit(context.WithoutCancel(ctx), &x.batch); err != nil {
 		// A task handed off is now stale: its completion finds the run as
-		// it was and is refused.
+		// it was and is refused. A commit that may have been applied all
+		// the same leaves the runs to be read back (resync.go).
+		if ambiguousCommit(err) {
+			x.resyncAll(ctx)
+		}
 		return storeErr(err)
 	}
 	x.e.stats.commits.Add(1)

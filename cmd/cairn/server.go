@@ -21,6 +21,7 @@ import (
 	"github.com/cairnflow/cairn/engine/metrics"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/history/badgerstore"
+	"github.com/cairnflow/cairn/internal/crashpoint"
 	"github.com/cairnflow/cairn/internal/gctune"
 	"github.com/cairnflow/cairn/internal/ui"
 )
@@ -123,6 +124,11 @@ func serve(ctx context.Context, g *globals, f serverFlags, hooks serveHooks) err
 		return usagef("--log-level %q: %v", f.logLevel, err)
 	}
 	log := zerolog.New(g.stderr).Level(lvl).With().Timestamp().Logger()
+	if point, err := crashpoint.FromEnv(); err != nil {
+		return usageError{err}
+	} else if point != "" {
+		log.Warn().Str("point", point).Msg("fault test: this server kills itself (SIGKILL) at crash point " + point + " (" + crashpoint.EnvVar + ")")
+	}
 	token, err := serverToken(f, g)
 	if err != nil {
 		return err

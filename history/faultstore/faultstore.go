@@ -72,8 +72,9 @@ const (
 var (
 	// ErrIO is an I/O error (EIO).
 	ErrIO = fmt.Errorf("faultstore: injected I/O error: %w", syscall.EIO)
-	// ErrDiskFull is a full disk (ENOSPC).
-	ErrDiskFull = fmt.Errorf("faultstore: injected disk full: %w", syscall.ENOSPC)
+	// ErrDiskFull is a full disk: history.ErrNoSpace, as a store reports
+	// it, wrapping ENOSPC.
+	ErrDiskFull = fmt.Errorf("faultstore: injected: %w: %w", history.ErrNoSpace, syscall.ENOSPC)
 )
 
 // Corrupt returns a damaged-record error (matching history.ErrCorrupt).
@@ -133,6 +134,7 @@ type Store struct {
 	// onCall, when set, is called (outside the lock) before every call
 	// reaches a rule (see OnCall).
 	onCall func(*Call)
+	killed error // set by Kill: every call fails with it
 }
 
 var _ history.Store = (*Store)(nil)
@@ -162,6 +164,25 @@ func (s *Store) Inject(r Rule) (remove func()) {
 			}
 		}
 	}
+}
+
+// Kill makes every later call fail with err (default history.ErrClosed),
+// as if the process had died at this instant: nothing more reaches the
+// wrapped store. Revive undoes it.
+func (s *Store) Kill(err error) {
+	if err == nil {
+		err = fmt.Errorf("faultstore: killed: %w", history.ErrClosed)
+	}
+	s.mu.Lock()
+	s.killed = err
+	s.mu.Unlock()
+}
+
+// Revive undoes Kill.
+func (s *Store) Revive() {
+	s.mu.Lock()
+	s.killed = nil
+	s.mu.Unlock()
 }
 
 // Clear removes every rule.
@@ -204,6 +225,10 @@ func (s *Store) decide(c *Call) *rule {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.killed != nil {
+		s.fails[c.Op]++
+		return &rule{Rule: Rule{Op: c.Op, Err: s.killed}}
+	}
 	for _, r := range s.rules {
 		if r.Op != c.Op || (r.Match != nil && !r.Match(c)) {
 			continue

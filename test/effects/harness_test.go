@@ -60,8 +60,7 @@ const agentsQueue = "agents"
 
 // driftMargin is the engines' lease drift margin in these tests: how long
 // after a lost attempt's lease the engine waits before a lookup or the
-// next attempt (shorter than the default, to keep the tests short; longer
-// than the vendor's slow charges of TestReconcileWaitsForTheRequestInFlight).
+// next attempt (shorter than the default, to keep the tests short).
 const driftMargin = 3 * time.Second
 
 // engineOptions are the engine's options in the test process and in an
@@ -386,14 +385,18 @@ type env struct {
 	prov provider
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, mod ...func(*engine.Options)) *env {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := badgerstore.Open(badgerstore.Options{Dir: filepath.Join(dir, "data")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := engine.Open(engineOptions(st))
+	opts := engineOptions(st)
+	for _, m := range mod {
+		m(&opts)
+	}
+	eng, err := engine.Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnflow/cairn/engine"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/sdk/client"
@@ -110,9 +111,13 @@ func startVendor(t *testing.T, journal string, env ...string) (*proc, string) {
 // a confirmation (or adds nothing), never an alarm.
 func TestReconcileWaitsForTheRequestInFlight(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	// The charge takes 2.8 s to be journaled: past the lease (2 s from the
+	// dispatch, so never later than 2 s after the request left), and well
+	// within the lease plus the margin (6 s) even when the request left a
+	// couple of seconds after the dispatch on a loaded machine.
+	e := newEnv(t, func(o *engine.Options) { o.LeaseDriftMargin = 6 * time.Second })
 	journal := filepath.Join(e.dir, "vendor.jsonl")
-	_, vurl := startVendor(t, journal, envVendorDelay+"=2800ms") // past the lease (2 s), within lease + margin (3 s)
+	v, vurl := startVendor(t, journal, envVendorDelay+"=2800ms")
 	// One activity at a time: once it holds the charge, the frozen worker
 	// has no poll parked that would swallow the lookup too.
 	a := startShopWorker(t, e.addr, vurl, "a", 1)
@@ -121,14 +126,17 @@ func TestReconcileWaitsForTheRequestInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sent := a.waitLine("sent /charge")
-	a.signal(syscall.SIGSTOP) // the request is on its way; the worker is gone
+	sent := v.waitLine("received /charge") // the request left the worker (its "sent" trace fires before the flush)
+	a.signal(syscall.SIGSTOP)              // the charge is under way at the vendor; the worker is gone
 	b := startShopWorker(t, e.addr, vurl, "b", 0)
 	var out ShopOutcome
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	if err := run.Get(ctx, &out); err != nil {
 		t.Fatal(err)
+	}
+	if p := b.printed("sent /charge"); len(p) != 0 {
+		t.Fatalf("b charged again: %q", p)
 	}
 	entries, err := readJournal(journal)
 	if err != nil {
@@ -137,9 +145,6 @@ func TestReconcileWaitsForTheRequestInFlight(t *testing.T) {
 	cs := charges(entries)[sent[2]]
 	if len(cs) != 1 || out.Receipt.PaymentID != cs[0].PaymentID || out.Failed != "" {
 		t.Fatalf("charges under %s: %+v; outcome %+v", sent[2], cs, out)
-	}
-	if p := b.printed("sent /charge"); len(p) != 0 {
-		t.Fatalf("b charged again: %q", p)
 	}
 	evs := e.history(run)
 	res := only[*history.ActivityResolved](t, evs)

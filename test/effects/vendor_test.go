@@ -129,6 +129,7 @@ func (v *vendor) charge(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	say("received /charge %s %d", req.Key, req.Attempt)
 	if v.delay > 0 {
 		time.Sleep(v.delay) // the charge takes a while to go through
 	}

@@ -189,7 +189,8 @@ func RunAgent(ctx context.Context, opts AgentOptions) (*AgentResult, error) {
 	}
 	before := model.Calls()
 	t0 := time.Now()
-	if err := r.ReplayHistory(history.RunRef{WorkflowID: "bench-agent", RunID: run.RunID()}, evs, worker.ReplayOptions{}); err != nil {
+	ro := worker.ReplayOptions{Chunks: client.NewChunkCache(c.Service(), 0)} // a cold cache, as a fresh worker's
+	if err := r.ReplayHistory(history.RunRef{WorkflowID: "bench-agent", RunID: run.RunID()}, evs, ro); err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
 	out.ReplayMS = ms(time.Since(t0))

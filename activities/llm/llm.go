@@ -157,7 +157,7 @@ func (m *Model) Chat(ctx context.Context, in history.Payload) (Result, error) {
 	}
 	var raw *http.Response
 	resp, err := m.client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{},
-		option.WithRequestBody("application/json", req.body), option.WithResponseInto(&raw))
+		option.WithRequestBody("application/json", req.body()), option.WithResponseInto(&raw))
 	if err != nil {
 		return Result{}, classify(err)
 	}
@@ -190,7 +190,7 @@ func usageOf(model string, u openai.CompletionUsage) Usage {
 // stream makes a streaming call, publishing the pieces as they come.
 func (m *Model) stream(ctx context.Context, req *request) (Result, error) {
 	s := m.client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{},
-		option.WithRequestBody("application/json", req.body))
+		option.WithRequestBody("application/json", req.buffer()))
 	defer s.Close()
 	acc := openai.ChatCompletionAccumulator{}
 	var usage Usage

@@ -97,9 +97,11 @@ type AgentResult struct {
 	// TurnMS is the time of turns 1, 10, N/2 and N (schedule of model call
 	// k to schedule of model call k+1, from the history's event times).
 	TurnMS map[string]float64 `json:"turn_ms"`
-	// TurnMedianMS is the median over the 9 turns centred on each of them
-	// (less noise on a shared machine).
+	// TurnMedianMS is the median over the 9 turns around each of them, and
+	// TurnMeanMS the mean over 50 (turns 10–59, N/2±25, N−49–N): less
+	// noise on a shared machine.
 	TurnMedianMS       map[string]float64 `json:"turn_ms_median9"`
+	TurnMeanMS         map[string]float64 `json:"turn_ms_mean50"`
 	ModelCalls         int64              `json:"model_calls"`
 	ModelCallsOnReplay int64              `json:"model_calls_on_replay"`
 	ReplayMS           float64            `json:"replay_ms"`
@@ -147,7 +149,7 @@ func RunAgent(ctx context.Context, opts AgentOptions) (*AgentResult, error) {
 		return nil, err
 	}
 	defer srv.Close()
-	model := fakellm.NewFunc(agentScript(opts.Turns)).KeepLast().BySequence()
+	model := fakellm.NewFunc(agentScript(opts.Turns)).BySequence()
 	msrv, maddr, err := listen(model)
 	if err != nil {
 		return nil, err
@@ -170,7 +172,7 @@ func RunAgent(ctx context.Context, opts AgentOptions) (*AgentResult, error) {
 		return nil, err
 	}
 	out := &AgentResult{Turns: opts.Turns, ModelCalls: model.Calls(), TotalSeconds: time.Since(start).Seconds(),
-		PeakRSSMB: peakRSS(cmd.Process.Pid), TranscriptBytes: int64(len(model.Last().Body))}
+		PeakRSSMB: peakRSS(cmd.Process.Pid), TranscriptBytes: model.LastSize()}
 	evs, err := c.GetHistory(ctx, "bench-agent", run.RunID())
 	if err != nil {
 		return nil, err
@@ -178,7 +180,7 @@ func RunAgent(ctx context.Context, opts AgentOptions) (*AgentResult, error) {
 	if err := measureHistory(ctx, out, c, evs); err != nil {
 		return nil, err
 	}
-	out.TurnMS, out.TurnMedianMS = turnTimes(evs, opts.Turns)
+	out.TurnMS, out.TurnMedianMS, out.TurnMeanMS = turnTimes(evs, opts.Turns)
 	// A replay of the whole history, as a worker rebuilding the run does:
 	// no model call.
 	r := worker.NewReplayer(worker.ReplayerOptions{})
@@ -246,7 +248,7 @@ func measureHistory(ctx context.Context, out *AgentResult, c client.Client, evs 
 }
 
 // turnTimes reads turn durations from the model calls' schedule times.
-func turnTimes(evs []history.Event, turns int) (map[string]float64, map[string]float64) {
+func turnTimes(evs []history.Event, turns int) (exact, median, mean map[string]float64) {
 	var at []time.Time
 	for _, ev := range evs {
 		if s, ok := ev.Attrs.(*history.ActivityScheduled); ok && s.ActivityType == llm.ActivityName {
@@ -259,17 +261,41 @@ func turnTimes(evs []history.Event, turns int) (map[string]float64, map[string]f
 		}
 		return ms(at[k].Sub(at[k-1]))
 	}
-	exact, median := map[string]float64{}, map[string]float64{}
-	for _, k := range []int{1, 10, turns / 2, turns} {
-		exact[strconv.Itoa(k)] = dur(k)
-		var win []float64
-		for j := max(1, k-4); j <= min(turns, k+4); j++ {
-			win = append(win, dur(j))
+	window := func(lo, hi int) []float64 {
+		lo, hi = max(1, lo), min(turns, hi)
+		lo = max(1, min(lo, hi-(hi-lo))) // keep the window inside 1..turns
+		var w []float64
+		for j := lo; j <= hi; j++ {
+			w = append(w, dur(j))
 		}
-		slices.Sort(win)
-		median[strconv.Itoa(k)] = win[len(win)/2]
+		return w
 	}
-	return exact, median
+	exact, median, mean = map[string]float64{}, map[string]float64{}, map[string]float64{}
+	for _, k := range []int{1, 10, turns / 2, turns} {
+		key := strconv.Itoa(k)
+		exact[key] = dur(k)
+		lo := k - 4
+		if k == turns {
+			lo = k - 8
+		}
+		w := window(lo, lo+8)
+		slices.Sort(w)
+		median[key] = w[len(w)/2]
+		lo50 := k - 25
+		switch k {
+		case 1, 10:
+			lo50 = k
+		case turns:
+			lo50 = k - 49
+		}
+		var sum float64
+		w50 := window(lo50, lo50+49)
+		for _, v := range w50 {
+			sum += v
+		}
+		mean[key] = sum / float64(len(w50))
+	}
+	return exact, median, mean
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

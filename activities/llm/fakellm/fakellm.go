@@ -108,6 +108,7 @@ type Server struct {
 	ChunkDelay time.Duration
 
 	calls    atomic.Int64
+	lastSize atomic.Int64
 	mu       sync.Mutex
 	faults   map[int]int // turn → faults served
 	seen     []Request
@@ -142,6 +143,9 @@ func (s *Server) BySequence() *Server { s.bySeq = true; return s }
 
 // KeepLast makes the server remember the last request (Last).
 func (s *Server) KeepLast() *Server { s.keepLast = true; return s }
+
+// LastSize returns the size of the last request's body.
+func (s *Server) LastSize() int64 { return s.lastSize.Load() }
 
 // Last returns the last request received (with KeepLast).
 func (s *Server) Last() Request {
@@ -189,6 +193,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body := buf.Bytes()
+	s.lastSize.Store(int64(len(body)))
 	seq := s.calls.Add(1) - 1
 	req := Request{Turn: -1, Seq: seq, Body: body, Model: model(body), Stream: streamed(body)}
 	if !s.bySeq {

@@ -126,8 +126,8 @@ func BenchmarkBackupRestoreCheck(b *testing.B) {
 		backup, restore, check, size = backup+t1.Sub(t0), restore+t2.Sub(t1), check+t3.Sub(t2), info.Bytes
 	}
 	n := time.Duration(b.N)
-	b.ReportMetric(float64((backup/n).Milliseconds()), "backup-ms")
-	b.ReportMetric(float64((restore/n).Milliseconds()), "restore-ms")
-	b.ReportMetric(float64((check/n).Milliseconds()), "check-ms")
+	b.ReportMetric(float64((backup / n).Milliseconds()), "backup-ms")
+	b.ReportMetric(float64((restore / n).Milliseconds()), "restore-ms")
+	b.ReportMetric(float64((check / n).Milliseconds()), "check-ms")
 	b.ReportMetric(float64(size)/(1<<20), "backup-MiB")
 }

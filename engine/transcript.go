@@ -196,8 +196,7 @@ func (b *transcriptBuilder) closed(schedID int64, state string, u history.Usage,
 		c.State, c.Usage, c.LastFailure = state, u, f
 		c.Attempt = max(c.Attempt, u.Attempts)
 		if c == b.last && state == api.CallCompleted {
-			var r history.ModelResult
-			if p, err := history.Resolve(b.ctx, b.src, result); err == nil && msgpack.Unmarshal(p.Data, &r) == nil && r.Message.Role != "" {
+			if r, ok := b.answer(result); ok {
 				b.lastMsg = &r.Message
 				if r.Model != "" {
 					c.Model = r.Model
@@ -235,4 +234,27 @@ func (b *transcriptBuilder) marker(m *history.MarkerRecorded) {
 			}
 		}
 	}
+}
+
+// answer decodes a model call's result: the chunk that extends its input
+// with the answer's entry (llm.Chat), or an older-style ModelResult value.
+func (b *transcriptBuilder) answer(result history.Payload) (history.ModelResult, bool) {
+	if result.Encoding == history.EncodingTranscript && result.ByRef() && len(result.Data) == 0 {
+		c, err := b.src.Chunk(b.ctx, result.Ref)
+		if err != nil {
+			return history.ModelResult{}, false
+		}
+		entries, err := history.DecodeTranscript(c.Data)
+		if err != nil {
+			return history.ModelResult{}, false
+		}
+		r, ok := history.AnswerOf(entries)
+		return r, ok && r.Message.Role != ""
+	}
+	var r history.ModelResult
+	p, err := history.Resolve(b.ctx, b.src, result)
+	if err != nil || msgpack.Unmarshal(p.Data, &r) != nil || r.Message.Role == "" {
+		return history.ModelResult{}, false
+	}
+	return r, true
 }

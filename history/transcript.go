@@ -65,9 +65,42 @@ type ChatConfig struct {
 }
 
 // TranscriptEntry is one record of a transcript: a message or a config.
+// A model call's answer is an entry whose Message is the assistant's and
+// whose Call says what the call returned besides.
 type TranscriptEntry struct {
 	Message *ChatMessage `msgpack:"m,omitempty" json:"message,omitempty"`
 	Config  *ChatConfig  `msgpack:"c,omitempty" json:"config,omitempty"`
+	Call    *CallInfo    `msgpack:"k,omitempty" json:"call,omitempty"`
+}
+
+// CallInfo is what a model call returned with its message.
+type CallInfo struct {
+	Usage        Usage  `msgpack:"u,omitempty" json:"usage,omitempty"`
+	FinishReason string `msgpack:"f,omitempty" json:"finish_reason,omitempty"`
+	Model        string `msgpack:"md,omitempty" json:"model,omitempty"`
+	ID           string `msgpack:"i,omitempty" json:"id,omitempty"`
+}
+
+// Answer returns a model call's answer as the transcript entry that
+// records it (the message with its CallInfo).
+func (r ModelResult) Answer() TranscriptEntry {
+	m := r.Message
+	return TranscriptEntry{Message: &m, Call: &CallInfo{Usage: r.Usage, FinishReason: r.FinishReason, Model: r.Model, ID: r.ID}}
+}
+
+// AnswerOf reads a model call's answer back from the entries of the chunk
+// that records it (the last message, with its CallInfo).
+func AnswerOf(entries []TranscriptEntry) (ModelResult, bool) {
+	for i := len(entries) - 1; i >= 0; i-- {
+		if e := entries[i]; e.Message != nil {
+			r := ModelResult{Message: *e.Message}
+			if e.Call != nil {
+				r.Usage, r.FinishReason, r.Model, r.ID = e.Call.Usage, e.Call.FinishReason, e.Call.Model, e.Call.ID
+			}
+			return r, true
+		}
+	}
+	return ModelResult{}, false
 }
 
 // AppendTranscript appends the encoding of entries to b.

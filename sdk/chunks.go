@@ -7,11 +7,27 @@ import (
 	"github.com/cairnflow/cairn/history"
 )
 
+// lastChunk returns a transcript payload recorded as a bare reference in
+// the equivalent form "the parent chunk, extended by the last chunk's
+// bytes": the same value, one chunk read.
+func lastChunk(ctx context.Context, src history.ChunkSource, p history.Payload) (history.Payload, error) {
+	if len(p.Data) > 0 {
+		return p, nil
+	}
+	c, err := src.Chunk(ctx, p.Ref)
+	if err != nil {
+		return history.Payload{}, err
+	}
+	return history.Payload{Encoding: p.Encoding, Ref: c.Parent, Data: c.Data}, nil
+}
+
 // ResolveEventPayloads replaces, in evs, every payload recorded by
 // reference that workflow code decodes (results, signals, inputs, markers)
 // with its bytes, read from src. Payloads the runtime only compares with
 // the code's commands (activity and child inputs, signals sent, the run's
 // own result) stay references: a replay never reads a transcript's chunks.
+// A transcript payload the code decodes (a model call's answer, recorded as
+// the chunk that extends its input) resolves to its last chunk only.
 // Workers call it on every task's events before ProcessTask; the replayer
 // too.
 func ResolveEventPayloads(ctx context.Context, src history.ChunkSource, evs []history.Event) error {
@@ -44,7 +60,12 @@ func ResolveEventPayloads(ctx context.Context, src history.ChunkSource, evs []hi
 				return
 			}
 			var r history.Payload
-			if r, err = history.Resolve(ctx, src, *p); err == nil {
+			if p.Encoding == history.EncodingTranscript {
+				r, err = lastChunk(ctx, src, *p) // a model call's answer: its own entries, not the whole conversation
+			} else {
+				r, err = history.Resolve(ctx, src, *p)
+			}
+			if err == nil {
 				*p = r
 			} else {
 				err = fmt.Errorf("sdk: event %d (%s) %s: %w", ev.ID, ev.Type(), name, err)

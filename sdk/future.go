@@ -96,7 +96,9 @@ func (f *future[T]) Get(ctx Context) (T, error) {
 		f.decoded = true
 		switch {
 		case f.st.hasPayload:
-			if err := f.e.conv.FromPayload(f.st.payload, &f.val); err != nil {
+			if p, ok := any(&f.val).(*history.Payload); ok {
+				*p = f.st.payload // a raw result, as recorded
+			} else if err := f.e.conv.FromPayload(f.st.payload, &f.val); err != nil {
 				f.decErr = err
 			}
 		case f.st.value != nil:

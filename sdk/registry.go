@@ -164,6 +164,9 @@ func (d *ActivityDefinition) Invoke(ctx context.Context, conv Converter, input h
 	if d.outType == nil {
 		return history.Payload{}, nil
 	}
+	if d.outType == payloadType {
+		return out[0].Interface().(history.Payload), nil // a raw result: sent as it is (it may extend a chunk)
+	}
 	return conv.ToPayload(out[0].Interface())
 }
 

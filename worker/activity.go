@@ -286,7 +286,7 @@ func (w *Worker) deliver(task *api.ActivityTask, hb *heartbeater, what string, s
 // succeed later: the engine was unreachable, restarting or overloaded.
 func retryableReport(err error) bool {
 	for _, permanent := range []error{api.ErrInvalidArgument, api.ErrLimitExceeded, api.ErrNotFound, api.ErrUnauthenticated,
-		api.ErrStaleTask} {
+		api.ErrStaleTask, api.ErrDataCorrupt} { // a quarantined run takes no report until an operator restores it
 		if errors.Is(err, permanent) {
 			return false
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,8 @@ import (
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/engine/httpapi"
 	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/history/badgerstore"
+	"github.com/cairnflow/cairn/history/faultstore"
 	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/sdk/client"
 	"github.com/cairnflow/cairn/sdk/testenv"
@@ -141,4 +144,76 @@ func TestOverTransportLimit(t *testing.T) {
 	}
 	_, err = c.ExecuteWorkflow(ctx, client.StartOptions{ID: "big", TaskQueue: "tl"}, BigResult, 64<<10, nil)
 	checkTerminatedForLimit(t, ctx, c, "big", err)
+}
+
+// countingService counts the activity completions a worker sends.
+type countingService struct {
+	api.Service
+	completions atomic.Int64
+}
+
+func (s *countingService) CompleteActivity(ctx context.Context, req *api.CompleteActivityRequest) (*api.CompleteActivityResponse, error) {
+	s.completions.Add(1)
+	return s.Service.CompleteActivity(ctx, req)
+}
+
+type countingClient struct {
+	client.Client
+	svc *countingService
+}
+
+func (c countingClient) Service() api.Service { return c.svc }
+
+// Held's activity waits for release.
+func Held(ctx sdk.Context, _ string) (string, error) {
+	ctx = sdk.WithActivityOptions(ctx, sdk.ActivityOptions{StartToCloseTimeout: time.Minute})
+	return sdk.ExecuteActivityByName[string](ctx, "Wait", "x").Get(ctx)
+}
+
+// TestReportToQuarantinedRunIsNotRetried: a run quarantined while its
+// activity ran refuses the report with data_corrupt; the worker does not
+// retry it forever.
+func TestReportToQuarantinedRunIsNotRetried(t *testing.T) {
+	ctx := testCtx(t)
+	st, err := badgerstore.Open(badgerstore.Options{InMemory: true})
+	must(t, err)
+	fs := faultstore.New(st)
+	eng, err := engine.Open(engine.Options{Store: fs})
+	must(t, err)
+	t.Cleanup(func() {
+		_ = eng.Close()
+		_ = st.Close()
+	})
+	local := client.NewLocal(eng, client.Options{})
+	svc := &countingService{Service: local.Service()}
+	w, err := worker.New(countingClient{Client: local, svc: svc}, worker.Options{TaskQueue: "q"})
+	must(t, err)
+	started, release := make(chan struct{}), make(chan struct{})
+	must(t, w.RegisterWorkflow(Held))
+	must(t, w.RegisterActivity(func(context.Context, string) (string, error) {
+		close(started)
+		<-release
+		return "done", nil
+	}, activities.Options{Name: "Wait"}))
+	stop := make(chan struct{})
+	runDone := make(chan struct{})
+	go func() {
+		defer close(runDone)
+		wctx, cancel := context.WithCancel(context.Background())
+		go func() { <-stop; cancel() }()
+		_ = w.Run(wctx)
+	}()
+	run, err := local.StartWorkflow(ctx, client.StartOptions{ID: "held", TaskQueue: "q"}, Held, "x")
+	must(t, err)
+	<-started
+	fs.Inject(faultstore.Rule{Op: faultstore.OpReadEvents, Err: faultstore.Corrupt("bit flip")})
+	if _, err := local.Service().GetHistory(ctx, &api.GetHistoryRequest{WorkflowID: "held", RunID: run.RunID()}); !errors.Is(err, api.ErrDataCorrupt) {
+		t.Fatalf("history of the damaged run: %v", err)
+	}
+	close(release)
+	close(stop) // Run returns once the report is delivered or given up
+	<-runDone
+	if n := svc.completions.Load(); n != 1 {
+		t.Fatalf("%d completions sent to a quarantined run, want 1", n)
+	}
 }

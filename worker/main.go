@@ -135,10 +135,10 @@ func runCommand(register func(Registrar) error, opts MainOptions) *cobra.Command
 }
 
 func replayCommand(register func(Registrar) error) *cobra.Command {
-	var file string
+	var file, address, token string
 	var trace bool
 	cmd := &cobra.Command{
-		Use:   "replay --history FILE [--trace]",
+		Use:   "replay --history FILE [--trace] [--address SERVER]",
 		Short: "Replay an exported history (cairn history export) through this binary's workflow code",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -150,6 +150,14 @@ func replayCommand(register func(Registrar) error) *cobra.Command {
 			if trace {
 				ro.Trace = cmd.OutOrStdout()
 			}
+			if address != "" { // payloads the file holds by reference come from the server
+				svc, err := client.NewRemoteService(address, client.DialOptions{Token: token})
+				if err != nil {
+					return err
+				}
+				defer svc.Close()
+				ro.Chunks = client.NewChunkCache(svc, 0)
+			}
 			if err := r.ReplayFile(file, ro); err != nil {
 				return err
 			}
@@ -159,6 +167,8 @@ func replayCommand(register func(Registrar) error) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&file, "history", "", "exported history JSON file")
 	cmd.Flags().BoolVar(&trace, "trace", false, "print each event, command and waiting line")
+	cmd.Flags().StringVar(&address, "address", "", "server to read the payload chunks an export without --inline references")
+	cmd.Flags().StringVar(&token, "token", os.Getenv("CAIRN_TOKEN"), "bearer token for --address (CAIRN_TOKEN)")
 	_ = cmd.MarkFlagRequired("history")
 	return cmd
 }

@@ -138,6 +138,7 @@ func (r *Replayer) ReplayHistory(run history.RunRef, events []history.Event, opt
 	if !ok || events[0].ID != 1 {
 		return fmt.Errorf("%w: the first event is %s, not WorkflowStarted", ErrBadHistory, events[0])
 	}
+	events = append([]history.Event(nil), events...) // resolved copies go here, not into the caller's slice
 	if err := sdk.ResolveEventPayloads(context.Background(), opts.Chunks, events); err != nil {
 		return fmt.Errorf("%w: %w (export it with --inline to carry its chunks)", ErrBadHistory, err)
 	}

@@ -141,11 +141,42 @@ func (m *Model) Register(w Registrar) error {
 
 // Chat is the activity: it rebuilds the request from the transcript the
 // payload references, calls the endpoint (streaming when the transcript's
-// settings ask for it) and returns the assistant's message.
-func (m *Model) Chat(ctx context.Context, in history.Payload) (Result, error) {
+// settings ask for it) and returns the assistant's answer as a transcript
+// payload extending the input — the answer's entry (the message and its
+// CallInfo) on top of the conversation it answers — so that history
+// records the answer once: as the chunk the next turn's input extends.
+// Decode it with Answer.
+func (m *Model) Chat(ctx context.Context, in history.Payload) (history.Payload, error) {
 	if in.Encoding != history.EncodingTranscript {
-		return Result{}, sdk.NewNonRetryableError(fmt.Sprintf("the model call's input is %q, not a transcript", in.Encoding), FailureTranscript)
+		return history.Payload{}, sdk.NewNonRetryableError(fmt.Sprintf("the model call's input is %q, not a transcript", in.Encoding), FailureTranscript)
 	}
+	r, err := m.call(ctx, in)
+	if err != nil {
+		return history.Payload{}, err
+	}
+	data, err := history.AppendTranscript(nil, r.Answer())
+	if err != nil {
+		return history.Payload{}, err
+	}
+	return history.Payload{Encoding: history.EncodingTranscript, Ref: in.StoredRef(), Data: data}, nil
+}
+
+// Answer decodes Chat's result (its last chunk's entries, as workers
+// resolve it) into the call's answer.
+func Answer(p history.Payload) (Result, error) {
+	entries, err := history.DecodeTranscript(p.Data)
+	if err != nil {
+		return Result{}, err
+	}
+	r, ok := history.AnswerOf(entries)
+	if !ok {
+		return Result{}, fmt.Errorf("%w: the model call's result holds no message", history.ErrInvalid)
+	}
+	return r, nil
+}
+
+// call makes the call and returns its answer.
+func (m *Model) call(ctx context.Context, in history.Payload) (Result, error) {
 	req, err := m.build(ctx, in)
 	if err != nil {
 		return Result{}, err
@@ -157,7 +188,7 @@ func (m *Model) Chat(ctx context.Context, in history.Payload) (Result, error) {
 	}
 	var raw *http.Response
 	resp, err := m.client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{},
-		option.WithRequestBody("application/json", req.body), option.WithResponseInto(&raw))
+		option.WithRequestBody("application/json", req.body()), option.WithResponseInto(&raw))
 	if err != nil {
 		return Result{}, classify(err)
 	}
@@ -190,7 +221,7 @@ func usageOf(model string, u openai.CompletionUsage) Usage {
 // stream makes a streaming call, publishing the pieces as they come.
 func (m *Model) stream(ctx context.Context, req *request) (Result, error) {
 	s := m.client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{},
-		option.WithRequestBody("application/json", req.body))
+		option.WithRequestBody("application/json", req.buffer()))
 	defer s.Close()
 	acc := openai.ChatCompletionAccumulator{}
 	var usage Usage

@@ -79,7 +79,7 @@ func TestChatAndIncrementalRequest(t *testing.T) {
 	chunks := history.MemChunks{}
 	turn1 := []history.TranscriptEntry{settings(false, "ReadInvoice"), msg("system", "You pay invoices."), msg("user", "Pay INV-9")}
 	r := &recorder{}
-	res, err := m.Chat(r.ctx(chunks), transcript(t, chunks, turn1))
+	res, err := chat(m, r.ctx(chunks), transcript(t, chunks, turn1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestChatAndIncrementalRequest(t *testing.T) {
 		t.Fatalf("result %+v, usage recorded %+v", res, r.usage)
 	}
 	turn2 := []history.TranscriptEntry{{Message: &res.Message}, {Message: &history.ChatMessage{Role: "tool", ToolCallID: res.Message.ToolCalls[0].ID, Content: `{"amount":4200}`}}}
-	res2, err := m.Chat(r.ctx(chunks), transcript(t, chunks, turn1, turn2))
+	res2, err := chat(m, r.ctx(chunks), transcript(t, chunks, turn1, turn2))
 	if err != nil || res2.Message.Content != "Paid." {
 		t.Fatalf("turn 2: %+v, %v", res2, err)
 	}
@@ -95,7 +95,7 @@ func TestChatAndIncrementalRequest(t *testing.T) {
 	// built from the cached prefix, byte for byte what a fresh model builds.
 	reqs := srv.Requests()
 	fresh := newModel(t, srv)
-	if _, err := fresh.Chat(r.ctx(chunks), transcript(t, chunks, turn1, turn2)); err != nil {
+	if _, err := chat(fresh, r.ctx(chunks), transcript(t, chunks, turn1, turn2)); err != nil {
 		t.Fatal(err)
 	}
 	again := srv.Requests()
@@ -125,7 +125,7 @@ func TestErrorsAreClassified(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			m := newModel(t, fakellm.New(fakellm.Script{c.reply}))
 			r := &recorder{}
-			_, err := m.Chat(r.ctx(chunks), in)
+			_, err := chat(m, r.ctx(chunks), in)
 			app := appErr(t, err)
 			if app.Type != c.typ || app.NonRetryable == c.retryable {
 				t.Fatalf("%v: type %s non-retryable %v", err, app.Type, app.NonRetryable)
@@ -147,7 +147,7 @@ func TestStreamAndCutStream(t *testing.T) {
 	in := transcript(t, chunks, []history.TranscriptEntry{settings(true, "SendPayment"), msg("user", "pay")})
 	m := newModel(t, fakellm.New(fakellm.Script{{Content: "I will pay the invoice now.", ToolCalls: []fakellm.ToolCall{{Name: "SendPayment", Arguments: `{"invoice":"INV-9"}`}}}}))
 	r := &recorder{}
-	res, err := m.Chat(r.ctx(chunks), in)
+	res, err := chat(m, r.ctx(chunks), in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,10 +167,23 @@ func TestStreamAndCutStream(t *testing.T) {
 
 	cut := newModel(t, fakellm.New(fakellm.Script{{Content: "a long answer that never ends properly", CutAfter: 2}}))
 	r = &recorder{}
-	_, err = cut.Chat(r.ctx(chunks), in)
+	_, err = chat(cut, r.ctx(chunks), in)
 	if app := appErr(t, err); app.NonRetryable || len(r.deltas) == 0 {
 		t.Fatalf("a cut stream: %v (non-retryable %v), %d deltas published", err, app.NonRetryable, len(r.deltas))
 	}
+}
+
+// chat calls the activity and decodes its answer, checking that the result
+// extends the input it answers.
+func chat(m *llm.Model, ctx context.Context, in history.Payload) (llm.Result, error) {
+	p, err := m.Chat(ctx, in)
+	if err != nil {
+		return llm.Result{}, err
+	}
+	if p.Encoding != history.EncodingTranscript || string(p.Ref) != string(in.StoredRef()) {
+		return llm.Result{}, errors.New("the answer does not extend the input")
+	}
+	return llm.Answer(p)
 }
 
 func TestInputMustBeATranscript(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -77,15 +78,15 @@ func (p prefix) extend(entries []history.TranscriptEntry) (prefix, error) {
 	return out, nil
 }
 
-// bytes returns the prefix's messages JSON (valid until the buffer grows:
-// copy before the next extend).
-func (p prefix) copyTo(dst []byte) []byte {
+// view returns the prefix's messages JSON. It stays valid: a later extend
+// in place writes only past p.n, and a reallocation leaves this array be.
+func (p prefix) view() []byte {
 	if p.buf == nil {
-		return dst
+		return nil
 	}
 	p.buf.mu.Lock()
 	defer p.buf.mu.Unlock()
-	return append(dst, p.buf.b[:p.n]...)
+	return p.buf.b[:p.n:p.n]
 }
 
 // prefixCache maps a chunk hash to the prefix after it, bounded by the
@@ -123,10 +124,26 @@ func (c *prefixCache) put(h []byte, p prefix) {
 	}
 }
 
-// request is a built request.
+// request is a built request: head, the messages JSON (a view of the
+// cached prefix: never copied), tail.
 type request struct {
-	body     []byte
-	settings Settings
+	head, messages, tail []byte
+	settings             Settings
+}
+
+// body returns the request's body as a reader (no copy of the messages).
+func (r *request) body() io.Reader {
+	return io.MultiReader(bytes.NewReader(r.head), bytes.NewReader(r.messages), bytes.NewReader(r.tail))
+}
+
+// buffer returns the body as one buffer (a copy: openai-go's streaming call
+// edits the body it is given).
+func (r *request) buffer() *bytes.Buffer {
+	b := bytes.NewBuffer(make([]byte, 0, len(r.head)+len(r.messages)+len(r.tail)))
+	b.Write(r.head)
+	b.Write(r.messages)
+	b.Write(r.tail)
+	return b
 }
 
 // build rebuilds the request the transcript payload stands for.
@@ -142,11 +159,11 @@ func (m *Model) build(ctx context.Context, in history.Payload) (*request, error)
 	if s.Model == "" {
 		return nil, sdk.NewNonRetryableError("no model named: set llm.Config.Model or the agent's Model", FailureTranscript)
 	}
-	body, err := requestBody(s, p)
+	head, err := requestHead(s)
 	if err != nil {
 		return nil, err
 	}
-	return &request{body: body, settings: s}, nil
+	return &request{head: head, messages: p.view(), tail: []byte("]}"), settings: s}, nil
 }
 
 // prefixFor walks the chunk chain back to a chunk it has built (or the
@@ -190,11 +207,11 @@ func (m *Model) prefixFor(ctx context.Context, in history.Payload) (prefix, erro
 	return p, nil
 }
 
-// requestBody writes the chat-completions request. The short fields come
-// first, so that a server can read them without scanning the messages.
-func requestBody(s Settings, p prefix) ([]byte, error) {
+// requestHead writes the chat-completions request up to its messages. The
+// short fields come first, so that a server can read them without scanning
+// the messages.
+func requestHead(s Settings) ([]byte, error) {
 	var b bytes.Buffer
-	b.Grow(p.n + 256)
 	b.WriteString(`{"model":`)
 	writeJSON(&b, s.Model)
 	if s.Stream {
@@ -234,8 +251,7 @@ func requestBody(s Settings, p prefix) ([]byte, error) {
 		b.WriteByte(']')
 	}
 	b.WriteString(`,"messages":[`)
-	out := p.copyTo(b.Bytes())
-	return append(out, ']', '}'), nil
+	return b.Bytes(), nil
 }
 
 func writeJSON(b *bytes.Buffer, v any) {

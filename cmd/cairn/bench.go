@@ -60,7 +60,7 @@ func benchCommand(g *globals) *cobra.Command {
 	f.IntVar(&o.Workers, "workers", 1, "worker processes")
 	f.BoolVar(&o.Breakdown, "breakdown", false, "print the median time before each event of the sequential workflows")
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the server side to this file")
-	cmd.AddCommand(benchWorkerCommand())
+	cmd.AddCommand(benchWorkerCommand(), benchAgentCommand(g), benchAgentWorkerCommand())
 	return cmd
 }
 
@@ -102,5 +102,85 @@ func benchWorkerCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&address, "address", "", "server address")
+	return cmd
+}
+
+// benchAgentCommand is `cairn bench agent`.
+func benchAgentCommand(g *globals) *cobra.Command {
+	o := bench.AgentOptions{}
+	cmd := &cobra.Command{
+		Use:   "agent [--turns N]",
+		Short: "Measure an agent whose transcript grows ~1 KB per turn: turn time, bytes stored, replay, worker memory",
+		Long: `Runs an agent (the fake model in this process, the server here, the worker in
+its own process, fsynced storage) for N tool-calling turns and a final answer,
+and prints one JSON object: turns, history_bytes (events and payload chunks
+stored for the run), turn_ms (turns 1, 10, N/2 and N, from the history's
+event times) and turn_ms_median9, model_calls_on_replay (a replay of the
+whole history), replay_ms, peak_rss_mb of the worker process.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			gctune.ForServer()
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			if p := os.Getenv("CAIRN_BENCH_CPUPROFILE"); p != "" {
+				f, err := os.Create(p)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
+			o.Out = g.stdout
+			o.WorkerCommand = func(args ...string) *exec.Cmd {
+				return exec.Command(exe, append([]string{"bench", "agent-worker"}, args...)...)
+			}
+			_, err = bench.RunAgent(cmd.Context(), o)
+			return err
+		},
+	}
+	cmd.Flags().IntVar(&o.Turns, "turns", 1000, "tool-calling turns")
+	return cmd
+}
+
+func benchAgentWorkerCommand() *cobra.Command {
+	var address, modelURL string
+	cmd := &cobra.Command{
+		Use:    "agent-worker",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			gctune.ForServer()
+			if p := os.Getenv("CAIRN_BENCH_WORKER_CPUPROFILE"); p != "" {
+				f, err := os.Create(p)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
+			c, err := client.Dial(address, client.Options{}, client.DialOptions{})
+			if err != nil {
+				return err
+			}
+			w, err := worker.New(c, worker.Options{TaskQueue: bench.AgentTaskQueue, StopOnSignals: true})
+			if err != nil {
+				return err
+			}
+			if err := bench.RegisterAgentWorker(w, modelURL); err != nil {
+				return err
+			}
+			return w.Run(context.Background())
+		},
+	}
+	cmd.Flags().StringVar(&address, "address", "", "server address")
+	cmd.Flags().StringVar(&modelURL, "model-url", "", "model endpoint base URL")
 	return cmd
 }

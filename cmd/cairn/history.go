@@ -79,7 +79,7 @@ func replayCommand(g *globals) *cobra.Command {
 	var file string
 	var trace bool
 	cmd := &cobra.Command{
-		Use:   "replay --history FILE [--trace]",
+		Use:   "replay --history FILE [--trace] [--address SERVER]",
 		Short: "Replay an exported history of a built-in workflow (the demo agent)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -94,6 +94,14 @@ func replayCommand(g *globals) *cobra.Command {
 				return err
 			}
 			var ro worker.ReplayOptions
+			if cmd.Flags().Changed("address") { // an export without --inline: its chunks come from the server
+				c, err := g.dial()
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				ro.Chunks = client.NewChunkCache(c.Service(), 0)
+			}
 			if trace {
 				ro.Trace = g.stdout
 				if g.json {
@@ -111,7 +119,9 @@ func replayCommand(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&file, "history", "", "exported history JSON file")
 	cmd.Flags().BoolVar(&trace, "trace", false, "print each event, command and waiting line")
 	_ = cmd.MarkFlagRequired("history")
-	return cmd
+	// --address: the server whose chunks an export without --inline
+	// references (the model's answers of an agent history).
+	return clientFlags(cmd, g)
 }
 
 // historyType returns the workflow type an exported history records.

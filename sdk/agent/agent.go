@@ -230,10 +230,6 @@ func (a *Agent) Run(ctx sdk.Context, userMessage string) (Result, error) {
 		}
 		res.Usage = res.Usage.Add(answer.Usage)
 		msg := answer.Message
-		if msg.Role == "" {
-			msg.Role = "assistant"
-		}
-		a.tr.Append(msg)
 		if len(msg.ToolCalls) == 0 {
 			res.Final, res.StopReason = msg.Content, "final"
 			return res, nil
@@ -259,7 +255,11 @@ func (a *Agent) callModel(ctx sdk.Context) (history.ModelResult, error) {
 	}
 	o.ActivityID = "model:" + strconv.Itoa(a.turn)
 	mctx := sdk.WithActivityOptions(ctx, o)
-	return sdk.ExecuteActivityByName[history.ModelResult](mctx, ModelActivity, a.tr.payload()).Get(ctx)
+	p, err := sdk.ExecuteActivityByName[history.Payload](mctx, ModelActivity, a.tr.payload()).Get(ctx)
+	if err != nil {
+		return history.ModelResult{}, err
+	}
+	return a.tr.answer(p)
 }
 
 // runTools runs the calls (each in its own coroutine, so they proceed
@@ -460,6 +460,44 @@ func (t *Transcript) Messages() []history.ChatMessage {
 		}
 	}
 	return out
+}
+
+// answer takes a model call's result: the chunk that extends the input
+// with the answer's entry (as the worker resolved it: the parent and that
+// chunk's bytes). The answer is part of the transcript from then on, stored
+// once; an older-style result (a ModelResult value) is appended instead.
+func (t *Transcript) answer(p history.Payload) (history.ModelResult, error) {
+	if p.Encoding != history.EncodingTranscript {
+		var r history.ModelResult
+		if err := sdk.DefaultConverter().FromPayload(p, &r); err != nil {
+			return r, err
+		}
+		if r.Message.Role == "" {
+			r.Message.Role = "assistant"
+		}
+		t.Append(r.Message)
+		return r, nil
+	}
+	entries, err := history.DecodeTranscript(p.Data)
+	if err != nil {
+		return history.ModelResult{}, err
+	}
+	r, ok := history.AnswerOf(entries)
+	if !ok {
+		return r, fmt.Errorf("agent: the model call's result holds no message")
+	}
+	if r.Message.Role == "" {
+		r.Message.Role = "assistant"
+	}
+	if tip := t.tip; p.ByRef() && tip != nil && string(p.Ref) == string(tip) {
+		for i := range entries {
+			t.appendEntry(entries[i])
+		}
+		t.tip, t.sent = p.StoredRef(), len(t.entries) // the answer's chunk is the transcript's new tip
+		return r, nil
+	}
+	t.Append(r.Message) // an answer to another prefix: record it with the next turn
+	return r, nil
 }
 
 // payload returns the model call's input: the stored chunk so far

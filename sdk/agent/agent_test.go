@@ -208,7 +208,16 @@ func TestLoopToolsApprovalTranscript(t *testing.T) {
 	// Replaying the history through the code needs neither model nor tools.
 	r := worker.NewReplayer(worker.ReplayerOptions{})
 	must(t, r.RegisterWorkflow(Payer))
-	must(t, r.ReplayHistory(history.RunRef{WorkflowID: "pay-INV-9", RunID: run.RunID()}, evs, worker.ReplayOptions{}))
+	must(t, r.ReplayHistory(history.RunRef{WorkflowID: "pay-INV-9", RunID: run.RunID()}, evs,
+		worker.ReplayOptions{Chunks: client.NewChunkCache(env.Client.Service(), 0)}))
+	// Each turn's answer is recorded once, as the chunk the next input
+	// extends: the model's results are bare references.
+	for _, ev := range evs {
+		if c, ok := ev.Attrs.(*history.ActivityCompleted); ok && c.Result.Encoding == history.EncodingTranscript &&
+			(len(c.Result.Data) != 0 || !c.Result.ByRef()) {
+			t.Fatalf("a model answer recorded inline: %+v", c.Result)
+		}
+	}
 	if srv.Calls() != 3 {
 		t.Fatal("the replay called the model")
 	}

@@ -23,6 +23,10 @@ type ChunkCache struct {
 	mu    sync.Mutex
 	lru   *lru.Cache[string, history.Chunk]
 	bytes int
+	// walking is the parent of the last chunk fetched: asking for it next
+	// means a caller walks a chain it does not hold, so the rest of the
+	// chain comes in one answer.
+	walking string
 }
 
 // DefaultChunkCacheBytes is the budget NewChunkCache uses for maxBytes ≤ 0.
@@ -39,9 +43,11 @@ func NewChunkCache(svc api.Service, maxBytes int) *ChunkCache {
 	return c
 }
 
-// Chunk implements history.ChunkSource: from memory, else from the service,
-// which returns the chunk's ancestors too (the next ones a resolution
-// needs) in the same answer.
+// Chunk implements history.ChunkSource: from memory, else from the
+// service. A chunk is fetched alone — a transcript's new turn extends a
+// chain the cache holds — unless the caller is walking a chain it does not
+// hold (it asks for the parent of the chunk it just fetched): then the
+// chunk's ancestors come in the same answer.
 func (c *ChunkCache) Chunk(ctx context.Context, hash []byte) (history.Chunk, error) {
 	if history.IsRoot(hash) {
 		return history.Chunk{}, nil
@@ -49,7 +55,10 @@ func (c *ChunkCache) Chunk(ctx context.Context, hash []byte) (history.Chunk, err
 	if ch, ok := c.get(hash); ok {
 		return ch, nil
 	}
-	resp, err := c.svc.GetChunks(ctx, &api.GetChunksRequest{Hashes: [][]byte{hash}, Ancestors: true})
+	c.mu.Lock()
+	ancestors := c.walking == string(hash)
+	c.mu.Unlock()
+	resp, err := c.svc.GetChunks(ctx, &api.GetChunksRequest{Hashes: [][]byte{hash}, Ancestors: ancestors})
 	if err != nil {
 		return history.Chunk{}, fmt.Errorf("%w: %x: %w", history.ErrChunkNotFound, hash, err)
 	}
@@ -65,6 +74,9 @@ func (c *ChunkCache) Chunk(ctx context.Context, hash []byte) (history.Chunk, err
 	if found == nil {
 		return history.Chunk{}, fmt.Errorf("%w: the service did not return chunk %x", history.ErrCorrupt, hash)
 	}
+	c.mu.Lock()
+	c.walking = string(found.Parent)
+	c.mu.Unlock()
 	return *found, nil
 }
 

@@ -75,13 +75,19 @@ func TestAgentExampleExportAndReplay(t *testing.T) {
 	if strings.Contains(string(pb), `"chunks"`) || !strings.Contains(string(ib), `"chunks"`) {
 		t.Fatal("the plain export carries chunks, or the inline one does not")
 	}
-	for _, f := range []string{plain, inline} {
-		if out, err := exec.Command(bin.cairn, "replay", "--history", f).CombinedOutput(); err != nil {
-			t.Fatalf("cairn replay %s: %v\n%s", f, err, out)
+	// The self-contained file replays alone; the other reads its chunks
+	// from the server, and without one says what it lacks.
+	for _, args := range [][]string{{"--history", inline}, {"--history", plain, "--address", addr}} {
+		if out, err := exec.Command(bin.cairn, append([]string{"replay"}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("cairn replay %v: %v\n%s", args, err, out)
 		}
-		if out, err := exec.Command(bin.agent, "replay", "--history", f).CombinedOutput(); err != nil {
-			t.Fatalf("agent replay %s: %v\n%s", f, err, out)
+		if out, err := exec.Command(bin.agent, append([]string{"replay"}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("agent replay %v: %v\n%s", args, err, out)
 		}
+	}
+	if out, err := exec.Command(bin.cairn, "replay", "--history", plain).CombinedOutput(); err == nil ||
+		!strings.Contains(string(out), "--inline") {
+		t.Fatalf("a plain export replayed without its chunks: %v\n%s", err, out)
 	}
 	calls, _ := os.ReadFile(filepath.Join(dir, "calls.log"))
 	if n := strings.Count(string(calls), "\n"); n != 4 {

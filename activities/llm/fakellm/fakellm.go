@@ -82,6 +82,8 @@ type Script []Reply
 type Request struct {
 	// Turn is the number of assistant messages in the request.
 	Turn int
+	// Seq numbers the requests the server received, from 0.
+	Seq int64
 	// Model and Stream are the request's.
 	Model  string
 	Stream bool
@@ -105,11 +107,15 @@ type Server struct {
 	// ChunkDelay spaces streamed chunks (default 0), so watchers see them arrive.
 	ChunkDelay time.Duration
 
-	calls  atomic.Int64
-	mu     sync.Mutex
-	faults map[int]int // turn → faults served
-	seen   []Request
-	keep   bool
+	calls    atomic.Int64
+	lastSize atomic.Int64
+	mu       sync.Mutex
+	faults   map[int]int // turn → faults served
+	seen     []Request
+	keep     bool
+	last     *Request
+	keepLast bool
+	bySeq    bool
 }
 
 // New returns a server answering from the script.
@@ -129,6 +135,27 @@ func NewFunc(respond func(Request) Reply) *Server {
 
 // KeepRequests makes the server remember every request (Requests).
 func (s *Server) KeepRequests() *Server { s.keep = true; return s }
+
+// BySequence makes the server skip counting a request's turn (a scan of
+// the whole request; Request.Turn is then -1): for a script that answers by
+// Request.Seq, such as a benchmark's, whose requests are large.
+func (s *Server) BySequence() *Server { s.bySeq = true; return s }
+
+// KeepLast makes the server remember the last request (Last).
+func (s *Server) KeepLast() *Server { s.keepLast = true; return s }
+
+// LastSize returns the size of the last request's body.
+func (s *Server) LastSize() int64 { return s.lastSize.Load() }
+
+// Last returns the last request received (with KeepLast).
+func (s *Server) Last() Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last == nil {
+		return Request{}
+	}
+	return *s.last
+}
 
 // Calls returns how many chat requests the server has answered (faults
 // included).
@@ -157,16 +184,29 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "POST only")
 		return
 	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
+	var buf bytes.Buffer
+	if r.ContentLength > 0 && r.ContentLength < 64<<20 {
+		buf.Grow(int(r.ContentLength) + 1)
+	}
+	if _, err := buf.ReadFrom(r.Body); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return
 	}
-	s.calls.Add(1)
-	req := Request{Turn: bytes.Count(body, assistantRole), Body: body, Model: model(body), Stream: streamed(body)}
-	if s.keep {
+	body := buf.Bytes()
+	s.lastSize.Store(int64(len(body)))
+	seq := s.calls.Add(1) - 1
+	req := Request{Turn: -1, Seq: seq, Body: body, Model: model(body), Stream: streamed(body)}
+	if !s.bySeq {
+		req.Turn = bytes.Count(body, assistantRole)
+	}
+	if s.keep || s.keepLast {
 		s.mu.Lock()
-		s.seen = append(s.seen, req)
+		if s.keep {
+			s.seen = append(s.seen, req)
+		}
+		if s.keepLast {
+			s.last = &req
+		}
 		s.mu.Unlock()
 	}
 	rep := s.respond(req)

@@ -57,7 +57,10 @@ func Wrap(err error, msg string) error {
 		if err == nil {
 			return nil
 		}
-		return fmt.Errorf("%s err: %+v", msg, err)
+		// Cairn patch: keep the chain (%w), so that errors.Is and errors.As
+		// see the typed errors (CorruptError, ErrNoSpace) under Badger's
+		// wrapping; the text is the same.
+		return fmt.Errorf("%s err: %w", msg, err)
 	}
 	return fmt.Errorf("%s: %w", msg, err)
 }

@@ -328,9 +328,9 @@ func TestUnknownCommandsAndGlobalFlags(t *testing.T) {
 		{[]string{"history", "nonsense"}, 2},
 		{[]string{"workflow"}, 0}, // its help
 		{[]string{"version"}, 0},
-		{[]string{"version", "--address", "x:1"}, 2}, // --address is not a flag of version
+		{[]string{"version", "--address", "x:1"}, 2},               // --address is not a flag of version
 		{[]string{"replay", "--inline", "--history", "h.json"}, 2}, // replay takes --address and --token (a plain export reads its chunks from a server), not --inline
-		{[]string{"dev", "--listen", "0.0.0.0:0"}, 2}, // dev is for this machine only
+		{[]string{"dev", "--listen", "0.0.0.0:0"}, 2},              // dev is for this machine only
 		{[]string{"dev", "--ui-listen", "10.1.2.3:8233"}, 2},
 	} {
 		var out, errb bytes.Buffer

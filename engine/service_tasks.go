@@ -33,6 +33,10 @@ type actToken struct {
 	// refused: none of the late-completion or duplicate-effect handling,
 	// which reads the activity at S, applies to it.
 	H bool `msgpack:"h"`
+	// L marks the dispatch of a Reconcile lookup, not of an attempt of
+	// the action: once it no longer holds the lease its report proves
+	// nothing about the action (it is refused, never judged).
+	L bool `msgpack:"l"`
 }
 
 func encodeToken(v any) []byte {
@@ -474,7 +478,8 @@ func (e *Engine) activityTask(ctx context.Context, st *RunState, a *ActivityInfo
 		input = &sched.Input
 	}
 	return &api.ActivityTask{
-		TaskToken:  encodeToken(&actToken{W: st.WorkflowID, R: st.RunID, S: a.ScheduledEventID, E: a.LeaseEpoch, A: a.Attempt, H: handedOff}),
+		TaskToken: encodeToken(&actToken{W: st.WorkflowID, R: st.RunID, S: a.ScheduledEventID, E: a.LeaseEpoch, A: a.Attempt, H: handedOff,
+			L: a.Reconciling}),
 		WorkflowID: st.WorkflowID, RunID: st.RunID, WorkflowType: st.WorkflowType, ActivityID: a.ActivityID,
 		ActivityType: a.ActivityType, ScheduledEventID: a.ScheduledEventID, Input: clonePayload(*input), Attempt: a.Attempt,
 		LeaseEpoch: a.LeaseEpoch, Effect: a.Effect, IdempotencyKey: a.IdempotencyKey, Reconcile: a.Reconciling,
@@ -585,7 +590,7 @@ func (e *Engine) scheduledEvent(ctx context.Context, ref history.RunRef, schedID
 // pending, from the action's effects-ledger entry once it has closed, and
 // after the run has closed through closedRunReport.
 func (e *Engine) report(ctx context.Context, tok actToken, r AttemptReport) error {
-	r.ScheduledEventID, r.Epoch, r.Attempt = tok.S, tok.E, tok.A
+	r.ScheduledEventID, r.Epoch, r.Attempt, r.Lookup = tok.S, tok.E, tok.A, tok.L
 	var ack ReportAck
 	err := e.transact(ctx, []string{tok.W}, func(x *txn) error {
 		if c := e.corrupt.lookup(tok.W, tok.R); c != nil {

@@ -117,6 +117,7 @@ func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask, rec
 	defer stopDeadline()
 	hb := newHeartbeater(w, task, parent, cancel, leaseEnd(task, received))
 	defer hb.stop()
+	ctx = leaseContext{ctx, hb}
 	ctx = activities.WithInfo(ctx, &activities.Info{
 		IdempotencyKey: task.IdempotencyKey, WorkflowID: task.WorkflowID, RunID: task.RunID, WorkflowType: task.WorkflowType,
 		ActivityID: task.ActivityID, ActivityType: task.ActivityType, Attempt: task.Attempt, Effect: task.Effect,
@@ -328,6 +329,30 @@ func sleep(ctx context.Context, clk clock.Clock, d time.Duration) bool {
 	}
 }
 
+// leaseContext is an attempt's context: its Err consults the lease by the
+// clock, at the moment it is called, rather than waiting for the timer
+// that cancels the context to have run. A process that wakes up from a
+// freeze runs whatever was due first — the activity's own timers
+// included — so an activity that checks ctx.Err() right before it acts
+// learns that its lease is over even if the lease timer has not fired yet.
+// (Contexts derived from it learn it from Done, when the timer runs.)
+type leaseContext struct {
+	context.Context
+	hb *heartbeater
+}
+
+// Err returns the context's error, canceling it first (with cause
+// activities.ErrLeaseLost) when the lease is over by the clock.
+func (c leaseContext) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if c.hb.expired() {
+		return c.Context.Err()
+	}
+	return nil
+}
+
 // heartbeater sends an attempt's heartbeats — those the activity records
 // (at most one per HeartbeatInterval, the latest details winning) and
 // automatic ones at a third of the lease — and holds the worker's view of
@@ -381,6 +406,21 @@ func (h *heartbeater) holds() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return !h.lost && h.clk.Now().Before(h.until)
+}
+
+// expired cancels the attempt if its lease is over by the clock, and
+// reports whether it was.
+func (h *heartbeater) expired() bool {
+	h.mu.Lock()
+	// Lost already: whoever found it may not have canceled the context
+	// yet (it does so after unlocking), so this call does it too.
+	over := h.lost || !h.stopped && !h.clk.Now().Before(h.until)
+	h.lost = over
+	h.mu.Unlock()
+	if over {
+		h.cancel(activities.ErrLeaseLost) // canceling twice is a no-op
+	}
+	return over
 }
 
 // checkLease runs at the confirmed lease end: past it, unrenewed, the

@@ -782,6 +782,10 @@ type ActivityTask struct {
 	// HardDeadline is when the attempt ends whatever its heartbeats say
 	// (start-to-close, or schedule-to-close).
 	HardDeadline time.Time
+	// Metered says the activity was scheduled as metered (it counts
+	// against the run's budget). A worker that declares the activity
+	// metered refuses a task scheduled without it (MeteredMismatch).
+	Metered bool
 }
 
 // HeartbeatRequest extends an attempt's lease.

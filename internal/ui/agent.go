@@ -115,8 +115,30 @@ func (h *Handler) apiBudget(r *http.Request, body []byte) (any, error) {
 	}
 	ctx, cancel := ctxOf(r)
 	defer cancel()
+	var b history.Budget
+	if !a.Stop { // a limit not given stays as it is, as the CLI's does
+		if a.MaxTokens == nil && a.MaxCostUSD == nil && a.MaxTurns == nil {
+			return nil, invalid("give a new limit (tokens, cost or model calls), or stop")
+		}
+		d, err := h.svc.DescribeWorkflow(ctx, &api.DescribeWorkflowRequest{WorkflowID: a.WorkflowID, RunID: a.RunID})
+		if err != nil {
+			return nil, err
+		}
+		if d.Budget != nil {
+			b = d.Budget.Budget
+		}
+		if a.MaxTokens != nil {
+			b.MaxTokens = *a.MaxTokens
+		}
+		if a.MaxCostUSD != nil {
+			b.MaxCostUSD = *a.MaxCostUSD
+		}
+		if a.MaxTurns != nil {
+			b.MaxTurns = *a.MaxTurns
+		}
+	}
 	resp, err := h.svc.UpdateBudget(ctx, &api.UpdateBudgetRequest{WorkflowID: a.WorkflowID, RunID: a.RunID, Stop: a.Stop,
-		Budget: history.Budget{MaxTokens: a.MaxTokens, MaxCostUSD: a.MaxCostUSD, MaxTurns: a.MaxTurns}, Identity: a.identity(), Reason: a.Reason})
+		Budget: b, Identity: a.identity(), Reason: a.Reason})
 	if err != nil {
 		return nil, err
 	}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cairnflow/cairn/activities"
+	"github.com/cairnflow/cairn/engine"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/sdk"
@@ -73,10 +75,10 @@ func Ponder(ctx context.Context, topic string) (string, error) {
 	return topic + ".", nil
 }
 
-// The paused page polls the list of paused runs: one engine call however
-// many runs wait; a card's details (arguments, ledger entry) are asked once
-// per card, not on every poll.
-func TestPausedPagePollsOneCall(t *testing.T) {
+// pausedThinkers starts n Think runs on a worker and waits until each is
+// paused on its budget.
+func pausedThinkers(t *testing.T, n int) *engine.Engine {
+	t.Helper()
 	eng := newEngine(t)
 	c := client.NewLocal(eng, client.Options{})
 	w, err := worker.New(c, worker.Options{TaskQueue: "think", Identity: "ui-test", GracefulStop: time.Second})
@@ -90,17 +92,16 @@ func TestPausedPagePollsOneCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
-	defer func() {
+	t.Cleanup(func() {
 		stop()
 		if err := <-done; err != nil {
 			t.Error(err)
 		}
-	}()
-	const n = 3
+	})
 	for i := range n {
 		if _, err := c.StartWorkflow(ctx, client.StartOptions{ID: fmt.Sprintf("think-%d", i), TaskQueue: "think"}, Think, "why"); err != nil {
 			t.Fatal(err)
@@ -122,6 +123,15 @@ func TestPausedPagePollsOneCall(t *testing.T) {
 			}
 		}
 	}
+	return eng
+}
+
+// The paused page polls the list of paused runs: one engine call however
+// many runs wait; a card's details (arguments, ledger entry) are asked once
+// per card, not on every poll.
+func TestPausedPagePollsOneCall(t *testing.T) {
+	const n = 3
+	eng := pausedThinkers(t, n)
 	svc := &counting{Service: eng, calls: map[string]int{}}
 	b := newBrowser(t, New(svc, Options{}))
 	code, body, _ := b.do("GET", "/api/paused", "", nil)
@@ -155,5 +165,29 @@ func TestPausedPagePollsOneCall(t *testing.T) {
 	}
 	if code != 200 || json.Unmarshal([]byte(body), &card) != nil || card.Info.Pause.Kind != "budget" || card.Activity.State != "held" {
 		t.Fatalf("/api/pause: %d %s", code, body)
+	}
+}
+
+// The budget form changes only the limits it is given: raising one leaves
+// the others as they were (as the CLI's budget does), instead of lifting
+// them.
+func TestBudgetFormKeepsTheLimitsNotGiven(t *testing.T) {
+	eng := pausedThinkers(t, 1)
+	b := newBrowser(t, New(eng, Options{}))
+	b.session()
+	code, body := b.action("/api/budget", `{"workflowId":"think-0","maxTokens":100,"reason":"more tokens","by":"ada"}`)
+	var resp struct {
+		Budget struct {
+			Budget struct {
+				MaxTokens int64 `json:"maxTokens"`
+				MaxTurns  int64 `json:"maxTurns"`
+			} `json:"budget"`
+		} `json:"budget"`
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &resp) != nil || resp.Budget.Budget.MaxTokens != 100 || resp.Budget.Budget.MaxTurns != 1 {
+		t.Fatalf("raise the tokens only: %d %s", code, body)
+	}
+	if code, body := b.action("/api/budget", `{"workflowId":"think-0","reason":"nothing","by":"ada"}`); code != 400 || !strings.Contains(body, "give a new limit") {
+		t.Fatalf("a raise of nothing: %d %s", code, body)
 	}
 }

@@ -121,6 +121,11 @@ func (h *Handler) follow(ctx context.Context, s *stream, id, run string, sent in
 				return nil
 			}
 			if pctx.Err() == nil {
+				if first { // the page still shows what the engine says of the run (a quarantined one: why)
+					if v, verr := h.runView(ctx, id, run, true); verr == nil {
+						s.send("run", "", v)
+					}
+				}
 				return err
 			}
 			resp = &api.GetHistoryResponse{NextEventID: next} // no news within refreshEvery

@@ -173,7 +173,7 @@ func css(s string) chromedp.CSS { return chromedp.CSS(s) }
 func tabTo(cond string, max int) step {
 	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
 		for i := 0; i <= max; i++ {
-			ok, err := chromedp.Evaluate[bool](`(() => { const el = document.activeElement; return !!el && !!(` + cond + `) })()`)(ctx, tg)
+			ok, err := chromedp.Evaluate[bool](`(() => { const el = document.activeElement; return !!el && !!(`+cond+`) })()`)(ctx, tg)
 			if err != nil {
 				return chromedp.Void{}, err
 			}

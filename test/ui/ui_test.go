@@ -207,49 +207,57 @@ func js(script string) step {
 	}
 }
 
-func TestWebUI(t *testing.T) {
-	exe := chromium(t)
-	base, stopServer := dev(t)
-	shots := screenshotDir(t)
-
+// browse starts a headless Chromium for the test and returns its context
+// (bounded to two minutes). Every error the page logs fails the test — a
+// script error, a refused Content-Security-Policy, a failed request — until
+// the returned flag is set (when failed requests are expected).
+func browse(t *testing.T, exe string) (context.Context, *atomic.Bool) {
+	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.DisableGPU,
 		chromedp.NoSandbox, chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 900),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1366, 768),
 	}
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
+	t.Cleanup(cancel)
 	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
+	t.Cleanup(cancel)
 	ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	// Every error the page logs fails the test: a script error, a refused
-	// Content-Security-Policy, a failed request.
+	t.Cleanup(cancel)
 	run(t, ctx, "start the browser", chromedp.Navigate("about:blank"))
 	var mu sync.Mutex
 	var pageErrors []string
-	var serverStopped atomic.Bool // from then on, failed requests are expected
+	quiet := new(atomic.Bool)
 	msgs := chromedp.Console(ctx)
 	go func() {
 		for m, err := range msgs {
 			if err != nil {
 				return
 			}
-			if (m.Type == chromedp.ConsoleError || m.IsException()) && !serverStopped.Load() {
+			if (m.Type == chromedp.ConsoleError || m.IsException()) && !quiet.Load() {
 				mu.Lock()
 				pageErrors = append(pageErrors, m.String())
 				mu.Unlock()
 			}
 		}
 	}()
-	defer func() {
+	t.Cleanup(func() { // runs before the cancels above
 		mu.Lock()
 		defer mu.Unlock()
 		for _, e := range pageErrors {
 			t.Errorf("the page logged an error: %s", e)
 		}
-	}()
+	})
+	return ctx, quiet
+}
+
+func TestWebUI(t *testing.T) {
+	exe := chromium(t)
+	base, stopServer := dev(t)
+	shots := screenshotDir(t)
+
+	ctx, serverStopped := browse(t, exe)
 
 	// Runs: the demo's four runs, the paused one standing out, counts by status.
 	run(t, ctx, "list the runs",

@@ -96,7 +96,8 @@ function renderActions(el, i, v) {
   const convo = v.conversation || el.dataset.convo === "1";
   if (v.conversation) el.dataset.convo = "1";
   const talk = convo ? html`<a class="button" href="/agent/${encodeURIComponent(i.workflowId)}/${i.runId}" id="conversation">Conversation</a>` : "";
-  if (!i.status || !["running", "paused"].includes(i.status)) { el.innerHTML = talk.s || ""; el.dataset.for = ""; return; }
+  // A closed run takes no action, nor a quarantined one (every write to it is refused).
+  if (!i.status || !["running", "paused"].includes(i.status) || i.corrupt) { el.innerHTML = talk.s || ""; el.dataset.for = ""; return; }
   if (el.dataset.for === i.runId + convo) return;
   el.dataset.for = i.runId + convo;
   el.innerHTML = html`${talk}<button type="button" data-act="signal">Signal…</button>

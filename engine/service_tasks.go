@@ -488,6 +488,7 @@ func (e *Engine) activityTask(ctx context.Context, st *RunState, a *ActivityInfo
 		ScheduledTime: a.ScheduledTime, StartedTime: a.StartedTime, Deadline: a.LeaseDeadline,
 		StartToCloseTimeout: a.Options.StartToCloseTimeout, HeartbeatTimeout: a.Options.HeartbeatTimeout,
 		HeartbeatDetails: a.HeartbeatDetails, MaxResultBytes: e.m.Limits.MaxPayloadBytes, HardDeadline: hardDeadline(a),
+		Metered: a.Metered,
 		KeyTask: a.KeyPending,
 	}, nil
 }

@@ -148,6 +148,8 @@ func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask, rec
 		err = sdk.NewApplicationError(fmt.Sprintf("activity %q is not registered on worker %s", task.ActivityType, w.opts.Identity), "ActivityNotRegistered")
 	case !task.Reconcile && def.Effect() > task.Effect:
 		err = effectMismatch(task, def.Effect(), w.opts.Identity)
+	case !task.Reconcile && def.Metered() && !task.Metered:
+		err = meteredMismatch(task, w.opts.Identity)
 	default:
 		input := task.Input
 		if !def.RawInput() {
@@ -239,6 +241,19 @@ func effectMismatch(task *api.ActivityTask, declared history.EffectClass, identi
 		"activity %q is declared %s on worker %s but was scheduled as %s: the workflow's worker does not know the declaration, "+
 			"so nothing guards this side effect; register the activity (with its activities.Options) on the workers that run the workflow too",
 		task.ActivityType, declared, identity, task.Effect), "EffectClassMismatch")
+}
+
+// meteredMismatch refuses to run an activity this worker declares as
+// metered (a model call) when it was scheduled as unmetered: the
+// workflow's worker did not have the declaration, so the engine neither
+// counted the call as a turn nor checked the run's budget before it. Running
+// it anyway would let the run spend past its budget; failing loudly (and
+// for good, recorded in history) is the safe answer.
+func meteredMismatch(task *api.ActivityTask, identity string) error {
+	return sdk.NewNonRetryableError(fmt.Sprintf(
+		"activity %q is declared metered on worker %s but was scheduled as unmetered: the workflow's worker does not know the declaration, "+
+			"so the run's budget was not checked before this call; register the activity (with its activities.Options) on the workers that run the workflow too",
+		task.ActivityType, identity), "MeteredMismatch")
 }
 
 // giveBack returns a task whose lease was over before it could start.

@@ -2,6 +2,8 @@ package worker_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -157,5 +159,59 @@ func TestTheStrongerDeclarationWins(t *testing.T) {
 		if s, ok := ev.Attrs.(*history.ActivityScheduled); ok && (s.Effect != history.SideEffect || s.IdempotencyKey == "") {
 			t.Fatalf("scheduled %+v, want SideEffect with a key", s)
 		}
+	}
+}
+
+var modelCalls atomic.Int32
+
+// Complete stands for a model call: metered, declared so only where it runs.
+func Complete(_ context.Context, prompt string) (string, error) {
+	modelCalls.Add(1)
+	return "answer to " + prompt, nil
+}
+
+// CompleteOnOtherQueue schedules Complete on the "models" queue, whose
+// worker is the only one that declares it metered.
+func CompleteOnOtherQueue(ctx sdk.Context, prompt string) (string, error) {
+	ctx = sdk.WithActivityOptions(ctx, sdk.ActivityOptions{TaskQueue: "models", StartToCloseTimeout: time.Minute})
+	return sdk.ExecuteActivity(ctx, Complete, prompt).Get(ctx)
+}
+
+// A metered activity declared only on the activity's worker is scheduled by
+// the workflow's worker as unmetered, so the engine neither counts it as a
+// turn nor checks the budget before it: the activity worker refuses to run
+// it, and the refusal is recorded, rather than let the run spend past its
+// budget.
+func TestMeteredActivityScheduledWithoutItsDeclarationIsRefused(t *testing.T) {
+	env := testenv.New(t, testenv.Options{})
+	env.RegisterWorkflow(CompleteOnOtherQueue)
+	env.Start()
+	models := env.NewWorker(worker.Options{TaskQueue: "models"})
+	if err := models.RegisterActivity(Complete, activities.Options{Metered: true}); err != nil {
+		t.Fatal(err)
+	}
+	env.RunWorker(models)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := env.ExecuteWorkflow(ctx, client.StartOptions{ID: "complete"}, CompleteOnOtherQueue, "hello", nil)
+	var appErr *sdk.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type != "MeteredMismatch" || !strings.Contains(appErr.Error(), "declared metered") {
+		t.Fatalf("workflow error %v, want the MeteredMismatch failure", err)
+	}
+	if n := modelCalls.Load(); n != 0 {
+		t.Fatalf("the unmetered model call ran %d times", n)
+	}
+	evs, herr := env.Client.GetHistory(ctx, "complete", "")
+	if herr != nil {
+		t.Fatal(herr)
+	}
+	found := false
+	for _, ev := range evs {
+		if f, ok := ev.Attrs.(*history.ActivityFailed); ok && f.Failure.Type == "MeteredMismatch" && f.Failure.NonRetryable {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("the refusal is not recorded in history as a non-retryable ActivityFailed")
 	}
 }

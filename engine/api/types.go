@@ -798,6 +798,10 @@ type ActivityTask struct {
 	// HardDeadline is when the attempt ends whatever its heartbeats say
 	// (start-to-close, or schedule-to-close).
 	HardDeadline time.Time
+	// Metered says the activity was scheduled as metered (it counts
+	// against the run's budget). A worker that declares the activity
+	// metered refuses a task scheduled without it (MeteredMismatch).
+	Metered bool
 	// KeyTask asks the worker only for the activity's key material — its
 	// business key, or the canonical encoding of its input — because the
 	// worker that scheduled it did not declare it as this one does: answer

@@ -387,8 +387,12 @@ type ListWorkflowsRequest struct {
 	Corrupt bool
 	// WorkflowIDPrefix keeps runs whose workflow id starts with it (empty:
 	// any). A workflow id is its own prefix, so this also lists one id's
-	// runs.
+	// runs — but by a scan of the list index; WorkflowID does it directly.
 	WorkflowIDPrefix string
+	// WorkflowID lists only this workflow id's runs (exact), newest first,
+	// read from its own records: its cost does not grow with the other
+	// runs the store holds. The other filters still apply.
+	WorkflowID string
 }
 
 // ListWorkflowsResponse is one page of runs.

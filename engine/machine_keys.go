@@ -33,7 +33,7 @@ func (m *Machine) DispatchDeclared(st *RunState, schedID int64, epoch int64, ide
 		return Output{}, api.Errorf(api.ErrStaleAttempt, "activity %d is not waiting for a worker", schedID)
 	}
 	t := m.begin(st, now)
-	if d != nil && !a.Reconciling && !a.KeyPending && len(a.Attempts) == 0 {
+	if d != nil && !a.Reconciling && !a.KeyPending {
 		t.applyDeclaration(a, d, identity)
 	}
 	if a.KeyPending {
@@ -51,10 +51,12 @@ func (m *Machine) DispatchDeclared(st *RunState, schedID int64, epoch int64, ide
 // applyDeclaration upgrades a scheduled activity to poller's declaration d.
 func (t *transition) applyDeclaration(a *ActivityInfo, d *api.ActivityDeclaration, identity string) {
 	effect := max(a.Effect, d.Effect)
-	if effect == a.Effect && d.Reconcile == a.HasReconcile && (effect == history.Read || d.BusinessKey == a.BusinessKey) {
+	// A key is decided for good once an attempt's intent was recorded
+	// under it; before, it may still come from the declaring worker.
+	rekey := effect != history.Read && (a.Effect == history.Read || d.BusinessKey != a.BusinessKey && len(a.Attempts) == 0)
+	if effect == a.Effect && d.Reconcile == a.HasReconcile && !rekey {
 		return
 	}
-	rekey := effect != history.Read && (a.Effect == history.Read || d.BusinessKey != a.BusinessKey)
 	a.Effect, a.HasReconcile = effect, d.Reconcile
 	if rekey {
 		// Its key must come from the worker that declares it so (the

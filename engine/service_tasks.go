@@ -387,9 +387,9 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *api.PollActivityTask
 			}
 			return nil, err
 		}
-		if task != nil && ctx.Err() != nil && task.Effect == history.Read && !task.Reconcile {
-			// The poller left while a Read attempt was being handed to it:
-			// nothing was recorded, so the attempt goes straight back on its
+		if task != nil && ctx.Err() != nil && (task.Effect == history.Read && !task.Reconcile || task.KeyTask) {
+			// The poller left while a Read attempt (or a key task) was being
+			// handed to it: nothing was recorded, so it goes straight back on its
 			// queue. (An attempt whose intent was recorded is left to its
 			// lease, which decides by its effect class.)
 			e.handBackActivity(item, task.LeaseEpoch)

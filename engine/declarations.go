@@ -33,6 +33,9 @@ import (
 type declarations struct {
 	mu sync.RWMutex
 	m  map[string]map[string]api.ActivityDeclaration
+	// unsaved holds the (queue, activity type) pairs known in memory whose
+	// durable record failed: the next poll of the queue writes them again.
+	unsaved map[string]map[string]bool
 }
 
 func declarationKey(queue, activityType string) []byte {
@@ -48,24 +51,20 @@ func (e *Engine) declared(queue, activityType string) (api.ActivityDeclaration, 
 }
 
 // declare records what a poller declares, writing the declarations that
-// changed. A failure to write is logged and retried at the next poll: the
-// declaration still applies at dispatch.
+// changed. They are known in memory before the poller waits for a task, so
+// a task handed straight to it (txn.handOffActivities) honours them too. A
+// failure to write is logged and retried at the next poll: the declaration
+// still applies at dispatch.
 func (e *Engine) declare(ctx context.Context, queue string, ds []api.ActivityDeclaration) {
 	if len(ds) == 0 {
 		return
 	}
-	e.decls.mu.RLock()
-	var changed []api.ActivityDeclaration
-	for _, d := range ds {
-		if old, ok := e.decls.m[queue][d.ActivityType]; !ok || old != d {
-			changed = append(changed, d)
-		}
-	}
-	e.decls.mu.RUnlock()
+	changed := e.decls.changed(queue, ds)
 	if len(changed) == 0 {
 		return
 	}
 	var b history.Batch
+	var valid []api.ActivityDeclaration
 	for _, d := range changed {
 		if e.m.checkID("activity type", d.ActivityType, true) != nil || d.Effect > history.SideEffect {
 			continue
@@ -74,27 +73,68 @@ func (e *Engine) declare(ctx context.Context, queue string, ds []api.ActivityDec
 		if err != nil {
 			continue
 		}
+		valid = append(valid, d)
 		b.Puts = append(b.Puts, history.Record{Space: history.SpaceMeta, Key: declarationKey(queue, d.ActivityType), Value: v})
 	}
-	if len(b.Puts) > 0 {
-		if err := e.store.Commit(context.WithoutCancel(ctx), &b); err != nil {
-			e.log.Warn().Err(err).Str("task_queue", queue).Msg("activity declarations not recorded; retried at the next poll")
-			return
+	if len(valid) == 0 {
+		return
+	}
+	err := e.store.Commit(context.WithoutCancel(ctx), &b)
+	if err != nil {
+		e.log.Warn().Err(err).Str("task_queue", queue).Msg("activity declarations not recorded; retried at the next poll")
+	}
+	e.decls.learn(queue, valid, err == nil)
+}
+
+// changed returns the declarations of ds that differ from the known ones
+// of queue or were not recorded yet.
+func (d *declarations) changed(queue string, ds []api.ActivityDeclaration) []api.ActivityDeclaration {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	var out []api.ActivityDeclaration
+	for _, x := range ds {
+		if old, ok := d.m[queue][x.ActivityType]; !ok || old != x || d.unsaved[queue][x.ActivityType] {
+			out = append(out, x)
 		}
 	}
-	e.decls.mu.Lock()
-	defer e.decls.mu.Unlock()
-	if e.decls.m == nil {
-		e.decls.m = map[string]map[string]api.ActivityDeclaration{}
+	return out
+}
+
+// learn makes ds the known declarations of queue; saved says whether their
+// durable record was written.
+func (d *declarations) learn(queue string, ds []api.ActivityDeclaration, saved bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.m == nil {
+		d.m = map[string]map[string]api.ActivityDeclaration{}
 	}
-	q := e.decls.m[queue]
+	q := d.m[queue]
 	if q == nil {
 		q = map[string]api.ActivityDeclaration{}
-		e.decls.m[queue] = q
+		d.m[queue] = q
 	}
-	for _, d := range changed {
-		q[d.ActivityType] = d
+	for _, x := range ds {
+		q[x.ActivityType] = x
+		switch {
+		case !saved && d.unsaved == nil:
+			d.unsaved = map[string]map[string]bool{queue: {x.ActivityType: true}}
+		case !saved && d.unsaved[queue] == nil:
+			d.unsaved[queue] = map[string]bool{x.ActivityType: true}
+		case !saved:
+			d.unsaved[queue][x.ActivityType] = true
+		default:
+			delete(d.unsaved[queue], x.ActivityType)
+		}
 	}
+}
+
+// upgrades reports whether a known declaration of a's type on its queue
+// would change how a is guarded (a stronger class, a lookup, a key from the
+// declaring worker): such an attempt is never handed off prebuilt, it goes
+// through dispatchActivity, which applies the declaration first.
+func (e *Engine) upgrades(a *ActivityInfo) bool {
+	d, ok := e.declared(a.Options.TaskQueue, a.ActivityType)
+	return ok && (d.Effect > a.Effect || d.Reconcile != a.HasReconcile || d.BusinessKey != a.BusinessKey && d.Effect != history.Read)
 }
 
 // loadDeclarations reads the recorded declarations when the engine opens.

@@ -494,9 +494,10 @@ func (h *heartbeater) checkLease() {
 		return
 	}
 	h.lost = true
+	until := h.until
 	h.mu.Unlock()
 	log := h.w.activityLog(h.task)
-	log.Warn().Time("lease_end", h.until).Msg("the lease ended without a renewal (the server is unreachable, or this worker was frozen): canceling the activity")
+	log.Warn().Time("lease_end", until).Msg("the lease ended without a renewal (the server is unreachable, or this worker was frozen): canceling the activity")
 	h.cancel(activities.ErrLeaseLost)
 }
 
@@ -560,9 +561,10 @@ func (h *heartbeater) stop() {
 	already := h.stopped
 	h.stopped = true
 	started := h.started
+	lease := h.lease // checkLease re-arms it under mu
 	h.mu.Unlock()
 	h.first.Stop()
-	h.lease.Stop()
+	lease.Stop()
 	if started {
 		if !already {
 			close(h.quit)

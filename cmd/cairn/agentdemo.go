@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -38,9 +39,16 @@ Every model call and tool call is counted.`,
 			if err != nil {
 				return err
 			}
-			return demo.RunAgent(cmd.Context(), demo.AgentOptions{Out: g.stdout, Color: g.color, WorkerCommand: func(args ...string) *exec.Cmd {
+			out := g.stdout
+			if g.json {
+				out = g.stderr // the narration; the outcome goes to stdout
+			}
+			if err := demo.RunAgent(cmd.Context(), demo.AgentOptions{Out: out, Color: g.color, WorkerCommand: func(args ...string) *exec.Cmd {
 				return exec.Command(exe, append([]string{"demo", "agent-worker"}, args...)...)
-			}})
+			}}); err != nil {
+				return err
+			}
+			return g.emit(map[string]any{"demo": "agent", "ok": true}, func(io.Writer) {})
 		},
 	}
 	return cmd
@@ -116,7 +124,13 @@ Without --script it plays the accounts-payable agent's script
 				return err
 			}
 			srv := &http.Server{Handler: fakellm.New(s), ReadHeaderTimeout: 10 * time.Second}
-			fmt.Fprintf(g.stdout, "fake model serving on http://%s/v1 (%d scripted turns)\n", ln.Addr(), len(s))
+			url := "http://" + ln.Addr().String() + "/v1"
+			if err := g.emit(map[string]any{"url": url, "turns": len(s)}, func(w io.Writer) {
+				fmt.Fprintf(w, "fake model serving on %s (%d scripted turns)\n", url, len(s))
+			}); err != nil {
+				_ = ln.Close()
+				return err
+			}
 			go func() {
 				<-cmd.Context().Done()
 				_ = srv.Close()

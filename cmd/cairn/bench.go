@@ -135,12 +135,17 @@ whole history), replay_ms, peak_rss_mb of the worker process.`,
 				}
 				defer pprof.StopCPUProfile()
 			}
-			o.Out = g.stdout
+			if !g.json { // its own one-line JSON object (the names docs/performance.md quotes)
+				o.Out = g.stdout
+			}
 			o.WorkerCommand = func(args ...string) *exec.Cmd {
 				return exec.Command(exe, append([]string{"bench", "agent-worker"}, args...)...)
 			}
-			_, err = bench.RunAgent(cmd.Context(), o)
-			return err
+			res, err := bench.RunAgent(cmd.Context(), o)
+			if err != nil || !g.json {
+				return err
+			}
+			return g.emit(res, func(io.Writer) {}) // by the --json convention: lower camel case
 		},
 	}
 	cmd.Flags().IntVar(&o.Turns, "turns", 1000, "tool-calling turns")

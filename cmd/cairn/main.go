@@ -58,22 +58,11 @@ func usagef(format string, args ...any) error { return usageError{fmt.Errorf(for
 
 func cli(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
-	root := &cobra.Command{
-		Use:           "cairn",
-		Short:         "Cairn: durable workflows for AI agents, on an embedded event log",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
-			g.color = isTerminal(stdout) && !g.json && os.Getenv("NO_COLOR") == ""
-		},
-	}
+	root := newRoot(g)
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON for scripts (errors too, on stderr)")
-	root.AddCommand(serverCommand(g), devCommand(g), workflowCommand(g), taskQueueCommand(g), effectsCommand(g), historyCommand(g), replayCommand(g),
-		demoCommand(g), benchCommand(g), versionCommand(g), backupCommand(g), restoreCommand(g), checkCommand(g), fakeLLMCommand(g))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := root.ExecuteContext(ctx); err != nil {
@@ -89,6 +78,29 @@ func cli(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return code
 	}
 	return 0
+}
+
+// newRoot returns the command tree, its flags bound to g.
+func newRoot(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "cairn",
+		Short:         "Cairn: durable workflows for AI agents, on an embedded event log",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error { // no command: the list of them
+			if g.json {
+				return printJSON(g.stdout, groupOut(cmd))
+			}
+			return cmd.Help()
+		},
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			g.color = isTerminal(g.stdout) && !g.json && os.Getenv("NO_COLOR") == ""
+		},
+	}
+	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON for scripts (errors too, on stderr)")
+	root.AddCommand(serverCommand(g), devCommand(g), workflowCommand(g), taskQueueCommand(g), effectsCommand(g), historyCommand(g), replayCommand(g),
+		demoCommand(g), benchCommand(g), versionCommand(g), backupCommand(g), restoreCommand(g), checkCommand(g), fakeLLMCommand(g))
+	return root
 }
 
 // wantsJSON spots --json in arguments cobra failed to parse.
@@ -190,11 +202,32 @@ func group(use, short string, subs ...*cobra.Command) *cobra.Command {
 				}
 				return usagef("%s (see: %s --help)", msg, cmd.CommandPath())
 			}
+			if asJSON, _ := cmd.Flags().GetBool("json"); asJSON { // its subcommands, for a script
+				return printJSON(cmd.OutOrStdout(), groupOut(cmd))
+			}
 			return cmd.Help()
 		},
 	}
 	cmd.AddCommand(subs...)
 	return cmd
+}
+
+// groupOutput is what a group prints with --json: its subcommands.
+type groupOutput struct {
+	Command     string
+	Subcommands []subcommand
+}
+
+type subcommand struct{ Name, Short string }
+
+func groupOut(cmd *cobra.Command) groupOutput {
+	out := groupOutput{Command: cmd.CommandPath()}
+	for _, c := range cmd.Commands() {
+		if c.IsAvailableCommand() {
+			out.Subcommands = append(out.Subcommands, subcommand{c.Name(), c.Short})
+		}
+	}
+	return out
 }
 
 func versionCommand(g *globals) *cobra.Command {

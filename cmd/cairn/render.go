@@ -24,8 +24,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -62,7 +64,10 @@ func errorCode(err error, exit int) api.Code {
 	if exit == 2 {
 		return "usage"
 	}
-	return api.TransportCode(err)
+	if c := api.TransportCode(err); c != api.CodeInternal || !errors.Is(err, fs.ErrNotExist) {
+		return c
+	}
+	return api.CodeNotFound // a file the command was given is missing
 }
 
 // writeJSONError prints err as {"code", "message"}.

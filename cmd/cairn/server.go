@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cairnflow/cairn/engine"
+	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/engine/httpapi"
 	"github.com/cairnflow/cairn/engine/metrics"
 	"github.com/cairnflow/cairn/history"
@@ -142,7 +143,7 @@ func serve(ctx context.Context, g *globals, f serverFlags, hooks serveHooks) err
 			return err
 		}
 		if !loopback && token == "" {
-			return fmt.Errorf("refusing to listen on %s without a token: set --token-file or CAIRN_TOKEN (or listen on 127.0.0.1)", l.addr)
+			return fmt.Errorf("%w: refusing to listen on %s without a token: set --token-file or CAIRN_TOKEN (or listen on 127.0.0.1)", api.ErrInvalidArgument, l.addr)
 		}
 	}
 	if (f.tlsCert == "") != (f.tlsKey == "") {

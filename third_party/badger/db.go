@@ -341,6 +341,11 @@ func Open(opt Options) (*DB, error) {
 	if db.registry, err = OpenKeyRegistry(krOpt); err != nil {
 		return db, err
 	}
+	if db.registry.rebuilt != "" {
+		// Cairn patch: see OpenKeyRegistry.
+		db.opt.Warningf("%s was damaged (%s); it holds no key without encryption and was rewritten",
+			KeyRegistryFileName, db.registry.rebuilt)
+	}
 	db.calculateSize()
 	db.closers.updateSize = z.NewCloser(1)
 	go db.updateSize(db.closers.updateSize)

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/third_party/badger"
@@ -426,6 +428,125 @@ func TestDamagedKeyRegistryRewritten(t *testing.T) {
 			}
 			if !strings.Contains(logs.String(), "was rewritten") {
 				t.Fatalf("no warning about the rewritten registry:\n%s", logs.String())
+			}
+		})
+	}
+}
+
+// vlogCrashCopy commits three values large enough for the value log, one
+// per commit, and returns a copy of the directory taken while the store
+// is open (so the file holding them is the value log's last one, which
+// Badger replays at open), with the offset of each value's record in it.
+func vlogCrashCopy(t *testing.T) (dir, vlog string, values [][]byte, at []int) {
+	t.Helper()
+	src := t.TempDir()
+	s := mustOpen(t, Options{Dir: src})
+	for i := range 3 {
+		v := bytes.Repeat([]byte{'a' + byte(i)}, 1100<<10)
+		if err := s.Commit(bg, &history.Batch{Puts: []history.Record{{Space: history.SpaceRunState, Key: fmt.Appendf(nil, "big%d", i), Value: v}}}); err != nil {
+			t.Fatal(err)
+		}
+		values = append(values, v)
+	}
+	dir = filepath.Join(t.TempDir(), "copy")
+	if err := copyTree(src, dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	vlogs, _ := filepath.Glob(filepath.Join(dir, "*.vlog"))
+	sort.Strings(vlogs)
+	vlog = vlogs[len(vlogs)-1]
+	b, err := os.ReadFile(vlog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		j := bytes.Index(b, bytes.Repeat([]byte{'a' + byte(i)}, 64))
+		if j < 0 {
+			t.Fatalf("value %d not found in %s", i, vlog)
+		}
+		at = append(at, j)
+	}
+	return dir, vlog, values, at
+}
+
+// TestValueLogDamageKeepsLaterValues: a flipped bit in one large value in
+// the value log's last file made Badger cut the file there at open, so
+// every later value in it read as damaged too. Only the damaged one does
+// now.
+func TestValueLogDamageKeepsLaterValues(t *testing.T) {
+	dir, vlog, values, at := vlogCrashCopy(t)
+	f, err := os.OpenFile(vlog, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{'a' ^ 0x10}, int64(at[0]+1000)); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	s := mustOpen(t, Options{Dir: dir})
+	defer s.Close()
+	if _, err := s.Get(bg, history.SpaceRunState, []byte("big0")); !errors.Is(err, history.ErrCorrupt) {
+		t.Fatalf("the damaged value: %v, want ErrCorrupt", err)
+	}
+	for i := 1; i < 3; i++ {
+		if v, err := s.Get(bg, history.SpaceRunState, fmt.Appendf(nil, "big%d", i)); err != nil || !bytes.Equal(v, values[i]) {
+			t.Fatalf("value %d, after the damaged one: %d bytes, %v; want it intact", i, len(v), err)
+		}
+	}
+}
+
+// TestValueLogDamagedHeaderIsAnError: a value-log record whose header is
+// damaged — key and value lengths whose 32-bit sum overflows past Badger's
+// bound check, or a length varint that overflows — panicked slicing the
+// record, and the error path left the file's read lock held, so that the
+// next Close waited forever. Each is an error now, and Close returns.
+func TestValueLogDamagedHeaderIsAnError(t *testing.T) {
+	for name, crafted := range map[string][]byte{
+		// klen 0xFFFFFF00, vlen 0x200: their 32-bit sum is 0x100.
+		"lengths overflow": {0, 0, 0x80, 0xfe, 0xff, 0xff, 0x0f, 0x80, 0x04, 0x00},
+		"varint overflows": {0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir, vlog, values, at := vlogCrashCopy(t)
+			b, err := os.ReadFile(vlog)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := bytes.LastIndex(b[:at[1]], []byte("big1")) // value 1's key
+			// The record: meta 0, userMeta 0, klen 13 (the space's prefix
+			// byte, "big1", the version), vlen in 3 varint bytes,
+			// expiresAt 0, the key.
+			hdr := start - 1 - 7
+			if start < 0 || hdr < 0 || b[hdr] != 0 || b[hdr+1] != 0 || b[hdr+2] != 13 || b[hdr+6] != 0 {
+				t.Fatalf("unexpected record header at %d", hdr)
+			}
+			f, err := os.OpenFile(vlog, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteAt(crafted, int64(hdr)); err != nil {
+				t.Fatal(err)
+			}
+			_ = f.Close()
+			s := mustOpen(t, Options{Dir: dir})
+			if _, err := s.Get(bg, history.SpaceRunState, []byte("big1")); !errors.Is(err, history.ErrCorrupt) {
+				t.Fatalf("a value whose record header is damaged: %v, want ErrCorrupt", err)
+			}
+			if v, err := s.Get(bg, history.SpaceRunState, []byte("big2")); err != nil || !bytes.Equal(v, values[2]) {
+				t.Fatalf("the value after it: %d bytes, %v", len(v), err)
+			}
+			closed := make(chan error, 1)
+			go func() { closed <- s.Close() }()
+			select {
+			case err := <-closed:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(time.Minute): // a bound on a hang, not a wait for time
+				t.Fatal("Close did not return: the damaged read left the value log locked")
 			}
 		})
 	}

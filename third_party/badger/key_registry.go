@@ -111,15 +111,16 @@ func OpenKeyRegistry(opt KeyRegistryOptions) (*KeyRegistry, error) {
 		// This case happens only if the file is opened properly and
 		// not able to read.
 		fp.Close()
-		if len(opt.EncryptionKey) > 0 || opt.ReadOnly {
+		if len(opt.EncryptionKey) > 0 || opt.ReadOnly || !holdsNoKey(path) {
 			return nil, err
 		}
 		// Cairn patch: without encryption the registry holds no data key
 		// (no file names one: every table and value-log header says key
 		// 0), only a fixed sanity text. A damaged registry was enough to
 		// make the whole directory unopenable, with nothing lost; it is
-		// rewritten instead (DB.Open logs it). A file that did name a key
-		// would still fail to open with its own error.
+		// rewritten instead (DB.Open logs it). Only a file too short to
+		// hold a data key is: a longer one may be an encrypted directory
+		// opened without its key, whose keys must not be destroyed.
 		if kr, err = rebuildKeyRegistry(opt, path, flags, err); err != nil {
 			return nil, err
 		}
@@ -441,4 +442,11 @@ func rebuildKeyRegistry(opt KeyRegistryOptions, path string, flags y.Flags, read
 	kr.fp = fp
 	kr.rebuilt = readErr.Error()
 	return kr, nil
+}
+
+// holdsNoKey reports whether the registry file at path is too short to hold
+// a data key: at most its IV and sanity text (Cairn patch).
+func holdsNoKey(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Size() <= int64(aes.BlockSize+len(sanityText))
 }

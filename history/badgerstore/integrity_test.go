@@ -551,3 +551,105 @@ func TestValueLogDamagedHeaderIsAnError(t *testing.T) {
 		})
 	}
 }
+
+// TestCompactionDamageFailsWrites: a table block damaged on disk makes
+// every compaction that reads it fail; Badger retries them for ever. Level
+// 0 then fills up behind it, and once the memtables are full too, every
+// commit waited for ever (a hang, not an error). Now such commits fail with
+// ErrCorrupt naming the table, reads go on, and Close returns. (Level 0's
+// thresholds are lowered so that it fills within a few MiB.)
+func TestCompactionDamageFailsWrites(t *testing.T) {
+	dir := t.TempDir()
+	tweak := func(o badger.Options) badger.Options {
+		return o.WithNumLevelZeroTables(1).WithNumLevelZeroTablesStall(2)
+	}
+	opts := Options{Dir: dir, MemTableSize: 8 << 20, NumMemTables: 2, NoSync: true}
+	val := bytes.Repeat([]byte("v"), 32000)
+	write := func(s *Store, round byte, n int) error {
+		for i := 0; i < n; i += 10 {
+			var b history.Batch
+			for j := i; j < i+10; j++ {
+				b.Puts = append(b.Puts, history.Record{Space: history.SpaceMeta, Key: fmt.Appendf(nil, "k%05d", j), Value: append([]byte{round}, val...)})
+			}
+			if err := s.Commit(bg, &b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	s, err := open(opts, testHooks{badger: tweak})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := write(s, 'a', 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil { // a table in level 0…
+		t.Fatal(err)
+	}
+	s, err = open(opts, testHooks{badger: tweak})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.CompactLevel(0); err != nil { // …compacted into the base level
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ssts, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+	if len(ssts) == 0 {
+		t.Fatal("no table")
+	}
+	sort.Slice(ssts, func(i, j int) bool { return fileSize(ssts[i]) > fileSize(ssts[j]) })
+	f, err := os.OpenFile(ssts[0], os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, 4096), fileSize(ssts[0])/2&^4095); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+
+	s, err = open(opts, testHooks{badger: tweak})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		for round := byte('b'); round < 'z'; round++ { // the same keys again: every compaction reads the damaged table
+			if err := write(s, round, 320); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, history.ErrCorrupt) || !strings.Contains(err.Error(), ".sst") {
+			t.Fatalf("writes behind a compaction that fails on a damaged table: %v, want ErrCorrupt naming the table", err)
+		}
+		t.Logf("commit refused: %v", err)
+	case <-time.After(2 * time.Minute): // a bound on a hang, not a wait for time
+		t.Fatal("a commit has waited for 2 minutes behind a compaction that cannot proceed")
+	}
+	if _, err := s.Get(bg, history.SpaceMeta, []byte("k00000")); err != nil && !errors.Is(err, history.ErrCorrupt) {
+		t.Fatalf("a read after the refusal: %v", err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(time.Minute):
+		t.Fatal("Close did not return")
+	}
+}
+
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}

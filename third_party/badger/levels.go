@@ -32,6 +32,10 @@ import (
 type levelsController struct {
 	nextFileID atomic.Uint64
 	l0stallsMs atomic.Int64
+	// damage is the first error wrapping ErrCorrupt a compaction failed
+	// with (Cairn patch: see noteCompactionDamage).
+	damage      atomic.Pointer[error]
+	damageCount atomic.Int64
 
 	// The following are initialized once and const.
 	levels []*levelHandler
@@ -491,11 +495,13 @@ func (s *levelsController) runCompactor(id int, lc *z.Closer) {
 
 	run := func(p compactionPriority) bool {
 		err := s.doCompact(id, p)
-		switch err {
-		case nil:
+		switch {
+		case err == nil:
 			return true
-		case errFillTables:
+		case err == errFillTables:
 			// pass
+		case errors.Is(err, ErrCorrupt):
+			s.noteCompactionDamage(err)
 		default:
 			s.kv.opt.Warningf("While running doCompact: %v\n", err)
 		}
@@ -912,7 +918,10 @@ func (s *levelsController) subcompact(it y.Iterator, kr keyRange, cd compactDef,
 		}(builder, s.reserveFileID())
 	}
 	if err := y.IteratorErr(it); err != nil {
-		return err
+		// Cairn patch: an input table that cannot be read (a block that
+		// fails its checksum or does not parse) is damage.
+		return asCorrupt(s.kv.opt.Dir, fmt.Errorf("compaction of level %d into %d: reading its input tables: %w",
+			cd.thisLevel.level, cd.nextLevel.level, err))
 	}
 	s.kv.vlog.updateDiscardStats(discardStats)
 	s.kv.opt.Debugf("Discard stats: %v", discardStats)
@@ -1891,4 +1900,34 @@ func (s *levelsController) keySplits(numPerTable int, prefix []byte) []string {
 	}
 	sort.Strings(splits)
 	return splits
+}
+
+// noteCompactionDamage records that a compaction failed on damaged data
+// (Cairn patch). Compactions go on being retried every 50 ms, as upstream
+// did, and keep failing: upstream logged each failure (forty warnings a
+// second), and once level 0 filled up behind the damaged table every write
+// waited forever. The first failure is logged as an error, later ones
+// only counted, and writers that would wait for a stalled level 0 fail
+// with this error instead (ensureRoomForWrite).
+func (s *levelsController) noteCompactionDamage(err error) {
+	n := s.damageCount.Add(1)
+	if s.damage.CompareAndSwap(nil, &err) {
+		s.kv.opt.Errorf("compaction cannot proceed past damaged data (it is retried; writes fail once "+
+			"level 0 is full behind it): %v", err)
+		s.kv.lock.Lock() // a writer between its check and its wait sees it
+		s.kv.flushCond.Broadcast()
+		s.kv.lock.Unlock()
+	} else if n&(n-1) == 0 {
+		s.kv.opt.Warningf("compaction still fails on damaged data (%d attempts): %v", n, err)
+	}
+}
+
+// l0StalledByDamage returns the compaction damage when level 0 is full
+// (flushes wait for compactions that keep failing on it), else nil.
+func (s *levelsController) l0StalledByDamage() error {
+	d := s.damage.Load()
+	if d == nil || s.levels[0].numTables() < s.kv.opt.NumLevelZeroTablesStall {
+		return nil
+	}
+	return *d
 }

@@ -32,8 +32,9 @@ import (
 type levelsController struct {
 	nextFileID atomic.Uint64
 	l0stallsMs atomic.Int64
-	// damage is the first error wrapping ErrCorrupt a compaction failed
-	// with (Cairn patch: see noteCompactionDamage).
+	// damage is the error wrapping ErrCorrupt the last level-0 compaction
+	// failed with, nil once one succeeds (Cairn patch: see
+	// noteCompactionDamage).
 	damage      atomic.Pointer[error]
 	damageCount atomic.Int64
 
@@ -497,11 +498,15 @@ func (s *levelsController) runCompactor(id int, lc *z.Closer) {
 		err := s.doCompact(id, p)
 		switch {
 		case err == nil:
+			if p.level == 0 {
+				// Cairn patch: level 0 drains again (see noteCompactionDamage).
+				s.damage.Store(nil)
+			}
 			return true
 		case err == errFillTables:
 			// pass
 		case errors.Is(err, ErrCorrupt):
-			s.noteCompactionDamage(err)
+			s.noteCompactionDamage(p.level, err)
 		default:
 			s.kv.opt.Warningf("While running doCompact: %v\n", err)
 		}
@@ -1902,23 +1907,31 @@ func (s *levelsController) keySplits(numPerTable int, prefix []byte) []string {
 	return splits
 }
 
-// noteCompactionDamage records that a compaction failed on damaged data
-// (Cairn patch). Compactions go on being retried every 50 ms, as upstream
-// did, and keep failing: upstream logged each failure (forty warnings a
-// second), and once level 0 filled up behind the damaged table every write
-// waited forever. The first failure is logged as an error, later ones
-// only counted, and writers that would wait for a stalled level 0 fail
-// with this error instead (ensureRoomForWrite).
-func (s *levelsController) noteCompactionDamage(err error) {
+// noteCompactionDamage records that a compaction of level failed on
+// damaged data (Cairn patch). Compactions go on being retried every 50 ms,
+// as upstream did, and keep failing: upstream logged each failure (forty
+// warnings a second), and once level 0 filled up behind the damaged table
+// every write waited forever. The first failure is logged as an error,
+// later ones only counted. A failure of a level-0 compaction is kept (until
+// a level-0 compaction succeeds) for ensureRoomForWrite: writers that would
+// wait for a level 0 that no compaction drains fail with it instead. Damage
+// met by a compaction of a lower level does not stop level 0 from draining,
+// and does not fail writes.
+func (s *levelsController) noteCompactionDamage(level int, err error) {
 	n := s.damageCount.Add(1)
-	if s.damage.CompareAndSwap(nil, &err) {
-		s.kv.opt.Errorf("compaction cannot proceed past damaged data (it is retried; writes fail once "+
-			"level 0 is full behind it): %v", err)
+	if n == 1 {
+		s.kv.opt.Errorf("compaction of level %d cannot proceed past damaged data (it is retried; when it drains "+
+			"level 0, writes fail once level 0 is full behind it): %v", level, err)
+	} else if n&(n-1) == 0 {
+		s.kv.opt.Warningf("compaction still fails on damaged data (%d attempts): %v", n, err)
+	}
+	if level != 0 {
+		return
+	}
+	if s.damage.Swap(&err) == nil {
 		s.kv.lock.Lock() // a writer between its check and its wait sees it
 		s.kv.flushCond.Broadcast()
 		s.kv.lock.Unlock()
-	} else if n&(n-1) == 0 {
-		s.kv.opt.Warningf("compaction still fails on damaged data (%d attempts): %v", n, err)
 	}
 }
 

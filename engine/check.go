@@ -16,8 +16,10 @@ import (
 // every run's history is read in full and must be contiguous from event 1
 // and end where the run's state says, the indexes and the current-run
 // pointers must agree with the run states, and every effects-ledger entry
-// must agree with the history of the run that last changed it. What is
-// found is reported, not repaired.
+// must agree with the history of the run that last changed it, and every
+// payload chunk must hash to its key, and every chunk an event, a run
+// state or another chunk references must be stored. What is found is
+// reported, not repaired.
 //
 //	st, _ := badgerstore.Open(badgerstore.Options{Dir: dir}) // its own integrity checks run here
 //	report, err := engine.Check(ctx, st)
@@ -26,8 +28,8 @@ import (
 // The error is for a check that could not run (the store failing for a
 // reason other than damage); damage is in the report.
 func Check(ctx context.Context, store history.Store) (*CheckReport, error) {
-	c := &checker{store: store, r: &CheckReport{}, runs: map[history.RunRef]*checkedRun{}}
-	steps := []func(context.Context) error{c.runStates, c.histories, c.currentRuns, c.indexes, c.ledger}
+	c := &checker{store: store, r: &CheckReport{}, runs: map[history.RunRef]*checkedRun{}, refs: map[string]chunkUse{}}
+	steps := []func(context.Context) error{c.runStates, c.histories, c.currentRuns, c.indexes, c.ledger, c.chunks}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			return c.r, err
@@ -47,6 +49,8 @@ type CheckReport struct {
 	Events        int `json:"events"`
 	Records       int `json:"records"`
 	LedgerEntries int `json:"ledgerEntries"`
+	// Chunks counts the payload chunks read.
+	Chunks int `json:"chunks"`
 	// Quarantined counts the runs the engine quarantined (each also a
 	// problem of kind "quarantined").
 	Quarantined int            `json:"quarantined"`
@@ -61,7 +65,8 @@ type CheckProblem struct {
 	// Kind is one of: "record" (a record that fails its checksum or does
 	// not decode), "history" (a history that is damaged, has a hole, or
 	// ends elsewhere than its run state says), "index", "current-run",
-	// "ledger", "quarantined".
+	// "ledger", "quarantined", "chunk" (a payload chunk that does not
+	// hash to its key, or a chunk referenced but not stored).
 	Kind       string `json:"kind"`
 	WorkflowID string `json:"workflowId,omitempty"`
 	RunID      string `json:"runId,omitempty"`
@@ -75,6 +80,17 @@ type checker struct {
 	store history.Store
 	r     *CheckReport
 	runs  map[history.RunRef]*checkedRun
+	// refs holds every chunk hash a run references, with where it was
+	// first seen.
+	refs map[string]chunkUse
+}
+
+// chunkUse is where a chunk reference was seen: a run's event (or its
+// state, event 0).
+type chunkUse struct {
+	ref   history.RunRef
+	event int64
+	what  string
 }
 
 // checkedRun is what the check keeps of one run.
@@ -194,6 +210,7 @@ func (c *checker) history(ctx context.Context, ref history.RunRef, cr *checkedRu
 		last = ev.ID
 		c.r.Events++
 		cr.see(ev)
+		c.seeRefs(ref, ev)
 	}
 	switch {
 	case last < want:
@@ -217,6 +234,10 @@ func (cr *checkedRun) see(ev history.Event) {
 	case *history.ActivityScheduled:
 		if a.IdempotencyKey != "" {
 			cr.keyed[ev.ID] = &keyedActivity{key: a.IdempotencyKey}
+		}
+	case *history.ActivityKeyed: // a key decided after the schedule (declared where the activity runs)
+		if k := cr.keyed[a.ScheduledEventID]; a.IdempotencyKey != "" && (k == nil || k.key != a.IdempotencyKey) {
+			cr.keyed[a.ScheduledEventID] = &keyedActivity{key: a.IdempotencyKey}
 		}
 	case *history.ActivityStarted:
 		if !a.Reconcile {
@@ -357,4 +378,74 @@ func ledgerStateName(s LedgerState) string {
 		return "not happened"
 	}
 	return fmt.Sprintf("state %d", s)
+}
+
+// seeRefs notes the chunks an event's payloads reference.
+func (c *checker) seeRefs(ref history.RunRef, ev history.Event) {
+	history.VisitPayloads(ev.Attrs, func(name string, p *history.Payload) {
+		c.use(p.Ref, chunkUse{ref: ref, event: ev.ID, what: ev.Type().String() + "." + name})
+	})
+}
+
+func (c *checker) use(h []byte, u chunkUse) {
+	if len(h) == 0 || history.IsRoot(h) {
+		return
+	}
+	if _, seen := c.refs[string(h)]; !seen {
+		c.refs[string(h)] = u
+	}
+}
+
+// chunks reads every payload chunk: each must hash to its key (a damaged
+// chunk would be caught by the next read of a transcript, as a corrupt
+// record) and its parent must be stored; then every chunk a run
+// references must be stored. A chunk no run references is not a problem
+// (chunks are shared and kept; see history/chunk.go).
+func (c *checker) chunks(ctx context.Context) error {
+	stored := map[string]bool{}
+	parents := map[string][]byte{} // parent → one child naming it
+	for ref, cr := range c.runs {
+		if !cr.st.Result.IsZero() {
+			c.use(cr.st.Result.Ref, chunkUse{ref: ref, what: "the run's result"})
+		}
+	}
+	err := c.scanAll(ctx, history.SpaceChunk, nil, func(r history.Record) {
+		c.r.Chunks++
+		ch, err := history.DecodeChunk(r.Key, r.Value)
+		if err != nil {
+			c.r.Problems = append(c.r.Problems, CheckProblem{Kind: "chunk", Space: history.SpaceChunk.String(),
+				Key: hex.EncodeToString(r.Key), Message: err.Error()})
+			stored[string(r.Key)] = true // present, if damaged: reported once, here
+			return
+		}
+		stored[string(r.Key)] = true
+		if len(ch.Parent) > 0 && !history.IsRoot(ch.Parent) {
+			if _, ok := parents[string(ch.Parent)]; !ok {
+				parents[string(ch.Parent)] = append([]byte(nil), r.Key...)
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	missing := func(h []byte, format string, args ...any) {
+		u := c.refs[string(h)]
+		c.r.Problems = append(c.r.Problems, CheckProblem{Kind: "chunk", WorkflowID: u.ref.WorkflowID, RunID: u.ref.RunID,
+			Space: history.SpaceChunk.String(), Key: hex.EncodeToString(h), Message: fmt.Sprintf(format, args...)})
+	}
+	for _, p := range sortedKeys(parents) {
+		if !stored[p] {
+			missing([]byte(p), "chunk %x extends chunk %x, which is not stored: the payloads it spells cannot be read", parents[p], []byte(p))
+		}
+	}
+	for _, h := range sortedKeys(c.refs) {
+		if u := c.refs[h]; !stored[h] {
+			where := u.what
+			if u.event > 0 {
+				where = fmt.Sprintf("event %d (%s)", u.event, u.what)
+			}
+			missing([]byte(h), "%s references chunk %x, which is not stored", where, []byte(h))
+		}
+	}
+	return nil
 }

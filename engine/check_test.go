@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -188,4 +190,41 @@ func (d *damagedScan) Scan(ctx context.Context, space history.Space, opts histor
 		}
 	}
 	return recs, nil
+}
+
+// TestCheckFindsDamagedChunks: chunks are checked against their hashes,
+// and every chunk an event or another chunk references must be stored.
+func TestCheckFindsDamagedChunks(t *testing.T) {
+	h := newHarness(t)
+	h.start("agent", "Agent")
+	big := history.Payload{Encoding: "t", Data: bytes.Repeat([]byte("a"), 20<<10)} // above the inline threshold: a chunk
+	h.complete(h.pollWFT("q"), scheduleInput("1", big))
+	act := h.pollActivity("q")
+	first := act.Input.Ref
+	h.completeActivity(act, `"ok"`)
+	h.complete(h.pollWFT("q"), scheduleInput("2", history.Payload{Encoding: "t", Ref: first, Data: []byte("turn 2")}))
+	second := history.ChunkHash(first, []byte("turn 2"))
+	other := history.Payload{Encoding: "t", Ref: history.RootRef, Data: []byte("another chain")}
+	h.completeActivity(h.pollActivity("q"), `"ok"`)
+	h.complete(h.pollWFT("q"), scheduleInput("3", other))
+	h.close()
+	h.openStoreOnly()
+	if r := check(t, h); !r.OK() || r.Chunks != 3 {
+		t.Fatalf("healthy chunks: %d read, problems %+v", r.Chunks, r.Problems)
+	}
+	// The first chunk lost; the third one's bytes changed on disk.
+	if err := h.store.Commit(context.Background(), &history.Batch{Deletes: []history.RecordKey{{Space: history.SpaceChunk, Key: first}}}); err != nil {
+		t.Fatal(err)
+	}
+	third := other.StoredRef()
+	v := h.getRaw(history.SpaceChunk, third)
+	v[len(v)-1] ^= 1
+	h.putRaw(history.SpaceChunk, third, v)
+	r := check(t, h)
+	wantProblem(t, r, "chunk", "agent", fmt.Sprintf("references chunk %x, which is not stored", first))
+	wantProblem(t, r, "chunk", "agent", fmt.Sprintf("chunk %x extends chunk %x, which is not stored", second, first))
+	wantProblem(t, r, "chunk", "", "content does not match its hash")
+	if len(r.Problems) != 3 {
+		t.Fatalf("problems %+v, want exactly the three", r.Problems)
+	}
 }

@@ -355,3 +355,71 @@ func TestHandedOffTaskGivenBackIsDispatchedAfresh(t *testing.T) {
 		t.Fatalf("completing the fresh dispatch: %v", err)
 	}
 }
+
+// TestChunkWritingTransactionHandsNothingOff: a transaction that writes
+// payload chunks hands no task to a waiting poller before it is durable —
+// neither the activity whose input is a new chunk nor the workflow task
+// whose new events reference one — since the worker would ask for chunks
+// not stored yet. After the commit the tasks are dispatched as usual, and
+// their chunks are there.
+func TestChunkWritingTransactionHandsNothingOff(t *testing.T) {
+	eng, g := openGated(t)
+	input := history.Payload{Encoding: "t", Ref: history.RootRef, Data: []byte("turn 1")} // a new chunk
+	completed, polled, _ := scheduleHeld(t, eng, g, scheduleInput("1", input))
+	if n, s := eng.actQ.Waiting("q"), eng.Stats(); n != 1 || s.ActivityTasksHandedOff != 0 {
+		t.Fatalf("an activity whose input is a chunk being written was handed over before the commit (%d pollers left waiting, %d handed off)",
+			n, s.ActivityTasksHandedOff)
+	}
+	g.release <- nil
+	if err := <-completed; err != nil {
+		t.Fatal(err)
+	}
+	var act *api.ActivityTask
+	select {
+	case resp := <-polled:
+		act = resp.Task
+	case <-time.After(30 * time.Second):
+		t.Fatal("the activity was not dispatched after its commit")
+	}
+	if _, err := eng.GetChunks(context.Background(), &api.GetChunksRequest{Hashes: [][]byte{act.Input.Ref}}); err != nil {
+		t.Fatalf("the dispatched activity's input chunk: %v", err)
+	}
+
+	// The activity answers with a chunk extending its input (a model call's
+	// answer): the workflow task it makes ready waits for the commit too.
+	wft := waitPoller(t, eng, "q")
+	g.holdNext()
+	answer := history.Payload{Encoding: "t", Ref: input.StoredRef(), Data: []byte("answer 1")}
+	done := make(chan error, 1)
+	go func() {
+		_, err := eng.CompleteActivity(context.Background(), &api.CompleteActivityRequest{TaskToken: act.TaskToken, Result: answer})
+		done <- err
+	}()
+	<-g.held
+	if n := eng.wftQ.Waiting("q"); n != 1 {
+		t.Fatal("a workflow task whose events reference a chunk being written was handed over before the commit")
+	}
+	g.release <- nil
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var task *api.WorkflowTask
+	select {
+	case resp := <-wft:
+		task = resp.Task
+	case <-time.After(30 * time.Second):
+		t.Fatal("the workflow task was not dispatched after the commit")
+	}
+	var result history.Payload
+	for _, ev := range task.Events {
+		if c, ok := ev.Attrs.(*history.ActivityCompleted); ok {
+			result = c.Result
+		}
+	}
+	if !result.ByRef() {
+		t.Fatalf("the task's ActivityCompleted result %+v is not a reference", result)
+	}
+	if _, err := eng.GetChunks(context.Background(), &api.GetChunksRequest{Hashes: [][]byte{result.Ref}}); err != nil {
+		t.Fatalf("the answer's chunk: %v", err)
+	}
+}

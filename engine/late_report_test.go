@@ -471,3 +471,24 @@ func TestHeartbeatDetailsFlushedWithTheFailure(t *testing.T) {
 		t.Fatalf("next attempt's details %q, want the last ones", b.HeartbeatDetails.Data)
 	}
 }
+
+// A Reconcile lookup that reports after it lost its lease proves nothing
+// about the attempts of the action: refused, never judged (here the
+// action's own late success decided it while the lookup still ran).
+func TestStaleLookupIsNoAttempt(t *testing.T) {
+	h := newHarness(t)
+	h.startPayment("pay", true, heartbeatLease)
+	first := h.pollActivity("q")
+	h.loseLease("q")
+	lookup := h.pollActivity("q")
+	h.mustReport(first, ReportCompleted, `"pay_1"`) // the frozen attempt wakes up: it paid
+	wantErr(t, h.report(lookup, ReportCompleted, `"pay_1"`), api.ErrStaleAttempt)
+	evs := h.history("pay")
+	if count(evs, history.TypeActivityDuplicateDetected) != 0 || count(evs, history.TypeActivityLateReport) != 0 {
+		t.Fatalf("the stale lookup's answer was judged:\n%s", types(evs))
+	}
+	c, _ := find[*history.ActivityCompleted](t, evs)
+	if string(c.Result.Data) != `"pay_1"` {
+		t.Fatalf("completed %+v", c)
+	}
+}

@@ -131,6 +131,10 @@ type AttemptReport struct {
 	// HeartbeatDetails are the attempt's last heartbeat details, flushed
 	// with its outcome (zero: none newer than those already sent).
 	HeartbeatDetails history.Payload
+	// Lookup: the report comes from a Reconcile lookup's dispatch.
+	Lookup bool
+	// KeyMaterial answers a key task (machine_keys.go).
+	KeyMaterial []byte
 	// ResultOmitted is the worker's reason for sending no result (it is
 	// over the limit); Usage is what the attempt consumed; RetryAfter,
 	// when positive, replaces the retry policy's backoff.
@@ -204,6 +208,11 @@ func (m *Machine) Report(st *RunState, r AttemptReport, le *LedgerEntry, now tim
 		t.currentReport(a, r)
 		return t.out, AckAccepted, nil
 	}
+	if r.Lookup {
+		// A lookup that lost its lease (another was asked, or the action
+		// was decided meanwhile): what it found is no report of an attempt.
+		return Output{}, 0, staleAttempt(st, r)
+	}
 	ack, err := t.lateReportOf(a, le, r)
 	if err != nil {
 		return Output{}, 0, err
@@ -223,6 +232,10 @@ func (t *transition) currentReport(a *ActivityInfo, r AttemptReport) {
 	}
 	if a.Reconciling {
 		t.lookupAnswer(a, r)
+		return
+	}
+	if a.KeyPending {
+		t.keyReport(a, r)
 		return
 	}
 	rec := a.record(r.Epoch)
@@ -740,7 +753,7 @@ func judgeClosed(le *LedgerEntry, runID string, r AttemptReport) closedJudgment 
 	j := closedJudgment{key: le.key, ack: AckStale}
 	stale := api.Errorf(api.ErrStaleAttempt, "activity %d of workflow %q: attempt %d is not current (the action is %s)",
 		r.ScheduledEventID, le.workflowID, r.Attempt, api.EffectState(le.State))
-	if le.Effect == history.Read {
+	if le.Effect == history.Read || r.Lookup {
 		j.err = stale
 		return j
 	}

@@ -103,6 +103,10 @@ func (d *ActivityDefinition) Name() string { return d.name }
 // Effect returns the declared effect class.
 func (d *ActivityDefinition) Effect() history.EffectClass { return d.opts.Effect }
 
+// Metered reports whether the activity is declared metered (it reports
+// usage and counts against the run's budget).
+func (d *ActivityDefinition) Metered() bool { return d.opts.Metered }
+
 // HasReconcile reports whether the activity declares a Reconcile lookup.
 func (d *ActivityDefinition) HasReconcile() bool { return d.opts.HasReconcile }
 

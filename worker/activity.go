@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
@@ -51,7 +52,8 @@ func (w *Worker) pollActivityTasks(pollCtx, runCtx context.Context, inflight *sy
 		case <-pollCtx.Done():
 			return
 		}
-		resp, err := w.svc.PollActivityTask(pollCtx, &api.PollActivityTaskRequest{TaskQueue: w.opts.TaskQueue, Identity: w.opts.Identity})
+		resp, err := w.svc.PollActivityTask(pollCtx, &api.PollActivityTaskRequest{TaskQueue: w.opts.TaskQueue, Identity: w.opts.Identity,
+			Activities: w.declarations})
 		if err != nil || resp.Task == nil {
 			<-w.actSlots
 			if pollCtx.Err() != nil {
@@ -109,6 +111,10 @@ var errWorkerStopping = errors.New("worker: stopping: the grace period is over")
 // outcome.
 func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask, received time.Time) {
 	w.stats.ActivityTasks.Add(1)
+	if task.KeyTask {
+		w.keyTask(parent, task)
+		return
+	}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	// The hard end as a deadline of the context (a real-time one: the
@@ -117,6 +123,7 @@ func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask, rec
 	defer stopDeadline()
 	hb := newHeartbeater(w, task, parent, cancel, leaseEnd(task, received))
 	defer hb.stop()
+	ctx = leaseContext{ctx, hb}
 	ctx = activities.WithInfo(ctx, &activities.Info{
 		IdempotencyKey: task.IdempotencyKey, WorkflowID: task.WorkflowID, RunID: task.RunID, WorkflowType: task.WorkflowType,
 		ActivityID: task.ActivityID, ActivityType: task.ActivityType, Attempt: task.Attempt, Effect: task.Effect,
@@ -141,6 +148,8 @@ func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask, rec
 		err = sdk.NewApplicationError(fmt.Sprintf("activity %q is not registered on worker %s", task.ActivityType, w.opts.Identity), "ActivityNotRegistered")
 	case !task.Reconcile && def.Effect() > task.Effect:
 		err = effectMismatch(task, def.Effect(), w.opts.Identity)
+	case !task.Reconcile && def.Metered() && !task.Metered:
+		err = meteredMismatch(task, w.opts.Identity)
 	default:
 		input := task.Input
 		if !def.RawInput() {
@@ -165,6 +174,56 @@ func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask, rec
 	hb.stop()
 }
 
+// keyTask answers a key task: the activity's key material as this worker
+// declares it — its business key, else the canonical encoding of its input
+// (the input's own bytes when the default converter encoded it) — without
+// running the activity.
+func (w *Worker) keyTask(ctx context.Context, task *api.ActivityTask) {
+	material, err := w.keyMaterial(ctx, task)
+	if err != nil {
+		req := &api.FailActivityRequest{TaskToken: task.TaskToken, Identity: w.opts.Identity,
+			Failure: history.Failure{Type: "KeyMaterial", Message: err.Error(), NonRetryable: true}}
+		w.deliver(task, nil, "key", func(ctx context.Context) error {
+			_, err := w.svc.FailActivity(ctx, req)
+			return err
+		})
+		return
+	}
+	req := &api.CompleteActivityRequest{TaskToken: task.TaskToken, Identity: w.opts.Identity, KeyMaterial: material}
+	w.deliver(task, nil, "key", func(ctx context.Context) error {
+		_, err := w.svc.CompleteActivity(ctx, req)
+		return err
+	})
+}
+
+func (w *Worker) keyMaterial(ctx context.Context, task *api.ActivityTask) ([]byte, error) {
+	def, ok := w.reg.Activity(task.ActivityType)
+	if !ok {
+		return nil, fmt.Errorf("activity %q is not registered on worker %s", task.ActivityType, w.opts.Identity)
+	}
+	_, hasKey, _ := def.BusinessKey(nil)
+	if !hasKey && task.Input.Encoding == sdk.EncodingMsgpack {
+		return task.Input.Data, nil // canonical already: what the engine keys on when the workflow declares it
+	}
+	input, err := history.Resolve(ctx, w.chunks, task.Input)
+	if err != nil {
+		return nil, err
+	}
+	var v any
+	if t := def.InputType(); t != nil {
+		p := reflect.New(t)
+		if err := w.opts.Converter.FromPayload(input, p.Interface()); err != nil {
+			return nil, fmt.Errorf("decode the input of %s: %w", task.ActivityType, err)
+		}
+		v = p.Elem().Interface()
+	}
+	if hasKey {
+		k, _, err := def.BusinessKey(v)
+		return []byte(k), err
+	}
+	return sdk.CanonicalEncoding(v)
+}
+
 // activityLog returns the logger for an attempt's messages. It is built
 // only when there is something to say.
 func (w *Worker) activityLog(task *api.ActivityTask) zerolog.Logger {
@@ -182,6 +241,19 @@ func effectMismatch(task *api.ActivityTask, declared history.EffectClass, identi
 		"activity %q is declared %s on worker %s but was scheduled as %s: the workflow's worker does not know the declaration, "+
 			"so nothing guards this side effect; register the activity (with its activities.Options) on the workers that run the workflow too",
 		task.ActivityType, declared, identity, task.Effect), "EffectClassMismatch")
+}
+
+// meteredMismatch refuses to run an activity this worker declares as
+// metered (a model call) when it was scheduled as unmetered: the
+// workflow's worker did not have the declaration, so the engine neither
+// counted the call as a turn nor checked the run's budget before it. Running
+// it anyway would let the run spend past its budget; failing loudly (and
+// for good, recorded in history) is the safe answer.
+func meteredMismatch(task *api.ActivityTask, identity string) error {
+	return sdk.NewNonRetryableError(fmt.Sprintf(
+		"activity %q is declared metered on worker %s but was scheduled as unmetered: the workflow's worker does not know the declaration, "+
+			"so the run's budget was not checked before this call; register the activity (with its activities.Options) on the workers that run the workflow too",
+		task.ActivityType, identity), "MeteredMismatch")
 }
 
 // giveBack returns a task whose lease was over before it could start.
@@ -313,6 +385,30 @@ func sleep(ctx context.Context, clk clock.Clock, d time.Duration) bool {
 	}
 }
 
+// leaseContext is an attempt's context: its Err consults the lease by the
+// clock, at the moment it is called, rather than waiting for the timer
+// that cancels the context to have run. A process that wakes up from a
+// freeze runs whatever was due first — the activity's own timers
+// included — so an activity that checks ctx.Err() right before it acts
+// learns that its lease is over even if the lease timer has not fired yet.
+// (Contexts derived from it learn it from Done, when the timer runs.)
+type leaseContext struct {
+	context.Context
+	hb *heartbeater
+}
+
+// Err returns the context's error, canceling it first (with cause
+// activities.ErrLeaseLost) when the lease is over by the clock.
+func (c leaseContext) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if c.hb.expired() {
+		return c.Context.Err()
+	}
+	return nil
+}
+
 // heartbeater sends an attempt's heartbeats — those the activity records
 // (at most one per HeartbeatInterval, the latest details winning) and
 // automatic ones at a third of the lease — and holds the worker's view of
@@ -368,6 +464,21 @@ func (h *heartbeater) holds() bool {
 	return !h.lost && h.clk.Now().Before(h.until)
 }
 
+// expired cancels the attempt if its lease is over by the clock, and
+// reports whether it was.
+func (h *heartbeater) expired() bool {
+	h.mu.Lock()
+	// Lost already: whoever found it may not have canceled the context
+	// yet (it does so after unlocking), so this call does it too.
+	over := h.lost || !h.stopped && !h.clk.Now().Before(h.until)
+	h.lost = over
+	h.mu.Unlock()
+	if over {
+		h.cancel(activities.ErrLeaseLost) // canceling twice is a no-op
+	}
+	return over
+}
+
 // checkLease runs at the confirmed lease end: past it, unrenewed, the
 // attempt must stop; renewed meanwhile, it waits for the new end.
 func (h *heartbeater) checkLease() {
@@ -383,9 +494,10 @@ func (h *heartbeater) checkLease() {
 		return
 	}
 	h.lost = true
+	until := h.until
 	h.mu.Unlock()
 	log := h.w.activityLog(h.task)
-	log.Warn().Time("lease_end", h.until).Msg("the lease ended without a renewal (the server is unreachable, or this worker was frozen): canceling the activity")
+	log.Warn().Time("lease_end", until).Msg("the lease ended without a renewal (the server is unreachable, or this worker was frozen): canceling the activity")
 	h.cancel(activities.ErrLeaseLost)
 }
 
@@ -449,9 +561,10 @@ func (h *heartbeater) stop() {
 	already := h.stopped
 	h.stopped = true
 	started := h.started
+	lease := h.lease // checkLease re-arms it under mu
 	h.mu.Unlock()
 	h.first.Stop()
-	h.lease.Stop()
+	lease.Stop()
 	if started {
 		if !already {
 			close(h.quit)

@@ -33,12 +33,12 @@ which the agent loop returns to the workflow.`,
 			if reason == "" {
 				return usagef("--reason is required: it goes into the history")
 			}
-			c, err := g.dial()
-			if err != nil {
-				return err
-			}
 			if !stop && !cmd.Flags().Changed("max-tokens") && !cmd.Flags().Changed("max-cost") && !cmd.Flags().Changed("max-turns") {
 				return usagef("give a new limit (--max-tokens, --max-cost, --max-turns) or --stop")
+			}
+			c, runID, err := g.dialRun(cmd.Context(), args[0], runID)
+			if err != nil {
+				return err
 			}
 			if !stop {
 				d, err := c.DescribeWorkflow(cmd.Context(), args[0], runID)
@@ -123,7 +123,7 @@ func wfWatch(g *globals) *cobra.Command {
 		Short: "Print a run's model output live, as it is produced (until the run closes)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.dial()
+			c, runID, err := g.dialRun(cmd.Context(), args[0], runID)
 			if err != nil {
 				return err
 			}

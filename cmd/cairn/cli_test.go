@@ -108,7 +108,7 @@ func newTestServer(t *testing.T, withWorker bool) *testServer {
 func (s *testServer) run(t *testing.T, stdin string, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	if len(args) > 0 && (args[0] == "workflow" || args[0] == "history" || args[0] == "task-queue") {
+	if len(args) > 0 && (args[0] == "workflow" || args[0] == "history" || args[0] == "task-queue" || args[0] == "effects") {
 		args = append(args, "--address", s.addr)
 	}
 	code := cli(args, strings.NewReader(stdin), &out, &errb)
@@ -195,6 +195,12 @@ func TestJSONOutputIsConsistent(t *testing.T) {
 		{"workflow", "terminate", "hold-2", "--reason", "test"},
 		{"history", "export", "hold-1"},
 		{"version"},
+		{"workflow", "count"},
+		{"task-queue", "describe", testQueue},
+		{"task-queue", "list"},
+		{"effects", "list"},
+		{"workflow", "start", "--type", "Hold", "--id", "hold-3", "--task-queue", testQueue, "--input", `"y"`},
+		{"workflow", "budget", "hold-3", "--max-turns", "3", "--reason", "test"},
 	}
 	for _, args := range cmds {
 		out := s.must(t, append(args, "--json")...)
@@ -203,6 +209,9 @@ func TestJSONOutputIsConsistent(t *testing.T) {
 			t.Fatalf("cairn %s --json: not JSON: %v\n%s", strings.Join(args, " "), err, out)
 		}
 		checkKeys(t, strings.Join(args, " "), v)
+		if _, ok := v.(map[string]any); !ok {
+			t.Errorf("cairn %s --json: not an object (every command prints one):\n%s", strings.Join(args, " "), out)
+		}
 	}
 	// Errors are JSON objects with their code, on stderr.
 	for _, tc := range []struct {
@@ -313,6 +322,13 @@ func TestShortRunIDIsAccepted(t *testing.T) {
 			t.Fatalf("describe --run %s:\n%s", run, out)
 		}
 	}
+	// The commands added later take it too: budget and watch.
+	if out := s.must(t, "workflow", "watch", "twice", "--run", short); !strings.Contains(out, "[run closed]") {
+		t.Fatalf("watch --run %s:\n%s", short, out)
+	}
+	if _, stderr, code := s.run(t, "", "workflow", "budget", "twice", "--run", short, "--max-turns", "2", "--reason", "r"); code == 0 || strings.Contains(stderr, "not found") {
+		t.Fatalf("budget --run %s of a closed run: exit %d, want a refusal of the closed run, not a run not found: %s", short, code, stderr)
+	}
 	if _, stderr, code := s.run(t, "", "workflow", "show", "twice", "--run", "nope"); code != 1 || !strings.Contains(stderr, "no run of twice starts with") {
 		t.Fatalf("show --run of no run: exit %d %s", code, stderr)
 	}
@@ -328,9 +344,9 @@ func TestUnknownCommandsAndGlobalFlags(t *testing.T) {
 		{[]string{"history", "nonsense"}, 2},
 		{[]string{"workflow"}, 0}, // its help
 		{[]string{"version"}, 0},
-		{[]string{"version", "--address", "x:1"}, 2}, // --address is not a flag of version
+		{[]string{"version", "--address", "x:1"}, 2},               // --address is not a flag of version
 		{[]string{"replay", "--inline", "--history", "h.json"}, 2}, // replay takes --address and --token (a plain export reads its chunks from a server), not --inline
-		{[]string{"dev", "--listen", "0.0.0.0:0"}, 2}, // dev is for this machine only
+		{[]string{"dev", "--listen", "0.0.0.0:0"}, 2},              // dev is for this machine only
 		{[]string{"dev", "--ui-listen", "10.1.2.3:8233"}, 2},
 	} {
 		var out, errb bytes.Buffer

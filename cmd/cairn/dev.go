@@ -10,8 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cairnflow/cairn/activities/llm"
 	"github.com/cairnflow/cairn/engine"
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/internal/demo"
 	"github.com/cairnflow/cairn/sdk/client"
 	"github.com/cairnflow/cairn/worker"
@@ -31,10 +33,13 @@ agent of ` + "`cairn demo`" + `) and starts a few runs of it, so the UI has
 something to show: one that completes, one that fails over budget, one whose
 payment provider times out (it pauses until a person resolves it), and one
 on a task queue no worker polls; and an invoice assistant (an agent with a
-scripted model that streams its answers) whose first run answers at once
-and whose second waits for a question:
+scripted model that streams its answers, made with the agent kit) whose first
+run answers at once and whose second waits for a question:
 
-  cairn workflow signal assistant-INV-5 --name ask --input '"Can we pay INV-7?"'`,
+  cairn workflow signal assistant-INV-5 --name ask --input '"Can we pay INV-7?"'
+
+and a third assistant run, assistant-INV-8, allowed one model call: it
+pauses on its budget until you raise it (cairn workflow budget, or the UI).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.data == "" {
@@ -93,6 +98,8 @@ func devBanner(g *globals, f serverFlags, apiAddr, uiURL string, withDemo bool) 
 		}
 		fmt.Fprintf(w, "             %-16s an agent (scripted model): run 1 answered; run 2 waits for your question:\n", assistantID)
 		fmt.Fprintf(w, "             %-16s cairn workflow signal %s --name %s --input '\"Can we pay INV-7?\"' --address %s\n", "", assistantID, demo.AskSignal, apiAddr)
+		fmt.Fprintf(w, "             %-16s an agent allowed one model call: paused on its budget until you raise it:\n", budgetID)
+		fmt.Fprintf(w, "             %-16s cairn workflow budget %s --max-turns 4 --reason \"worth finishing\" --address %s\n", "", budgetID, apiAddr)
 	}
 	fmt.Fprintf(w, "\nCtrl-C stops it.\n")
 }
@@ -108,8 +115,16 @@ var devRuns = []struct {
 	{"invoice-INV-4", "accounts-payable-eu", "on a queue no worker polls: stuck (Task queues page)", demo.Invoice{ID: "INV-4", Vendor: "Umbrella", Amount: 300}},
 }
 
-// assistantID is the workflow id of the demo's two assistant runs.
-const assistantID = "assistant-INV-5"
+// assistantID is the workflow id of the demo's two assistant runs, and
+// budgetID that of the assistant run that pauses on its budget.
+const (
+	assistantID = "assistant-INV-5"
+	budgetID    = "assistant-INV-8"
+)
+
+// assistantChunkDelay paces the fake model's streamed pieces, so that a
+// person (or the browser test) sees an answer arrive.
+const assistantChunkDelay = 150 * time.Millisecond
 
 // demoActors runs the demo agent's worker over the engine and starts the
 // demo's runs (again after a restart over the same data: an id that ran
@@ -125,7 +140,17 @@ func demoActors(eng *engine.Engine, data string) ([]actor, error) {
 	if err := demo.Register(w, a, true, false); err != nil {
 		return nil, err
 	}
-	if err := demo.RegisterAssistant(w, &demo.Assistants{}); err != nil {
+	model, err := demo.ServeAssistantModel(assistantChunkDelay)
+	if err != nil {
+		return nil, err
+	}
+	m, err := llm.New(llm.Config{BaseURL: model.URL, Model: demo.AssistantModel})
+	if err != nil {
+		_ = model.Close()
+		return nil, err
+	}
+	if err := demo.RegisterAssistant(w, &demo.Assistants{}, m); err != nil {
+		_ = model.Close()
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -138,6 +163,7 @@ func demoActors(eng *engine.Engine, data string) ([]actor, error) {
 				}
 			}
 			go startAssistant(ctx, c)
+			defer model.Close()
 			return w.Run(ctx)
 		},
 		interrupt: func(error) { cancel() },
@@ -146,17 +172,20 @@ func demoActors(eng *engine.Engine, data string) ([]actor, error) {
 
 // startAssistant starts the assistant's first run with a question, and
 // once it answered, a second run of the same workflow id that waits for
-// one: two runs of one id to compare side by side.
+// one: two runs of one id to compare side by side; and a run allowed one
+// model call, which pauses on its budget.
 func startAssistant(ctx context.Context, c client.Client) {
+	_, _ = c.StartWorkflow(ctx, client.StartOptions{ID: budgetID, TaskQueue: demo.TaskQueue, ReusePolicy: api.RejectDuplicate}, demo.Assistant,
+		demo.Question{Text: "Can we pay INV-8?", Budget: history.Budget{MaxTurns: 1}})
 	if _, err := c.DescribeWorkflow(ctx, assistantID, ""); err == nil {
 		return // started before (a data directory given again)
 	}
-	run, err := c.StartWorkflow(ctx, client.StartOptions{ID: assistantID, TaskQueue: demo.TaskQueue}, demo.Assistant, "Can we pay INV-5?")
+	run, err := c.StartWorkflow(ctx, client.StartOptions{ID: assistantID, TaskQueue: demo.TaskQueue}, demo.Assistant, demo.Question{Text: "Can we pay INV-5?"})
 	if err != nil {
 		return
 	}
 	if err := run.Get(ctx, nil); err != nil {
 		return
 	}
-	_, _ = c.StartWorkflow(ctx, client.StartOptions{ID: assistantID, TaskQueue: demo.TaskQueue}, demo.Assistant, "")
+	_, _ = c.StartWorkflow(ctx, client.StartOptions{ID: assistantID, TaskQueue: demo.TaskQueue}, demo.Assistant, demo.Question{})
 }

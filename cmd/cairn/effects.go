@@ -43,7 +43,7 @@ func effectsList(g *globals) *cobra.Command {
 				}
 				req.NextPageToken = resp.NextPageToken
 			}
-			return g.emit(effects, func(w io.Writer) { printEffects(g, w, effects) })
+			return g.emit(effectsOut{effects}, func(w io.Writer) { printEffects(g, w, effects) })
 		},
 	}
 	f := cmd.Flags()
@@ -52,6 +52,11 @@ func effectsList(g *globals) *cobra.Command {
 	f.BoolVar(&req.DuplicatesOnly, "duplicates", false, "only actions with a duplicate or possible duplicate")
 	f.IntVar(&limit, "limit", 100, "at most this many actions")
 	return cmd
+}
+
+// effectsOut is list's --json: an object, as every list's is.
+type effectsOut struct {
+	Effects []api.EffectInfo
 }
 
 func printEffects(g *globals, w io.Writer, effects []api.EffectInfo) {

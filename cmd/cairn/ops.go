@@ -243,13 +243,13 @@ func (c *checkOutput) print(w io.Writer) {
 		return
 	}
 	r := c.CheckReport
-	fmt.Fprintf(w, "checked %s: %d runs (%d open), %d events, %d records, %d ledger entries\n",
-		c.Dir, r.Runs, r.OpenRuns, r.Events, r.Records, r.LedgerEntries)
+	fmt.Fprintf(w, "checked %s: %d runs (%d open), %d events, %d records, %d ledger entries, %d payload chunks\n",
+		c.Dir, r.Runs, r.OpenRuns, r.Events, r.Records, r.LedgerEntries, r.Chunks)
 	for _, l := range c.Losses {
 		fmt.Fprintf(w, "note: data loss accepted at %s: %s\n", l.At.Format("2006-01-02 15:04:05Z"), l.Refused)
 	}
 	if r.OK() {
-		fmt.Fprintln(w, "OK: every record's checksum, every history, the run states, indexes and ledger agree")
+		fmt.Fprintln(w, "OK: every record's checksum, every history, the run states, indexes, ledger and payload chunks agree")
 		return
 	}
 	fmt.Fprintf(w, "%d problems:\n", len(r.Problems))

@@ -5,21 +5,33 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"strings"
 	"time"
 
 	"github.com/cairnflow/cairn/activities"
+	"github.com/cairnflow/cairn/activities/llm"
+	"github.com/cairnflow/cairn/activities/llm/fakellm"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/sdk"
+	"github.com/cairnflow/cairn/sdk/agent"
 )
 
-// The invoice assistant is a small agent for `cairn dev --demo`: asked
-// about an invoice, its model looks the invoice up with a tool and answers.
-// The model is scripted (FakeModel): no network, the same answer every
-// time, streamed token by token. Its transcript is recorded the agent
-// kit's way — each model call's input a transcript chunk on top of the
-// previous call's, tool calls as "tool:<turn>:<call id>" activities — so
-// the web UI's conversation page shows it like any agent's.
+// The invoice assistant is a small agent for `cairn dev --demo`, made with
+// the agent kit like any real one: the agent loop (sdk/agent), the
+// model-call activity (activities/llm, on openai-go) against an
+// OpenAI-compatible endpoint, and one tool. The endpoint is the scripted
+// fake (activities/llm/fakellm) served in process by AssistantModel: no
+// network, no key, the same answer every time, streamed a few words at a
+// time. Asked about an invoice, the model looks it up with the tool and
+// answers from what the tool said.
+//
+//	srv, _ := demo.ServeAssistantModel(150 * time.Millisecond) // the fake endpoint, on loopback
+//	defer srv.Close()
+//	m, _ := llm.New(llm.Config{BaseURL: srv.URL, Model: demo.AssistantModel})
+//	err := demo.RegisterAssistant(w, &demo.Assistants{}, m)
+//	c.StartWorkflow(ctx, opts, demo.Assistant, demo.Question{Text: "Can we pay INV-5?"})
 
 // AssistantModel is the fake model's name (priced in `cairn dev`).
 const AssistantModel = "fake-gpt-mini"
@@ -27,155 +39,148 @@ const AssistantModel = "fake-gpt-mini"
 // AskSignal carries a question to an Assistant started without one.
 const AskSignal = "ask"
 
+// LookupInvoiceTool is the assistant's tool (and its activity's name).
+const LookupInvoiceTool = "lookup_invoice"
+
 const assistantSystem = "You are the accounts-payable assistant. Use lookup_invoice before you answer about an invoice."
 
-// Assistant answers one question about an invoice (its input, or the
-// first AskSignal when the input is empty).
-func Assistant(ctx sdk.Context, question string) (string, error) {
-	if question == "" {
-		question = sdk.GetSignalChannel[string](ctx, AskSignal).Receive(ctx)
+// Question is an Assistant's input.
+type Question struct {
+	// Text is the question; empty waits for the first AskSignal.
+	Text string
+	// Budget bounds the run's model calls (the agent loop sets it); a run
+	// that uses it up pauses until a person raises it or stops it.
+	Budget history.Budget
+}
+
+// Assistant answers one question about an invoice.
+func Assistant(ctx sdk.Context, q Question) (string, error) {
+	if q.Text == "" {
+		q.Text = sdk.GetSignalChannel[string](ctx, AskSignal).Receive(ctx)
 	}
 	var a *Assistants // method values name the activities
-	ctx = sdk.WithActivityOptions(ctx, sdk.ActivityOptions{StartToCloseTimeout: time.Minute,
-		RetryPolicy: &sdk.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumAttempts: 3}})
-	entries := []history.TranscriptEntry{
-		{Config: &history.ChatConfig{Model: AssistantModel, Stream: true, Tools: []history.ToolSpec{{Name: "lookup_invoice",
-			Description: "Find an invoice by id", Parameters: `{"type":"object","properties":{"invoice":{"type":"string"}},"required":["invoice"]}`}}}},
-		{Message: &history.ChatMessage{Role: "system", Content: assistantSystem}},
-		{Message: &history.ChatMessage{Role: "user", Content: question}},
-	}
-	prev := history.RootRef // the chunk the next call's transcript extends
-	for turn := 1; turn <= 4; turn++ {
-		data, err := history.AppendTranscript(nil, entries...)
-		if err != nil {
-			return "", err
-		}
-		in := history.Payload{Encoding: history.EncodingTranscript, Ref: prev, Data: data}
-		prev = in.StoredRef()
-		res, err := sdk.ExecuteActivity(ctx, a.Chat, in).Get(ctx)
-		if err != nil {
-			return "", err
-		}
-		msg := res.Message
-		entries = []history.TranscriptEntry{{Message: &msg}}
-		if len(msg.ToolCalls) == 0 {
-			return msg.Content, nil
-		}
-		for _, tc := range msg.ToolCalls {
-			tctx := sdk.WithActivityOptions(ctx, sdk.ActivityOptions{StartToCloseTimeout: time.Minute,
-				ActivityID: fmt.Sprintf("%s%d:%s", history.ToolActivityPrefix, turn, tc.ID)})
-			out, err := sdk.ExecuteActivity(tctx, a.LookupInvoice, tc.Arguments).Get(ctx)
-			if err != nil {
-				out = "error: " + err.Error()
-			}
-			entries = append(entries, history.TranscriptEntry{Message: &history.ChatMessage{Role: "tool", ToolCallID: tc.ID, Content: out}})
-		}
-	}
-	return "", sdk.NewNonRetryableError("the model kept asking for tools", "TooManyTurns")
+	retry := &sdk.RetryPolicy{InitialInterval: 200 * time.Millisecond, MaximumAttempts: 3}
+	ag := agent.New(ctx, agent.Options{
+		Model:        AssistantModel,
+		System:       assistantSystem,
+		Tools:        []agent.Tool{agent.NewTool(a.LookupInvoice, "Find an invoice by id", agent.Named(LookupInvoiceTool))},
+		MaxTurns:     4,
+		Budget:       q.Budget,
+		Stream:       true,
+		ModelOptions: &sdk.ActivityOptions{StartToCloseTimeout: time.Minute, RetryPolicy: retry},
+		ToolOptions:  &sdk.ActivityOptions{StartToCloseTimeout: time.Minute, RetryPolicy: retry},
+	})
+	res, err := ag.Run(ctx, q.Text)
+	return res.Final, err
 }
 
-// Assistants holds the assistant's activities.
-type Assistants struct {
-	// TokenDelay paces the fake model's streamed tokens (default 60 ms), so
-	// that a person — or a browser test — sees the answer arrive.
-	TokenDelay time.Duration
+// Assistants holds the assistant's tool.
+type Assistants struct{}
+
+// InvoiceQuery is the tool's input.
+type InvoiceQuery struct {
+	Invoice string `json:"invoice" jsonschema:"description=The invoice id, e.g. INV-5"`
 }
 
-// Chat is the model call: metered, streamed, its input the transcript.
-func (a *Assistants) Chat(ctx context.Context, in history.Payload) (history.ModelResult, error) {
-	p, err := history.Resolve(ctx, activities.Chunks(ctx), in)
+// InvoiceRecord is what the tool answers.
+type InvoiceRecord struct {
+	ID     string `json:"id"`
+	Vendor string `json:"vendor"`
+	Amount int    `json:"amount_usd"`
+	Due    string `json:"due"`
+}
+
+// LookupInvoice is the assistant's tool (Read): the provider's invoice.
+func (a *Assistants) LookupInvoice(_ context.Context, q InvoiceQuery) (InvoiceRecord, error) {
+	if q.Invoice == "" {
+		return InvoiceRecord{}, sdk.NewNonRetryableError(`lookup_invoice wants {"invoice": ID}`, "BadArguments")
+	}
+	amount := 980
+	if strings.HasSuffix(q.Invoice, "7") {
+		amount = 25000
+	}
+	return InvoiceRecord{ID: q.Invoice, Vendor: "Hooli", Amount: amount, Due: "2026-12-15"}, nil
+}
+
+// Registrar is what workers and replayers offer.
+type Registrar interface {
+	RegisterWorkflow(fn any, opts ...sdk.RegisterOptions) error
+	RegisterActivity(fn any, opts ...activities.Options) error
+}
+
+// RegisterAssistant registers the assistant, its model call (m: an
+// llm.Model pointed at the fake, or at a real endpoint) and its tool.
+func RegisterAssistant(r Registrar, a *Assistants, m *llm.Model) error {
+	if m == nil {
+		return errors.New("demo: the assistant needs a model (llm.New)")
+	}
+	return errors.Join(
+		r.RegisterWorkflow(Assistant),
+		m.Register(r),
+		r.RegisterActivity(a.LookupInvoice, activities.Options{Name: LookupInvoiceTool}),
+	)
+}
+
+// AssistantReply is the scripted model: the first turn asks for the
+// invoice the question names, the next answers from what the tool said.
+func AssistantReply(req fakellm.Request) fakellm.Reply {
+	msgs, err := req.Messages()
 	if err != nil {
-		return history.ModelResult{}, err
+		return fakellm.Reply{Status: http.StatusBadRequest}
 	}
-	entries, err := history.DecodeTranscript(p.Data)
-	if err != nil {
-		return history.ModelResult{}, err
-	}
-	msg := FakeModel(entries)
-	delay := a.TokenDelay
-	if delay == 0 {
-		delay = 60 * time.Millisecond
-	}
-	words := strings.SplitAfter(msg.Content, " ")
-	for _, w := range words {
-		activities.Stream(ctx, activities.StreamDelta{Kind: "text", Text: w})
-		select {
-		case <-time.After(delay):
-		case <-ctx.Done():
-			return history.ModelResult{}, ctx.Err()
-		}
-	}
-	for i, tc := range msg.ToolCalls {
-		activities.Stream(ctx, activities.StreamDelta{Kind: "tool_call", ToolCallIndex: i, ToolCallID: tc.ID, ToolName: tc.Name, Text: tc.Arguments})
-	}
-	u := history.Usage{Model: AssistantModel, PromptTokens: int64(len(p.Data) / 4), CompletionTokens: int64(len(words) + 8*len(msg.ToolCalls))}
-	activities.RecordUsage(ctx, u)
-	return history.ModelResult{Message: msg, Usage: u, Model: AssistantModel, FinishReason: "stop"}, nil
-}
-
-// FakeModel answers a transcript: first it asks for the invoice, then it
-// answers from what the tool said.
-func FakeModel(entries []history.TranscriptEntry) history.ChatMessage {
 	var question, tool string
-	for _, e := range entries {
-		if m := e.Message; m != nil {
-			switch m.Role {
-			case "user":
-				question = m.Content
-			case "tool":
-				tool = m.Content
-			}
+	for _, m := range msgs {
+		content, _ := m["content"].(string)
+		switch m["role"] {
+		case "user":
+			question = content
+		case "tool":
+			tool = content
 		}
 	}
 	if tool == "" {
 		id := "INV-5"
 		for _, f := range strings.Fields(question) {
-			if strings.HasPrefix(strings.Trim(f, "?.,!"), "INV-") {
-				id = strings.Trim(f, "?.,!")
+			if w := strings.Trim(f, "?.,!"); strings.HasPrefix(w, "INV-") {
+				id = w
 			}
 		}
-		args, _ := json.Marshal(map[string]string{"invoice": id})
-		return history.ChatMessage{Role: "assistant", Content: "Let me look up " + id + " first.",
-			ToolCalls: []history.ToolCall{{ID: "call_1", Name: "lookup_invoice", Arguments: string(args)}}}
+		args, _ := json.Marshal(InvoiceQuery{Invoice: id}) // a plain struct: cannot fail
+		return fakellm.Reply{Content: "Let me look up " + id + " first.",
+			ToolCalls: []fakellm.ToolCall{{ID: "call_1", Name: LookupInvoiceTool, Arguments: string(args)}}}
 	}
-	var inv struct {
-		ID     string
-		Vendor string
-		Amount int
-		Due    string
-	}
-	if err := json.Unmarshal([]byte(tool), &inv); err != nil {
-		return history.ChatMessage{Role: "assistant", Content: "I could not read the invoice: " + tool}
+	var inv InvoiceRecord
+	if err := json.Unmarshal([]byte(tool), &inv); err != nil || inv.ID == "" {
+		return fakellm.Say("I could not read the invoice: " + tool)
 	}
 	verdict := "it is within the $10,000 budget, so it can be paid"
 	if inv.Amount > 10000 {
 		verdict = "it is over the $10,000 budget: a person must approve it"
 	}
-	return history.ChatMessage{Role: "assistant", Content: fmt.Sprintf("%s is $%s to %s, due %s; %s.", inv.ID, dollars(inv.Amount), inv.Vendor, inv.Due, verdict)}
+	return fakellm.Say(fmt.Sprintf("%s is $%s to %s, due %s; %s.", inv.ID, dollars(inv.Amount), inv.Vendor, inv.Due, verdict))
 }
 
-// LookupInvoice is the assistant's tool: the provider's invoice, as JSON.
-func (a *Assistants) LookupInvoice(_ context.Context, args string) (string, error) {
-	var in struct{ Invoice string }
-	if err := json.Unmarshal([]byte(args), &in); err != nil || in.Invoice == "" {
-		return "", sdk.NewNonRetryableError("lookup_invoice wants {\"invoice\": ID}", "BadArguments")
-	}
-	amount := 980
-	if strings.HasSuffix(in.Invoice, "7") {
-		amount = 25000
-	}
-	b, _ := json.Marshal(map[string]any{"ID": in.Invoice, "Vendor": "Hooli", "Amount": amount, "Due": "2026-12-15"})
-	return string(b), nil
+// ModelServer is the assistant's fake model endpoint, served on loopback.
+type ModelServer struct {
+	// URL is the endpoint's base URL (llm.Config.BaseURL).
+	URL string
+	srv *http.Server
 }
 
-// RegisterAssistant registers the assistant on a worker.
-func RegisterAssistant(r interface {
-	RegisterWorkflow(fn any, opts ...sdk.RegisterOptions) error
-	RegisterActivity(fn any, opts ...activities.Options) error
-}, a *Assistants) error {
-	return errors.Join(
-		r.RegisterWorkflow(Assistant),
-		r.RegisterActivity(a.Chat, activities.Options{Metered: true}),
-		r.RegisterActivity(a.LookupInvoice),
-	)
+// ServeAssistantModel serves the scripted model (AssistantReply) on a free
+// loopback port; chunkDelay spaces its streamed pieces so that a person —
+// or a browser test — sees an answer arrive.
+func ServeAssistantModel(chunkDelay time.Duration) (*ModelServer, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("demo: the assistant's model: %w", err)
+	}
+	fake := fakellm.NewFunc(AssistantReply)
+	fake.ChunkDelay = chunkDelay
+	s := &ModelServer{URL: "http://" + ln.Addr().String() + "/v1", srv: &http.Server{Handler: fake, ReadHeaderTimeout: 10 * time.Second}}
+	go func() { _ = s.srv.Serve(ln) }()
+	return s, nil
 }
+
+// Close stops the endpoint.
+func (s *ModelServer) Close() error { return s.srv.Close() }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnflow/cairn/activities/llm"
 	"github.com/cairnflow/cairn/engine"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history/badgerstore"
@@ -13,7 +14,8 @@ import (
 	"github.com/cairnflow/cairn/worker"
 )
 
-// The assistant's run reads back as an agent's conversation: the messages
+// The assistant is an agent-kit run (the agent loop, llm.Chat against the
+// fake endpoint, a tool activity), and reads back as an agent's conversation: the messages
 // in order, each model call with its usage, and the tool call linked to
 // its activity and completed (GetTranscript).
 func TestAssistantTranscript(t *testing.T) {
@@ -32,7 +34,16 @@ func TestAssistantTranscript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := RegisterAssistant(w, &Assistants{TokenDelay: time.Microsecond}); err != nil {
+	srv, err := ServeAssistantModel(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	m, err := llm.New(llm.Config{BaseURL: srv.URL, Model: AssistantModel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := RegisterAssistant(w, &Assistants{}, m); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -47,7 +58,7 @@ func TestAssistantTranscript(t *testing.T) {
 		}
 	}()
 	var answer string
-	if _, err := c.ExecuteWorkflow(ctx, client.StartOptions{ID: "a-1", TaskQueue: TaskQueue}, Assistant, "Can we pay INV-7?", &answer); err != nil {
+	if _, err := c.ExecuteWorkflow(ctx, client.StartOptions{ID: "a-1", TaskQueue: TaskQueue}, Assistant, Question{Text: "Can we pay INV-7?"}, &answer); err != nil {
 		t.Fatal(err)
 	}
 	if answer != "INV-7 is $25,000 to Hooli, due 2026-12-15; it is over the $10,000 budget: a person must approve it." {

@@ -366,8 +366,12 @@ func TestResolveFromTheCLI(t *testing.T) {
 			t.Fatalf("effects list lacks %q:\n%s", want, ledger)
 		}
 	}
-	var effects []map[string]any
-	if err := json.Unmarshal([]byte(mustCLI(t, addr, "effects", "list", "--json")), &effects); err != nil || len(effects) != 1 ||
+	var list struct {
+		Effects []map[string]any `json:"effects"`
+	}
+	err := json.Unmarshal([]byte(mustCLI(t, addr, "effects", "list", "--json")), &list)
+	effects := list.Effects
+	if err != nil || len(effects) != 1 ||
 		effects[0]["state"] != "completed" || effects[0]["attempts"] != 1.0 || effects[0]["workflowId"] != "pay-INV-9" {
 		t.Fatalf("effects list --json: %+v, %v", effects, err)
 	}

@@ -54,6 +54,7 @@ const (
 	envMaxAct     = "EFFECTS_MAX_ACTIVITIES"
 	envLookupDown = "EFFECTS_LOOKUP_DOWN"
 	envListen     = "EFFECTS_LISTEN" // the engine's fixed listen address (for a restart)
+	envQuiet      = "EFFECTS_QUIET"  // the child prints only what a long campaign needs
 )
 
 const agentsQueue = "agents"
@@ -108,6 +109,14 @@ func say(format string, args ...any) {
 	defer out.Unlock()
 	fmt.Fprintf(out.w, format+"\n", args...)
 	_ = out.w.Flush()
+}
+
+// chat is say for the lines of every request, left out with EFFECTS_QUIET
+// (a long campaign would hold millions of them).
+func chat(format string, args ...any) {
+	if os.Getenv(envQuiet) == "" {
+		say(format, args...)
+	}
 }
 
 // readStdin turns "go" lines into gate openings and exits the process when
@@ -191,11 +200,11 @@ func (s reportingService) FailActivity(ctx context.Context, req *api.FailActivit
 func sayReport(what string, err error) {
 	switch {
 	case err == nil:
-		say("acked %s", what)
+		chat("acked %s", what)
 	case errors.Is(err, api.ErrStaleAttempt):
-		say("refused stale-attempt %s %s", what, strings.ReplaceAll(err.Error(), "\n", " "))
+		chat("refused stale-attempt %s %s", what, strings.ReplaceAll(err.Error(), "\n", " "))
 	default:
-		say("refused other %s %s", what, strings.ReplaceAll(err.Error(), "\n", " "))
+		chat("refused other %s %s", what, strings.ReplaceAll(err.Error(), "\n", " "))
 	}
 }
 
@@ -243,36 +252,17 @@ type proc struct {
 // kills it when the test ends.
 func spawn(t testing.TB, name string, env ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, name: name, changed: make(chan struct{})}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestWorkerProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout = (*lineWriter)(p)
-	cmd.Stderr = (*stderrWriter)(p)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd, p.stdin = cmd, stdin
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() {
-		_ = cmd.Wait()
-		p.mu.Lock()
-		p.exited = true
-		close(p.changed)
-		p.changed = make(chan struct{})
-		p.mu.Unlock()
-	}()
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			p.mu.Lock()
-			t.Logf("%s stdout:\n%s\n%s stderr:\n%s", name, strings.Join(p.lines, "\n"), name, p.stderr.String())
-			p.mu.Unlock()
-		}
-	})
-	return p
+	return spawnExe(t, name, os.Args[0], []string{"-test.run=^TestWorkerProcess$", "-test.count=1"}, env)
+}
+
+// wait waits for the process to exit and marks it exited.
+func (p *proc) wait() {
+	_ = p.cmd.Wait()
+	p.mu.Lock()
+	p.exited = true
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.mu.Unlock()
 }
 
 type lineWriter proc
@@ -297,10 +287,18 @@ func (w *lineWriter) Write(b []byte) (int, error) {
 
 type stderrWriter proc
 
+// maxStderr bounds the stderr a child's proc keeps (its tail).
+const maxStderr = 1 << 20
+
 func (w *stderrWriter) Write(b []byte) (int, error) {
 	p := (*proc)(w)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.stderr.Len()+len(b) > maxStderr {
+		tail := bytes.Clone(p.stderr.Bytes()[p.stderr.Len()/2:])
+		p.stderr.Reset()
+		p.stderr.Write(tail)
+	}
 	return p.stderr.Write(b)
 }
 

@@ -129,7 +129,7 @@ func (v *vendor) charge(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	say("received /charge %s %d", req.Key, req.Attempt)
+	chat("received /charge %s %d", req.Key, req.Attempt)
 	if v.delay > 0 {
 		time.Sleep(v.delay) // the charge takes a while to go through
 	}
@@ -284,6 +284,15 @@ type shop struct {
 	vendor string
 	name   string
 	hc     *http.Client
+	mu     sync.Mutex
+	rng    *rand.Rand
+}
+
+// think is how long the charge takes to prepare its request: up to 300 ms.
+func (s *shop) think() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Duration(s.rng.IntN(300)) * time.Millisecond
 }
 
 // Quote is a read.
@@ -297,6 +306,16 @@ func (s *shop) ChargeManual(ctx context.Context, p Payment) (Receipt, error) { r
 
 func (s *shop) charge(ctx context.Context, p Payment) (Receipt, error) {
 	info := activities.GetInfo(ctx)
+	// The tool prepares its request first (an agent's tool composes it):
+	// a worker frozen by the campaign often stops right here.
+	select {
+	case <-time.After(s.think()):
+	case <-ctx.Done():
+		return Receipt{}, fmt.Errorf("charge not sent: %v", context.Cause(ctx))
+	}
+	if err := ctx.Err(); err != nil { // the last check before acting: the lease, by the clock
+		return Receipt{}, fmt.Errorf("charge not sent: %v", context.Cause(ctx))
+	}
 	var r Receipt
 	err := s.post(ctx, "/charge", VendorRequest{Key: info.IdempotencyKey, Invoice: p.Invoice, Amount: p.Amount, Attempt: info.Attempt,
 		Worker: s.name}, &r)
@@ -348,7 +367,7 @@ func (s *shop) post(ctx context.Context, path string, body VendorRequest, out an
 		mu.Lock()
 		wrote = true
 		mu.Unlock()
-		say("sent %s %s %d", path, body.Key, body.Attempt)
+		chat("sent %s %s %d", path, body.Key, body.Attempt)
 	}}
 	rctx, cancel := context.WithTimeout(httptrace.WithClientTrace(ctx, trace), shopRequestTimeout)
 	defer cancel()
@@ -389,7 +408,8 @@ func runShopWorker() error {
 	if err != nil {
 		return err
 	}
-	s := &shop{vendor: os.Getenv(envVendorURL), name: name, hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	s := &shop{vendor: os.Getenv(envVendorURL), name: name, hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
+		rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid())))}
 	invoice := func(p Payment) string { return p.Invoice }
 	if err := errors.Join(
 		w.RegisterWorkflow(Shop),

@@ -450,11 +450,12 @@ type actionRequest struct {
 	ScheduledEventID int64  `json:"scheduledEventId"`
 	Resolution       string `json:"resolution"`
 	Result           string `json:"result"`
-	// Budget: the new limits, or stop.
-	MaxTokens  int64   `json:"maxTokens"`
-	MaxCostUSD float64 `json:"maxCostUsd"`
-	MaxTurns   int64   `json:"maxTurns"`
-	Stop       bool    `json:"stop"`
+	// Budget: the new limits (absent or null: unchanged; 0: no limit), or
+	// stop.
+	MaxTokens  *int64   `json:"maxTokens"`
+	MaxCostUSD *float64 `json:"maxCostUSD"`
+	MaxTurns   *int64   `json:"maxTurns"`
+	Stop       bool     `json:"stop"`
 }
 
 func decodeAction(body []byte) (*actionRequest, error) {

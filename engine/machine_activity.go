@@ -56,13 +56,13 @@ func (t *transition) scheduleActivity(c *api.ScheduleActivityCommand, wtc int64)
 	}
 	id := t.add(&history.ActivityScheduled{ActivityID: c.ActivityID, ActivityType: c.ActivityType, Input: c.Input,
 		Options: opts, Effect: c.Effect, IdempotencyKey: key, HasReconcile: c.HasReconcile, WorkflowTaskCompletedEventID: wtc,
-		Metered: c.Metered})
+		Metered: c.Metered, ShareResult: c.ShareResult})
 	if st.Activities == nil {
 		st.Activities = map[int64]*ActivityInfo{}
 	}
 	a := &ActivityInfo{ScheduledEventID: id, ActivityID: c.ActivityID, ActivityType: c.ActivityType, Options: opts,
 		Effect: c.Effect, IdempotencyKey: key, HasReconcile: c.HasReconcile, ScheduledTime: t.now,
-		State: api.ActivityStateScheduled, Attempt: 1, Metered: c.Metered}
+		State: api.ActivityStateScheduled, Attempt: 1, Metered: c.Metered, ShareResult: c.ShareResult}
 	if c.Metered {
 		st.Turns++
 		a.Turn = st.Turns

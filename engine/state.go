@@ -168,6 +168,8 @@ type ActivityInfo struct {
 	// GiveBacks counts the dispatches of the current attempt that workers
 	// gave back unstarted (their lease was over by their clock).
 	GiveBacks int32 `msgpack:",omitempty"`
+	// ShareResult: the result is stored as a chunk (sharedResult).
+	ShareResult bool `msgpack:",omitempty"`
 
 	// input is the activity's input, kept in memory by the service so that
 	// a dispatch need not read the ActivityScheduled event back (nil after

@@ -235,6 +235,10 @@ func (cr *checkedRun) see(ev history.Event) {
 		if a.IdempotencyKey != "" {
 			cr.keyed[ev.ID] = &keyedActivity{key: a.IdempotencyKey}
 		}
+	case *history.ActivityKeyed: // a key decided after the schedule (declared where the activity runs)
+		if k := cr.keyed[a.ScheduledEventID]; a.IdempotencyKey != "" && (k == nil || k.key != a.IdempotencyKey) {
+			cr.keyed[a.ScheduledEventID] = &keyedActivity{key: a.IdempotencyKey}
+		}
 	case *history.ActivityStarted:
 		if !a.Reconcile {
 			set(a.ScheduledEventID, LedgerInFlight)

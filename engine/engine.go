@@ -154,6 +154,8 @@ type Engine struct {
 	timers *timerq.Queue[timerKey]
 
 	bootGen int64
+	// decls are the activity declarations of the task queues.
+	decls declarations
 	// bootPending: the boot generation could not be written at Open (a
 	// full disk); the first commit that succeeds carries it (commit).
 	bootPending atomic.Bool

@@ -37,7 +37,7 @@ func TestTaskHandedToAPollerThatLeftGoesBack(t *testing.T) {
 	if !ok {
 		t.Fatal("no activity task queued")
 	}
-	act, err := h.eng.dispatchActivity(ctx, actItem, "gone")
+	act, err := h.eng.dispatchActivity(ctx, actItem, "gone", nil)
 	if err != nil || act == nil {
 		t.Fatalf("dispatch activity: %v %v", act, err)
 	}

@@ -32,7 +32,13 @@ const (
 	LedgerNotHappened
 )
 
-func (t *transition) scheduleActivity(c *api.ScheduleActivityCommand, wtc int64) func() {
+// scheduleActivity schedules an activity. d, when known, is the activity
+// as the workers of its task queue declare it: the stronger class of the
+// two applies, the declared Reconcile lookup, and — when the workflow's
+// worker did not compute the key material the way the declaration says
+// (it did not declare the activity, or not its business key) — the key
+// waits for a key task (machine_keys.go).
+func (t *transition) scheduleActivity(c *api.ScheduleActivityCommand, wtc int64, d *api.ActivityDeclaration) func() {
 	st := t.st
 	opts := c.Options
 	if opts.TaskQueue == "" {
@@ -41,28 +47,29 @@ func (t *transition) scheduleActivity(c *api.ScheduleActivityCommand, wtc int64)
 	if opts.StartToCloseTimeout == 0 && opts.ScheduleToCloseTimeout == 0 {
 		opts.StartToCloseTimeout = t.m.Defaults.StartToCloseTimeout
 	}
+	effect, reconcile, pending := c.Effect, c.HasReconcile, false
+	if d != nil {
+		effect, reconcile = max(effect, d.Effect), d.Reconcile
+		pending = effect != history.Read && (c.Effect == history.Read || d.BusinessKey != c.BusinessKey)
+	}
 	key := ""
-	if c.Effect != history.Read {
+	if effect != history.Read && !pending {
 		material := c.KeyMaterial
 		if material == nil {
 			material = c.Input.Data
 		}
-		if st.Occurrences == nil {
-			st.Occurrences = map[string]int32{}
-		}
-		ok := occurrenceKey(c.ActivityType, material)
-		st.Occurrences[ok]++
-		key = idempotencyKey(st.WorkflowID, c.ActivityType, material, st.Occurrences[ok])
+		key = t.nextKey(c.ActivityType, material)
 	}
 	id := t.add(&history.ActivityScheduled{ActivityID: c.ActivityID, ActivityType: c.ActivityType, Input: c.Input,
-		Options: opts, Effect: c.Effect, IdempotencyKey: key, HasReconcile: c.HasReconcile, WorkflowTaskCompletedEventID: wtc,
+		Options: opts, Effect: effect, IdempotencyKey: key, HasReconcile: reconcile, WorkflowTaskCompletedEventID: wtc,
 		Metered: c.Metered, ShareResult: c.ShareResult})
 	if st.Activities == nil {
 		st.Activities = map[int64]*ActivityInfo{}
 	}
 	a := &ActivityInfo{ScheduledEventID: id, ActivityID: c.ActivityID, ActivityType: c.ActivityType, Options: opts,
-		Effect: c.Effect, IdempotencyKey: key, HasReconcile: c.HasReconcile, ScheduledTime: t.now,
-		State: api.ActivityStateScheduled, Attempt: 1, Metered: c.Metered, ShareResult: c.ShareResult}
+		Effect: effect, IdempotencyKey: key, HasReconcile: reconcile, ScheduledTime: t.now,
+		State: api.ActivityStateScheduled, Attempt: 1, Metered: c.Metered, KeyPending: pending,
+		BusinessKey: c.BusinessKey || pending && d.BusinessKey, ShareResult: c.ShareResult}
 	if c.Metered {
 		st.Turns++
 		a.Turn = st.Turns
@@ -71,8 +78,20 @@ func (t *transition) scheduleActivity(c *api.ScheduleActivityCommand, wtc int64)
 	if opts.ScheduleToCloseTimeout > 0 {
 		t.deadline(Deadline{At: t.now.Add(opts.ScheduleToCloseTimeout), Kind: DeadlineScheduleToClose, ID: id})
 	}
-	t.readyActivity(a)
+	t.readyActivity(a) // a key task first when the key is pending
 	return nil
+}
+
+// nextKey counts one more identical action (activity type, key material)
+// in the run and returns its idempotency key.
+func (t *transition) nextKey(activityType string, material []byte) string {
+	st := t.st
+	if st.Occurrences == nil {
+		st.Occurrences = map[string]int32{}
+	}
+	ok := occurrenceKey(activityType, material)
+	st.Occurrences[ok]++
+	return idempotencyKey(st.WorkflowID, activityType, material, st.Occurrences[ok])
 }
 
 // readyActivity puts a scheduled attempt on its queue.
@@ -113,11 +132,12 @@ func (t *transition) cancelActivity(schedID int64, wtc int64) func() {
 // and SideEffect activities it writes ActivityStarted (intent before
 // effect): the caller commits it durably before the task leaves the engine.
 func (m *Machine) ActivityDispatched(st *RunState, schedID int64, epoch int64, identity string, now time.Time) (Output, error) {
-	a, ok := st.Activities[schedID]
-	if !ok || a.State != api.ActivityStateScheduled || !st.Status.Open() {
-		return Output{}, api.Errorf(api.ErrStaleAttempt, "activity %d is not waiting for a worker", schedID)
-	}
-	t := m.begin(st, now)
+	return m.DispatchDeclared(st, schedID, epoch, identity, nil, now)
+}
+
+// dispatch leases a's attempt (or its lookup) to identity under epoch.
+func (t *transition) dispatch(a *ActivityInfo, epoch int64, identity string) {
+	now := t.now
 	a.State = api.ActivityStateStarted
 	a.LeaseEpoch = epoch
 	a.StartedTime = now
@@ -126,7 +146,7 @@ func (m *Machine) ActivityDispatched(st *RunState, schedID int64, epoch int64, i
 	a.LeaseDeadline = leaseDeadline(a, now)
 	a.StartedEventID = 0
 	if a.Effect != history.Read || a.Reconciling {
-		a.StartedEventID = t.add(&history.ActivityStarted{ScheduledEventID: schedID, Attempt: a.Attempt, LeaseEpoch: epoch,
+		a.StartedEventID = t.add(&history.ActivityStarted{ScheduledEventID: a.ScheduledEventID, Attempt: a.Attempt, LeaseEpoch: epoch,
 			Identity: identity, Reconcile: a.Reconciling})
 		if a.Reconciling {
 			a.Lookups++
@@ -136,8 +156,7 @@ func (m *Machine) ActivityDispatched(st *RunState, schedID int64, epoch int64, i
 			t.out.Ledger[len(t.out.Ledger)-1].Dispatched = true
 		}
 	}
-	t.deadline(Deadline{At: a.LeaseDeadline, Kind: DeadlineActivityLease, ID: schedID, Epoch: epoch})
-	return t.out, nil
+	t.deadline(Deadline{At: a.LeaseDeadline, Kind: DeadlineActivityLease, ID: a.ScheduledEventID, Epoch: epoch})
 }
 
 // hardDeadline is when an attempt ends whatever its heartbeats say.

@@ -83,6 +83,11 @@ func (t *transition) fireLease(d Deadline) {
 		t.deadline(Deadline{At: a.LeaseDeadline, Kind: DeadlineActivityLease, ID: a.ScheduledEventID, Epoch: a.LeaseEpoch})
 		return
 	}
+	if a.KeyPending { // a key task runs nothing: ask again
+		a.LeaseEpoch, a.LeaseDeadline = 0, time.Time{}
+		t.readyActivity(a)
+		return
+	}
 	if a.Reconciling {
 		// The lookup is a read: it is simply asked again.
 		a.LastFailure = &history.Failure{Type: "LeaseLost", Message: "the Reconcile lookup's lease expired"}

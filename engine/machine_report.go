@@ -133,6 +133,8 @@ type AttemptReport struct {
 	HeartbeatDetails history.Payload
 	// Lookup: the report comes from a Reconcile lookup's dispatch.
 	Lookup bool
+	// KeyMaterial answers a key task (machine_keys.go).
+	KeyMaterial []byte
 	// ResultOmitted is the worker's reason for sending no result (it is
 	// over the limit); Usage is what the attempt consumed; RetryAfter,
 	// when positive, replaces the retry policy's backoff.
@@ -230,6 +232,10 @@ func (t *transition) currentReport(a *ActivityInfo, r AttemptReport) {
 	}
 	if a.Reconciling {
 		t.lookupAnswer(a, r)
+		return
+	}
+	if a.KeyPending {
+		t.keyReport(a, r)
 		return
 	}
 	rec := a.record(r.Epoch)

@@ -20,6 +20,9 @@ type WFTCompletion struct {
 	ChildRefused map[int]string
 	// SignalDelivered[i] says whether command i's signal found an open run.
 	SignalDelivered map[int]bool
+	// Declarations[i] is the declaration of command i's activity by the
+	// workers of its task queue, if the engine has one (declarations.go).
+	Declarations map[int]api.ActivityDeclaration
 }
 
 // WFTDispatched marks the scheduled workflow task as handed to a worker
@@ -312,7 +315,11 @@ func firstErr(errs ...error) error {
 func (t *transition) command(i int, c *api.Command, wtc int64, wc *WFTCompletion) func() {
 	switch c.Type {
 	case api.CommandScheduleActivity:
-		return t.scheduleActivity(c.ScheduleActivity, wtc)
+		d, declared := wc.Declarations[i]
+		if !declared {
+			return t.scheduleActivity(c.ScheduleActivity, wtc, nil)
+		}
+		return t.scheduleActivity(c.ScheduleActivity, wtc, &d)
 	case api.CommandRequestCancelActivity:
 		return t.cancelActivity(c.RequestCancelActivity.ScheduledEventID, wtc)
 	case api.CommandStartTimer:

@@ -93,35 +93,31 @@ func (e *Engine) recordClosedRunReport(ctx context.Context, st *RunState, change
 // duplicates the ledger holds, so that the duplicate counters cover every
 // duplicate ever recorded, not only those since this process started.
 func (e *Engine) countDuplicates(ctx context.Context) error {
-	prefix := history.Key().Str("x").Bytes()
-	var after []byte
-	for {
-		recs, err := e.store.Scan(ctx, history.SpaceIndex, history.ScanOptions{Prefix: prefix, After: after, Limit: 1000})
-		if err != nil {
-			return fmt.Errorf("engine: count duplicates: %w", storeErr(err))
+	err := e.scanIndex(ctx, history.Key().Str("x").Bytes(), func(r history.Record, bad error) error {
+		if bad != nil {
+			return nil // ListEffects reports what is wrong with it
 		}
-		for _, r := range recs {
-			after = r.Key
-			kr := history.ReadKey(r.Key)
-			_ = kr.Str()
-			wf, key := kr.Str(), kr.Str()
-			le, err := e.ledgerEntry(ctx, wf, key)
-			if err != nil || le == nil {
-				continue // ListEffects reports what is wrong with it
+		kr := history.ReadKey(r.Key)
+		_ = kr.Str()
+		wf, key := kr.Str(), kr.Str()
+		le, err := e.ledgerEntry(ctx, wf, key)
+		if err != nil || le == nil {
+			return nil // ListEffects reports what is wrong with it
+		}
+		proven := int64(0)
+		for _, rep := range le.Reports {
+			if rep.Verdict == api.VerdictDuplicate {
+				proven++
 			}
-			proven := int64(0)
-			for _, rep := range le.Reports {
-				if rep.Verdict == api.VerdictDuplicate {
-					proven++
-				}
-			}
-			e.stats.bootDuplicates += proven
-			e.stats.bootPossible += max(int64(le.Duplicates)-proven, 0)
 		}
-		if len(recs) < 1000 {
-			return nil
-		}
+		e.stats.bootDuplicates += proven
+		e.stats.bootPossible += max(int64(le.Duplicates)-proven, 0)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("engine: count duplicates: %w", storeErr(err))
 	}
+	return nil
 }
 
 // closedRunReport judges a report of an attempt whose run has closed, from

@@ -214,7 +214,9 @@ func (e *Engine) CountWorkflows(ctx context.Context, req *api.CountWorkflowsRequ
 	defer e.leave()
 	filter := &api.ListWorkflowsRequest{WorkflowType: req.WorkflowType, WorkflowIDPrefix: req.WorkflowIDPrefix,
 		StartedAfter: req.StartedAfter, StartedBefore: req.StartedBefore}
-	prefix := history.Key().Str("a").Bytes()
+	// The status index: a run's status and start time are in its key, so
+	// only a type filter needs the entry's value decoded.
+	prefix := history.Key().Str("s").Bytes()
 	var counts [16]int64
 	resp := &api.CountWorkflowsResponse{}
 	var after []byte
@@ -226,13 +228,22 @@ func (e *Engine) CountWorkflows(ctx context.Context, req *api.CountWorkflowsRequ
 		}
 		for _, r := range recs {
 			after = r.Key
-			info, ok := e.listEntry(r, filter)
-			if !ok {
+			if !indexKeyMatches(r.Key, filter) {
 				continue
 			}
+			kr := history.ReadKey(r.Key)
+			kr.Str() // "s"
+			status := api.Status(kr.Int())
+			if req.WorkflowType != "" {
+				info, ok := e.listEntry(r, filter)
+				if !ok {
+					continue
+				}
+				status = info.Status
+			}
 			resp.Total++
-			if int(info.Status) < len(counts) {
-				counts[info.Status]++
+			if int(status) < len(counts) {
+				counts[status]++
 			}
 		}
 		if len(recs) < batch {

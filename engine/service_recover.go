@@ -166,6 +166,9 @@ func (e *Engine) recover(ctx context.Context) error {
 	if err := e.countDuplicates(ctx); err != nil {
 		return err
 	}
+	if err := e.loadDeclarations(ctx); err != nil {
+		return err
+	}
 	if err := e.loadQuarantine(ctx); err != nil {
 		return fmt.Errorf("engine: recover: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -386,6 +387,9 @@ func (e *Engine) ListWorkflows(ctx context.Context, req *api.ListWorkflowsReques
 	if req.Corrupt {
 		return e.listCorrupt(req), nil
 	}
+	if req.WorkflowID != "" {
+		return e.listRunsOf(ctx, req)
+	}
 	size := req.PageSize
 	if size <= 0 {
 		size = 100
@@ -399,6 +403,9 @@ func (e *Engine) ListWorkflows(ctx context.Context, req *api.ListWorkflowsReques
 	// its key (listEntry) and the scan goes on after it.
 	err := scanRecords(ctx, e.store, history.SpaceIndex, history.ScanOptions{Prefix: prefix, After: req.NextPageToken, Reverse: true}, size,
 		func(r history.Record, _ error) (bool, error) {
+			if !indexKeyMatches(r.Key, req) {
+				return true, nil
+			}
 			if info, ok := e.listEntry(r, req); ok {
 				resp.Workflows = append(resp.Workflows, *info)
 				if len(resp.Workflows) == size {
@@ -432,6 +439,95 @@ func (e *Engine) listEntry(r history.Record, req *api.ListWorkflowsRequest) (*ap
 		info = &ci
 	}
 	return info, listMatches(info, req)
+}
+
+// indexKeyMatches applies the filters a list index key answers — the
+// workflow id prefix and the start time, both in the key — before its value
+// is decoded: a filtered list or count decodes only the entries that pass.
+// A key that does not read as an index key passes (listEntry decides).
+func indexKeyMatches(key []byte, req *api.ListWorkflowsRequest) bool {
+	if req.WorkflowIDPrefix == "" && req.StartedAfter.IsZero() && req.StartedBefore.IsZero() {
+		return true
+	}
+	kr := history.ReadKey(key)
+	if kr.Str() == "s" {
+		kr.Int()
+	}
+	start := kr.Int()
+	wf := kr.Str()
+	if kr.Err() != nil {
+		return true
+	}
+	info := api.WorkflowInfo{WorkflowID: wf, StartTime: time.Unix(0, start)}
+	return listMatches(&info, &api.ListWorkflowsRequest{WorkflowIDPrefix: req.WorkflowIDPrefix, StartedAfter: req.StartedAfter,
+		StartedBefore: req.StartedBefore})
+}
+
+// listRunsOf lists one workflow id's runs from their run state records
+// (stateKey extends curKey: a scan of that id's keys only), newest first.
+// A damaged record is listed from its key with Corrupt saying so. The page
+// token is the last run's start time and run id.
+func (e *Engine) listRunsOf(ctx context.Context, req *api.ListWorkflowsRequest) (*api.ListWorkflowsResponse, error) {
+	var runs []api.WorkflowInfo
+	err := scanRecords(ctx, e.store, history.SpaceRunState, history.ScanOptions{Prefix: curKey(req.WorkflowID)}, 0,
+		func(r history.Record, bad error) (bool, error) {
+			kr := history.ReadKey(r.Key)
+			wf, run := kr.Str(), kr.Str()
+			if kr.Err() != nil || wf != req.WorkflowID {
+				return true, nil
+			}
+			info := &api.WorkflowInfo{WorkflowID: wf, RunID: run, Corrupt: "the run's state record is damaged"}
+			if bad == nil {
+				if st, err := decodeState(r.Value); err == nil {
+					info = summary(st)
+				}
+			}
+			if c := e.corrupt.lookup(wf, run); c != nil {
+				ci := c.info()
+				if c.state == nil {
+					ci = *info
+					ci.Corrupt = c.reason
+				}
+				info = &ci
+			}
+			if (req.Status == api.StatusUnspecified || info.Status == req.Status) && listMatches(info, req) {
+				runs = append(runs, *info)
+			}
+			return true, nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	newer := func(a, b *api.WorkflowInfo) int { // newest first; ties by run id, descending
+		if c := b.StartTime.Compare(a.StartTime); c != 0 {
+			return c
+		}
+		return strings.Compare(b.RunID, a.RunID)
+	}
+	slices.SortFunc(runs, func(a, b api.WorkflowInfo) int { return newer(&a, &b) })
+	if req.NextPageToken != nil {
+		kr := history.ReadKey(req.NextPageToken)
+		last := api.WorkflowInfo{StartTime: time.Unix(0, kr.Int()).UTC(), RunID: kr.Str()}
+		if kr.Err() != nil {
+			return nil, api.Errorf(api.ErrInvalidArgument, "malformed page token")
+		}
+		i := 0
+		for i < len(runs) && newer(&runs[i], &last) <= 0 {
+			i++
+		}
+		runs = runs[i:]
+	}
+	size := req.PageSize
+	if size <= 0 {
+		size = 100
+	}
+	resp := &api.ListWorkflowsResponse{Workflows: runs}
+	if len(runs) > size {
+		resp.Workflows = runs[:size]
+		l := runs[size-1]
+		resp.NextPageToken = history.Key().Int(l.StartTime.UnixNano()).Str(l.RunID).Bytes()
+	}
+	return resp, nil
 }
 
 // damagedListEntry is the listing of an index entry whose value is

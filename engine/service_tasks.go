@@ -212,7 +212,8 @@ func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *api.CompleteWork
 			return fmt.Errorf("%w: parent lock missing", api.ErrInternal)
 		}
 		tr := x.edit(entry)
-		wc := WFTCompletion{Commands: req.Commands, StickyQueue: req.StickyQueue, Identity: req.Identity}
+		wc := WFTCompletion{Commands: req.Commands, StickyQueue: req.StickyQueue, Identity: req.Identity,
+			Declarations: e.scheduleDeclarations(tr.st, req.Commands)}
 		wc.ChildRefused, wc.SignalDelivered = x.probeTargets(ctx, req.Commands)
 		out, err := e.m.CompleteWFT(tr.st, wc, x.now)
 		if errors.Is(err, ErrUnhandledEvents) {
@@ -367,6 +368,7 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *api.PollActivityTask
 		return nil, err
 	}
 	defer e.pollers.begin(req.TaskQueue, req.Identity, true, e.now)()
+	e.declare(ctx, req.TaskQueue, req.Activities)
 	ctx, cancel := context.WithTimeout(ctx, e.opts.PollTimeout)
 	defer cancel()
 	for {
@@ -374,7 +376,7 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *api.PollActivityTask
 		if !ok {
 			return &api.PollActivityTaskResponse{}, nil
 		}
-		task, err := e.dispatchActivity(ctx, item, req.Identity)
+		task, err := e.dispatchActivity(ctx, item, req.Identity, req.Activities)
 		if errors.Is(err, api.ErrDataCorrupt) {
 			continue // that run is quarantined now; the poller waits for another task
 		}
@@ -385,9 +387,9 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *api.PollActivityTask
 			}
 			return nil, err
 		}
-		if task != nil && ctx.Err() != nil && task.Effect == history.Read && !task.Reconcile {
-			// The poller left while a Read attempt was being handed to it:
-			// nothing was recorded, so the attempt goes straight back on its
+		if task != nil && ctx.Err() != nil && (task.Effect == history.Read && !task.Reconcile || task.KeyTask) {
+			// The poller left while a Read attempt (or a key task) was being
+			// handed to it: nothing was recorded, so it goes straight back on its
 			// queue. (An attempt whose intent was recorded is left to its
 			// lease, which decides by its effect class.)
 			e.handBackActivity(item, task.LeaseEpoch)
@@ -427,7 +429,7 @@ func (e *Engine) requeueActivity(item actItem) {
 // dispatchActivity leases an attempt to the polling worker. For Idempotent
 // and SideEffect activities the intent (ActivityStarted and the ledger entry)
 // is committed durably before the task is returned.
-func (e *Engine) dispatchActivity(ctx context.Context, item actItem, identity string) (*api.ActivityTask, error) {
+func (e *Engine) dispatchActivity(ctx context.Context, item actItem, identity string, decls []api.ActivityDeclaration) (*api.ActivityTask, error) {
 	if item.task != nil {
 		return item.task, nil
 	}
@@ -443,7 +445,7 @@ func (e *Engine) dispatchActivity(ctx context.Context, item actItem, identity st
 		}
 		epoch := e.nextEpoch()
 		st := entry.state.Clone()
-		out, err := e.m.ActivityDispatched(st, item.schedID, epoch, identity, x.now)
+		out, err := e.m.DispatchDeclared(st, item.schedID, epoch, identity, pollerDeclaration(decls, a.ActivityType), x.now)
 		if err != nil {
 			return err
 		}
@@ -487,6 +489,7 @@ func (e *Engine) activityTask(ctx context.Context, st *RunState, a *ActivityInfo
 		StartToCloseTimeout: a.Options.StartToCloseTimeout, HeartbeatTimeout: a.Options.HeartbeatTimeout,
 		HeartbeatDetails: a.HeartbeatDetails, MaxResultBytes: e.m.Limits.MaxPayloadBytes, HardDeadline: hardDeadline(a),
 		Metered: a.Metered,
+		KeyTask: a.KeyPending,
 	}, nil
 }
 
@@ -534,7 +537,7 @@ func (e *Engine) CompleteActivity(ctx context.Context, req *api.CompleteActivity
 		return nil, err
 	}
 	err := e.report(ctx, tok, AttemptReport{Kind: ReportCompleted, Result: req.Result, ResultOmitted: req.ResultOmitted,
-		Identity: req.Identity, Usage: req.Usage, HeartbeatDetails: req.HeartbeatDetails})
+		Identity: req.Identity, Usage: req.Usage, HeartbeatDetails: req.HeartbeatDetails, KeyMaterial: req.KeyMaterial})
 	if err != nil {
 		return nil, err
 	}

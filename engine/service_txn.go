@@ -171,11 +171,19 @@ func keepInputs(st *RunState, events []history.Event) {
 // dispatched; one in flight or unknown from an earlier run pauses the run.
 func (x *txn) dedupe(ctx context.Context, tr *txnRun, events []history.Event) error {
 	for _, ev := range events {
-		s, ok := ev.Attrs.(*history.ActivityScheduled)
-		if !ok || s.IdempotencyKey == "" {
+		schedID, key := ev.ID, ""
+		switch s := ev.Attrs.(type) {
+		case *history.ActivityScheduled:
+			key = s.IdempotencyKey
+		case *history.ActivityKeyed: // a key assigned after the schedule, before any intent
+			if a := tr.st.Activities[s.ScheduledEventID]; a != nil && len(a.Attempts) == 0 {
+				schedID, key = s.ScheduledEventID, s.IdempotencyKey
+			}
+		}
+		if key == "" {
 			continue
 		}
-		entry, err := x.e.ledgerEntry(ctx, tr.st.WorkflowID, s.IdempotencyKey)
+		entry, err := x.e.ledgerEntry(ctx, tr.st.WorkflowID, key)
 		if err != nil {
 			// A damaged ledger entry: whether this action already happened
 			// cannot be known, so the run may not go on.
@@ -186,12 +194,12 @@ func (x *txn) dedupe(ctx context.Context, tr *txnRun, events []history.Event) er
 		}
 		switch entry.State {
 		case LedgerCompleted:
-			x.record(tr, x.e.m.Deduplicate(tr.st, ev.ID, entry.Result, entry.ResultOmitted, entry.RunID, entry.ScheduledEventID, x.now))
+			x.record(tr, x.e.m.Deduplicate(tr.st, schedID, entry.Result, entry.ResultOmitted, entry.RunID, entry.ScheduledEventID, x.now))
 		case LedgerInFlight, LedgerUnknown:
 			if entry.RunID != tr.st.RunID {
 				reason := fmt.Sprintf("run %s already started this action (%s, key %s) and its outcome is unknown", entry.RunID,
-					entry.ActivityType, s.IdempotencyKey)
-				x.record(tr, x.e.m.PauseOnLedger(tr.st, ev.ID, reason, x.now))
+					entry.ActivityType, key)
+				x.record(tr, x.e.m.PauseOnLedger(tr.st, schedID, reason, x.now))
 			}
 		}
 	}

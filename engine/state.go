@@ -168,6 +168,14 @@ type ActivityInfo struct {
 	// GiveBacks counts the dispatches of the current attempt that workers
 	// gave back unstarted (their lease was over by their clock).
 	GiveBacks int32 `msgpack:",omitempty"`
+	// KeyPending: the idempotency key waits for key material that only a
+	// worker running the activity can compute (a key task, see
+	// machine_keys.go); KeyMaterial holds it once known, until the keys of
+	// the activity type are assigned in schedule order.
+	KeyPending  bool   `msgpack:",omitempty"`
+	KeyMaterial []byte `msgpack:",omitempty"`
+	// BusinessKey: the key material is a declared business key.
+	BusinessKey bool `msgpack:",omitempty"`
 	// ShareResult: the result is stored as a chunk (sharedResult).
 	ShareResult bool `msgpack:",omitempty"`
 
@@ -237,6 +245,7 @@ func cloneMap[K comparable, V any](m map[K]*V) map[K]*V {
 func (a *ActivityInfo) cloneSlices() {
 	a.Attempts = slices.Clone(a.Attempts)
 	a.Late = slices.Clone(a.Late)
+	a.KeyMaterial = slices.Clone(a.KeyMaterial)
 }
 
 // Paused returns the activity the run is paused on, or nil.

@@ -323,6 +323,11 @@ func (x *txn) handOffActivities(h *handedOff) {
 			epoch := e.nextEpoch()
 			var lease []Deadline
 			e.actQ.OfferBuilt(a.Options.TaskQueue, func(identity string) (actItem, bool) {
+				if e.upgrades(a) {
+					// The waiting poller declared it: it is dispatched the
+					// usual way, which applies the declaration first.
+					return actItem{}, false
+				}
 				out, err := e.m.ActivityDispatched(st, id, epoch, identity, x.now)
 				if err != nil || len(out.Events) > 0 { // a Read attempt records nothing
 					return actItem{}, false

@@ -78,6 +78,7 @@ const (
 	TypeBudgetUpdated
 	TypeBudgetExceeded
 	TypeActivityLateReport
+	TypeActivityKeyed
 	typeCount
 )
 
@@ -116,6 +117,7 @@ var typeNames = [typeCount]string{
 	TypeBudgetUpdated:             "BudgetUpdated",
 	TypeBudgetExceeded:            "BudgetExceeded",
 	TypeActivityLateReport:        "ActivityLateReport",
+	TypeActivityKeyed:             "ActivityKeyed",
 }
 
 // String returns the type's name, e.g. "ActivityCompleted".
@@ -180,6 +182,7 @@ var attrFactories = [typeCount]func() Attributes{
 	TypeBudgetUpdated:             func() Attributes { return new(BudgetUpdated) },
 	TypeBudgetExceeded:            func() Attributes { return new(BudgetExceeded) },
 	TypeActivityLateReport:        func() Attributes { return new(ActivityLateReport) },
+	TypeActivityKeyed:             func() Attributes { return new(ActivityKeyed) },
 }
 
 // Payload is an encoded value (workflow input, activity result, signal
@@ -529,6 +532,20 @@ type ActivityDuplicateDetected struct {
 	Detail           string  `msgpack:"dt,omitempty"`
 }
 
+// ActivityKeyed records an activity's effect class, Reconcile lookup and
+// idempotency key decided after its ActivityScheduled event: the worker
+// that runs it declares it stronger than the workflow's worker did (or with
+// a business key only it can compute), so the engine applied that
+// declaration before the first attempt's intent was recorded.
+type ActivityKeyed struct {
+	ScheduledEventID int64       `msgpack:"se"`
+	Effect           EffectClass `msgpack:"ef"`
+	IdempotencyKey   string      `msgpack:"ik,omitempty"`
+	HasReconcile     bool        `msgpack:"rc,omitempty"`
+	// DeclaredBy names the worker whose declaration applied.
+	DeclaredBy string `msgpack:"by,omitempty"`
+}
+
 // ActivityLateReport records a report of an attempt that no longer held
 // its lease, judged not to be a duplicate: a confirmation (the attempt the
 // action was attributed to reported the same outcome) or a conflict (the
@@ -683,3 +700,4 @@ func (*ChildWorkflowFailed) EventType() EventType    { return TypeChildWorkflowF
 func (*BudgetUpdated) EventType() EventType          { return TypeBudgetUpdated }
 func (*BudgetExceeded) EventType() EventType         { return TypeBudgetExceeded }
 func (*ActivityLateReport) EventType() EventType     { return TypeActivityLateReport }
+func (*ActivityKeyed) EventType() EventType          { return TypeActivityKeyed }

@@ -245,6 +245,14 @@ func (a *ActivityDuplicateDetected) fields(v fieldVisitor) {
 	v.str("detail", &a.Detail)
 }
 
+func (a *ActivityKeyed) fields(v fieldVisitor) {
+	v.int64("scheduledEventId", &a.ScheduledEventID)
+	v.enum("effect", (*uint8)(&a.Effect), effectClassNames)
+	v.str("idempotencyKey", &a.IdempotencyKey)
+	v.boolean("hasReconcile", &a.HasReconcile)
+	v.str("declaredBy", &a.DeclaredBy)
+}
+
 func (a *ActivityLateReport) fields(v fieldVisitor) {
 	v.int64("scheduledEventId", &a.ScheduledEventID)
 	v.int32("attempt", &a.Attempt)

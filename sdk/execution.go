@@ -458,7 +458,7 @@ func (e *Execution) process(evs []history.Event) ([]api.Command, error) {
 			e.times = append(e.times[:0], eventTime{evs[j-1].ID, evs[j-1].Time})
 			i = j
 			continue
-		case *history.ActivityStarted, *history.ActivityOutcomeUnknown, *history.ActivityDuplicateDetected, *history.ActivityLateReport,
+		case *history.ActivityStarted, *history.ActivityOutcomeUnknown, *history.ActivityDuplicateDetected, *history.ActivityLateReport, *history.ActivityKeyed,
 			*history.WorkflowTaskFailed:
 			// No meaning to workflow code.
 		default:

@@ -246,7 +246,7 @@ func executeActivity[O any](c *wfContext, name string, in any) Future[O] {
 		ShareResult: opts.ShareResult,
 	}
 	if def := e.activityDef(name); def != nil {
-		cmd.Effect, cmd.HasReconcile, cmd.Metered = def.Effect(), def.HasReconcile(), def.opts.Metered
+		cmd.Effect, cmd.HasReconcile, cmd.Metered, cmd.BusinessKey = def.Effect(), def.HasReconcile(), def.opts.Metered, def.key != nil
 		if cmd.KeyMaterial, err = e.keyMaterial(def, in, input); err != nil {
 			f.st.setValue(nil, err)
 			return f

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
@@ -51,7 +52,8 @@ func (w *Worker) pollActivityTasks(pollCtx, runCtx context.Context, inflight *sy
 		case <-pollCtx.Done():
 			return
 		}
-		resp, err := w.svc.PollActivityTask(pollCtx, &api.PollActivityTaskRequest{TaskQueue: w.opts.TaskQueue, Identity: w.opts.Identity})
+		resp, err := w.svc.PollActivityTask(pollCtx, &api.PollActivityTaskRequest{TaskQueue: w.opts.TaskQueue, Identity: w.opts.Identity,
+			Activities: w.declarations})
 		if err != nil || resp.Task == nil {
 			<-w.actSlots
 			if pollCtx.Err() != nil {
@@ -109,6 +111,10 @@ var errWorkerStopping = errors.New("worker: stopping: the grace period is over")
 // outcome.
 func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask, received time.Time) {
 	w.stats.ActivityTasks.Add(1)
+	if task.KeyTask {
+		w.keyTask(parent, task)
+		return
+	}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	// The hard end as a deadline of the context (a real-time one: the
@@ -166,6 +172,56 @@ func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask, rec
 	// waits for a restarting server must not cost the lease.
 	w.report(task, result, err, hb, context.Cause(ctx), hb.takeDetails(), out.usageSum())
 	hb.stop()
+}
+
+// keyTask answers a key task: the activity's key material as this worker
+// declares it — its business key, else the canonical encoding of its input
+// (the input's own bytes when the default converter encoded it) — without
+// running the activity.
+func (w *Worker) keyTask(ctx context.Context, task *api.ActivityTask) {
+	material, err := w.keyMaterial(ctx, task)
+	if err != nil {
+		req := &api.FailActivityRequest{TaskToken: task.TaskToken, Identity: w.opts.Identity,
+			Failure: history.Failure{Type: "KeyMaterial", Message: err.Error(), NonRetryable: true}}
+		w.deliver(task, nil, "key", func(ctx context.Context) error {
+			_, err := w.svc.FailActivity(ctx, req)
+			return err
+		})
+		return
+	}
+	req := &api.CompleteActivityRequest{TaskToken: task.TaskToken, Identity: w.opts.Identity, KeyMaterial: material}
+	w.deliver(task, nil, "key", func(ctx context.Context) error {
+		_, err := w.svc.CompleteActivity(ctx, req)
+		return err
+	})
+}
+
+func (w *Worker) keyMaterial(ctx context.Context, task *api.ActivityTask) ([]byte, error) {
+	def, ok := w.reg.Activity(task.ActivityType)
+	if !ok {
+		return nil, fmt.Errorf("activity %q is not registered on worker %s", task.ActivityType, w.opts.Identity)
+	}
+	_, hasKey, _ := def.BusinessKey(nil)
+	if !hasKey && task.Input.Encoding == sdk.EncodingMsgpack {
+		return task.Input.Data, nil // canonical already: what the engine keys on when the workflow declares it
+	}
+	input, err := history.Resolve(ctx, w.chunks, task.Input)
+	if err != nil {
+		return nil, err
+	}
+	var v any
+	if t := def.InputType(); t != nil {
+		p := reflect.New(t)
+		if err := w.opts.Converter.FromPayload(input, p.Interface()); err != nil {
+			return nil, fmt.Errorf("decode the input of %s: %w", task.ActivityType, err)
+		}
+		v = p.Elem().Interface()
+	}
+	if hasKey {
+		k, _, err := def.BusinessKey(v)
+		return []byte(k), err
+	}
+	return sdk.CanonicalEncoding(v)
 }
 
 // activityLog returns the logger for an attempt's messages. It is built
@@ -438,9 +494,10 @@ func (h *heartbeater) checkLease() {
 		return
 	}
 	h.lost = true
+	until := h.until
 	h.mu.Unlock()
 	log := h.w.activityLog(h.task)
-	log.Warn().Time("lease_end", h.until).Msg("the lease ended without a renewal (the server is unreachable, or this worker was frozen): canceling the activity")
+	log.Warn().Time("lease_end", until).Msg("the lease ended without a renewal (the server is unreachable, or this worker was frozen): canceling the activity")
 	h.cancel(activities.ErrLeaseLost)
 }
 
@@ -504,9 +561,10 @@ func (h *heartbeater) stop() {
 	already := h.stopped
 	h.stopped = true
 	started := h.started
+	lease := h.lease // checkLease re-arms it under mu
 	h.mu.Unlock()
 	h.first.Stop()
-	h.lease.Stop()
+	lease.Stop()
 	if started {
 		if !already {
 			close(h.quit)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cairnflow/cairn/activities"
+	"github.com/cairnflow/cairn/engine"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/sdk/client"
@@ -31,27 +32,133 @@ func ChargeOnOtherQueue(ctx sdk.Context, amount int) (int, error) {
 	return sdk.ExecuteActivity(ctx, Charge, amount).Get(ctx)
 }
 
-// A side effect declared only on the activity's worker is scheduled by the
-// workflow's worker as a plain Read, with no key and no intent: the
-// activity worker refuses to run it rather than run it unguarded.
-func TestSideEffectScheduledWithoutItsDeclarationIsRefused(t *testing.T) {
+// Invoice is the input of Bill.
+type Invoice struct {
+	ID     string
+	Amount int
+	At     time.Time // changes on every run: a key on the whole input would not recognise a re-run
+}
+
+var billed atomic.Int32
+
+// Bill is a side effect keyed on the invoice: its business key is a Go
+// function only the payments worker has.
+func Bill(_ context.Context, inv Invoice) (string, error) {
+	billed.Add(1)
+	return "billed " + inv.ID, nil
+}
+
+// BillOnOtherQueue bills an invoice on the "payments" queue.
+func BillOnOtherQueue(ctx sdk.Context, id string) (string, error) {
+	ctx = sdk.WithActivityOptions(ctx, sdk.ActivityOptions{TaskQueue: "payments", StartToCloseTimeout: time.Minute})
+	return sdk.ExecuteActivity(ctx, Bill, Invoice{ID: id, Amount: 7, At: sdk.Now(ctx)}).Get(ctx)
+}
+
+// paymentsEnv is a testenv whose own worker runs the workflows and knows
+// no activity, and a second worker, on "payments", that declares them.
+func paymentsEnv(t *testing.T, workflow any) *testenv.Env {
+	t.Helper()
+	env := testenv.New(t, testenv.Options{})
+	env.RegisterWorkflow(workflow)
+	env.Start()
+	payments := env.NewWorker(worker.Options{TaskQueue: "payments", Identity: "payments"})
+	must(t, payments.RegisterActivity(Charge, activities.Options{Effect: activities.SideEffect}))
+	must(t, payments.RegisterActivity(Bill, activities.Options{Effect: activities.SideEffect,
+		BusinessKey: func(inv Invoice) string { return inv.ID }}))
+	env.RunWorker(payments)
+	return env
+}
+
+// Point 7: a side effect declared only on the worker that runs it is
+// guarded all the same — the engine applies the declaration (the stronger
+// class, recorded with ActivityKeyed) before the first attempt's intent,
+// with the key the workflow's worker would have computed had it declared
+// it. The workflow's worker needs no activity options.
+func TestSideEffectDeclaredOnlyWhereItRuns(t *testing.T) {
+	ctx := testCtx(t)
+	env := paymentsEnv(t, ChargeOnOtherQueue)
+	charged.Store(0)
+	var got int
+	if err := env.ExecuteWorkflow(ctx, client.StartOptions{ID: "charge"}, ChargeOnOtherQueue, 42, &got); err != nil || got != 42 {
+		t.Fatalf("result %d, %v", got, err)
+	}
+	if n := charged.Load(); n != 1 {
+		t.Fatalf("charged %d times", n)
+	}
+	evs, err := env.Client.GetHistory(ctx, "charge", "")
+	must(t, err)
+	var sched *history.ActivityScheduled
+	var keyed *history.ActivityKeyed
+	var started *history.ActivityStarted
+	for _, ev := range evs {
+		switch a := ev.Attrs.(type) {
+		case *history.ActivityScheduled:
+			sched = a
+		case *history.ActivityKeyed:
+			keyed = a
+		case *history.ActivityStarted:
+			if keyed == nil {
+				t.Fatalf("the attempt was dispatched before its key was decided:\n%v", evs)
+			}
+			started = a
+		}
+	}
+	want := engine.IdempotencyKey("charge", "Charge", sched.Input.Data, 1)
+	if sched == nil || keyed == nil || started == nil || keyed.Effect != history.SideEffect || keyed.IdempotencyKey != want ||
+		keyed.DeclaredBy != "payments" {
+		t.Fatalf("want the side effect keyed as declared on the payments worker (key %s):\n%v", want, evs)
+	}
+}
+
+// Point 7: a business key only the activity's worker can compute (a Go
+// function of the input) still keys the action: a re-run of the workflow
+// id, whose input differs (a timestamp), is recognised and not billed again.
+func TestBusinessKeyDeclaredOnlyWhereItRuns(t *testing.T) {
+	ctx := testCtx(t)
+	env := paymentsEnv(t, BillOnOtherQueue)
+	billed.Store(0)
+	var first, second string
+	must(t, env.ExecuteWorkflow(ctx, client.StartOptions{ID: "bill"}, BillOnOtherQueue, "INV-1", &first))
+	env.Clock.Advance(time.Hour) // the re-run's input carries another time
+	must(t, env.ExecuteWorkflow(ctx, client.StartOptions{ID: "bill"}, BillOnOtherQueue, "INV-1", &second))
+	if first != "billed INV-1" || second != first || billed.Load() != 1 {
+		t.Fatalf("results %q, %q; billed %d times, want once", first, second, billed.Load())
+	}
+	evs, err := env.Client.GetHistory(ctx, "bill", "")
+	must(t, err)
+	if count(evs, history.TypeActivityDeduplicated) != 1 || count(evs, history.TypeActivityStarted) != 0 {
+		t.Fatalf("the re-run was not deduplicated:\n%v", evs)
+	}
+	var keyed *history.ActivityKeyed
+	for _, ev := range evs {
+		if k, ok := ev.Attrs.(*history.ActivityKeyed); ok {
+			keyed = k
+		}
+	}
+	if want := engine.IdempotencyKey("bill", "Bill", []byte("INV-1"), 1); keyed == nil || keyed.IdempotencyKey != want {
+		t.Fatalf("keyed %+v, want the business key's %s", keyed, want)
+	}
+}
+
+// A side effect the workflow's worker declares stronger than the
+// activity's worker does keeps the stronger class: a mismatch never
+// weakens the guard.
+func TestTheStrongerDeclarationWins(t *testing.T) {
+	ctx := testCtx(t)
 	env := testenv.New(t, testenv.Options{})
 	env.RegisterWorkflow(ChargeOnOtherQueue)
+	env.RegisterActivity(Charge, activities.Options{Effect: activities.SideEffect}) // on the workflow's worker
 	env.Start()
 	payments := env.NewWorker(worker.Options{TaskQueue: "payments"})
-	if err := payments.RegisterActivity(Charge, activities.Options{Effect: activities.SideEffect}); err != nil {
-		t.Fatal(err)
-	}
+	must(t, payments.RegisterActivity(Charge)) // Read, where it runs
 	env.RunWorker(payments)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err := env.ExecuteWorkflow(ctx, client.StartOptions{ID: "charge"}, ChargeOnOtherQueue, 42, nil)
-	var appErr *sdk.ApplicationError
-	if !errors.As(err, &appErr) || appErr.Type != "EffectClassMismatch" || !strings.Contains(appErr.Error(), "declared SideEffect") {
-		t.Fatalf("workflow error %v, want the EffectClassMismatch failure", err)
-	}
-	if n := charged.Load(); n != 0 {
-		t.Fatalf("the unguarded side effect ran %d times", n)
+	must(t, env.ExecuteWorkflow(ctx, client.StartOptions{ID: "stronger"}, ChargeOnOtherQueue, 5, nil))
+	evs, err := env.Client.GetHistory(ctx, "stronger", "")
+	must(t, err)
+	for _, ev := range evs {
+		if s, ok := ev.Attrs.(*history.ActivityScheduled); ok && (s.Effect != history.SideEffect || s.IdempotencyKey == "") {
+			t.Fatalf("scheduled %+v, want SideEffect with a key", s)
+		}
 	}
 }
 

@@ -190,6 +190,23 @@ type Worker struct {
 	// undelivered then is abandoned (deliver).
 	reportCtx   context.Context
 	stopReports context.CancelFunc
+	// declarations are the registered activities as each poll declares
+	// them to the engine (set by Run).
+	declarations []api.ActivityDeclaration
+}
+
+// declare lists the registered activities with their class, business key
+// and Reconcile lookup: the engine applies them where workflows schedule
+// and dispatch these activities, so that the workers running workflows
+// need not repeat them.
+func (w *Worker) declare() []api.ActivityDeclaration {
+	var ds []api.ActivityDeclaration
+	for _, name := range w.reg.ActivityTypes() {
+		def, _ := w.reg.Activity(name)
+		_, hasKey, _ := def.BusinessKey(nil)
+		ds = append(ds, api.ActivityDeclaration{ActivityType: name, Effect: def.Effect(), BusinessKey: hasKey, Reconcile: def.HasReconcile()})
+	}
+	return ds
 }
 
 // Stats counts what a worker did.
@@ -297,6 +314,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if !w.running.CompareAndSwap(false, true) {
 		return fmt.Errorf("%w: Run called twice", ErrInvalidOptions)
 	}
+	w.declarations = w.declare()
 	pollCtx, stopPolling := context.WithCancel(context.Background())
 	defer stopPolling()
 	// Activities keep running during the grace period; then they are canceled.

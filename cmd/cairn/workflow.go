@@ -266,7 +266,7 @@ func (g *globals) runID(ctx context.Context, c client.Client, workflowID, run st
 		return run, nil
 	}
 	var matches []string
-	req := &api.ListWorkflowsRequest{WorkflowIDPrefix: workflowID, PageSize: 1000}
+	req := &api.ListWorkflowsRequest{WorkflowID: workflowID, PageSize: 1000}
 	for {
 		resp, err := c.ListWorkflows(ctx, req)
 		if err != nil {

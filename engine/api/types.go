@@ -387,8 +387,12 @@ type ListWorkflowsRequest struct {
 	Corrupt bool
 	// WorkflowIDPrefix keeps runs whose workflow id starts with it (empty:
 	// any). A workflow id is its own prefix, so this also lists one id's
-	// runs.
+	// runs — but by a scan of the list index; WorkflowID does it directly.
 	WorkflowIDPrefix string
+	// WorkflowID lists only this workflow id's runs (exact), newest first,
+	// read from its own records: its cost does not grow with the other
+	// runs the store holds. The other filters still apply.
+	WorkflowID string
 }
 
 // ListWorkflowsResponse is one page of runs.
@@ -618,6 +622,9 @@ type ScheduleActivityCommand struct {
 	// Metered activities (model calls) report usage and count against the
 	// run's budget.
 	Metered bool
+	// BusinessKey says KeyMaterial is the declared business key (not the
+	// canonical encoding of the input).
+	BusinessKey bool
 	// ShareResult asks the engine to store the result as a payload chunk
 	// when it is larger than ShareResultMinBytes, so that other payloads
 	// can reference it (see history.ActivityScheduled.ShareResult).
@@ -749,6 +756,23 @@ type RespondQueryTaskResponse struct{}
 type PollActivityTaskRequest struct {
 	TaskQueue string
 	Identity  string
+	// Activities declares the activities the poller runs: the class,
+	// business key and Reconcile lookup as registered there. The engine
+	// records the declarations of each task queue and applies them when
+	// it schedules and dispatches (docs/effects.md, "Declaring effects").
+	Activities []ActivityDeclaration
+}
+
+// ActivityDeclaration is an activity as the worker that runs it registered
+// it.
+type ActivityDeclaration struct {
+	ActivityType string
+	Effect       history.EffectClass
+	// BusinessKey: the worker derives the key material from a declared
+	// business key (a function of the input only it has).
+	BusinessKey bool
+	// Reconcile: the worker has a Reconcile lookup for it.
+	Reconcile bool
 }
 
 // PollActivityTaskResponse holds a task, or nil when the poll timed out.
@@ -790,6 +814,11 @@ type ActivityTask struct {
 	// against the run's budget). A worker that declares the activity
 	// metered refuses a task scheduled without it (MeteredMismatch).
 	Metered bool
+	// KeyTask asks the worker only for the activity's key material — its
+	// business key, or the canonical encoding of its input — because the
+	// worker that scheduled it did not declare it as this one does: answer
+	// with CompleteActivity.KeyMaterial, without running the activity.
+	KeyTask bool
 }
 
 // HeartbeatRequest extends an attempt's lease.
@@ -821,6 +850,9 @@ type CompleteActivityRequest struct {
 	// HeartbeatDetails are the attempt's last heartbeat details, if newer
 	// than the last heartbeat sent (flushed with the outcome).
 	HeartbeatDetails Payload
+	// KeyMaterial answers a KeyTask (empty: the input payload's own bytes,
+	// which are canonical).
+	KeyMaterial []byte
 }
 
 // CompleteActivityResponse is empty.

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -69,12 +70,13 @@ func (h *Handler) followAgent(ctx context.Context, s *stream, id, run string, af
 	for {
 		pctx, cancel := context.WithTimeout(ctx, refreshEvery)
 		resp, err := h.svc.WatchStream(pctx, &api.WatchStreamRequest{WorkflowID: id, RunID: run, AfterSeq: after, Wait: true})
+		timedOut := errors.Is(pctx.Err(), context.DeadlineExceeded) // read before cancel, which sets it
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if pctx.Err() == nil {
+			if !timedOut { // a real failure: not "no news within refreshEvery"
 				return err
 			}
 			resp = &api.WatchStreamResponse{NextSeq: after}
@@ -90,6 +92,11 @@ func (h *Handler) followAgent(ctx context.Context, s *stream, id, run string, af
 		}
 		if n := len(resp.Events); n > 0 {
 			after = resp.Events[n-1].Seq
+		} else if resp.Gap {
+			// Everything after `after` was dropped (one delta larger than
+			// the engine's window empties it): go on from what is next, or
+			// every call would answer the same gap at once.
+			after = resp.NextSeq - 1
 		}
 		if ended {
 			tr, err := h.svc.GetTranscript(ctx, &api.GetTranscriptRequest{WorkflowID: id, RunID: run})
@@ -115,8 +122,30 @@ func (h *Handler) apiBudget(r *http.Request, body []byte) (any, error) {
 	}
 	ctx, cancel := ctxOf(r)
 	defer cancel()
+	var b history.Budget
+	if !a.Stop { // a limit not given stays as it is, as the CLI's does
+		if a.MaxTokens == nil && a.MaxCostUSD == nil && a.MaxTurns == nil {
+			return nil, invalid("give a new limit (tokens, cost or model calls), or stop")
+		}
+		d, err := h.svc.DescribeWorkflow(ctx, &api.DescribeWorkflowRequest{WorkflowID: a.WorkflowID, RunID: a.RunID})
+		if err != nil {
+			return nil, err
+		}
+		if d.Budget != nil {
+			b = d.Budget.Budget
+		}
+		if a.MaxTokens != nil {
+			b.MaxTokens = *a.MaxTokens
+		}
+		if a.MaxCostUSD != nil {
+			b.MaxCostUSD = *a.MaxCostUSD
+		}
+		if a.MaxTurns != nil {
+			b.MaxTurns = *a.MaxTurns
+		}
+	}
 	resp, err := h.svc.UpdateBudget(ctx, &api.UpdateBudgetRequest{WorkflowID: a.WorkflowID, RunID: a.RunID, Stop: a.Stop,
-		Budget: history.Budget{MaxTokens: a.MaxTokens, MaxCostUSD: a.MaxCostUSD, MaxTurns: a.MaxTurns}, Identity: a.identity(), Reason: a.Reason})
+		Budget: b, Identity: a.identity(), Reason: a.Reason})
 	if err != nil {
 		return nil, err
 	}

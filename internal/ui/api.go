@@ -35,6 +35,7 @@ func (h *Handler) apiRoutes() {
 	get("/api/counts", h.apiCounts)
 	get("/api/run", h.apiRun)
 	get("/api/paused", h.apiPaused)
+	get("/api/pause", h.apiPause)
 	get("/api/queues", h.apiQueues)
 	get("/api/effects", h.apiEffects)
 	get("/api/transcript", h.apiTranscript)
@@ -292,12 +293,12 @@ func (h *Handler) runView(ctx context.Context, id, run string, withRuns bool) (*
 // runsOf returns up to 20 runs of a workflow id, newest first.
 func (h *Handler) runsOf(ctx context.Context, id string) []api.WorkflowInfo {
 	var out []api.WorkflowInfo
-	runs, err := h.svc.ListWorkflows(ctx, &api.ListWorkflowsRequest{WorkflowIDPrefix: id, PageSize: 100})
+	runs, err := h.svc.ListWorkflows(ctx, &api.ListWorkflowsRequest{WorkflowID: id, PageSize: 20})
 	if err != nil {
 		return nil
 	}
 	for _, w := range runs.Workflows {
-		if w.WorkflowID == id && len(out) < 20 {
+		if w.WorkflowID == id { // a server older than WorkflowID takes it as no filter
 			out = append(out, w)
 		}
 	}
@@ -340,7 +341,9 @@ type pausedRun struct {
 	Reconcile string
 }
 
-// pausedView lists the runs waiting for a person, longest waiting first.
+// pausedView lists the runs waiting for a person, longest waiting first,
+// as the list index has them (one scan of the paused runs: the page polls
+// it); a card's details are /api/pause's, asked once per card.
 type pausedView struct {
 	Runs []pausedRun
 	More bool // more runs wait than were listed
@@ -358,32 +361,48 @@ func (h *Handler) apiPaused(r *http.Request) (any, error) {
 	}
 	v := pausedView{Runs: []pausedRun{}, More: resp.NextPageToken != nil}
 	for _, w := range resp.Workflows {
-		p := pausedRun{Info: w}
-		if d, err := h.svc.DescribeWorkflow(ctx, &api.DescribeWorkflowRequest{WorkflowID: w.WorkflowID, RunID: w.RunID}); err == nil {
-			p.Info = d.Info
-			if pi := d.Info.Pause; pi != nil {
-				p.Input = pi.Input
-				for i := range d.PendingActivities {
-					if a := &d.PendingActivities[i]; a.ScheduledEventID == pi.ScheduledEventID {
-						p.Activity = a
-					}
-				}
-				if strings.Contains(pi.Reason, "Reconcile") {
-					p.Reconcile = pi.Reason
-				}
-			}
-		}
-		if pi := p.Info.Pause; pi != nil && pi.IdempotencyKey != "" {
-			if e, err := h.svc.ListEffects(ctx, &api.ListEffectsRequest{WorkflowID: w.WorkflowID, KeyPrefix: pi.IdempotencyKey, PageSize: 1}); err == nil && len(e.Effects) == 1 {
-				p.Effect = &e.Effects[0]
-			}
-		}
-		if p.Info.Pause != nil { // resolved meanwhile: not paused any more
-			v.Runs = append(v.Runs, p)
+		if w.Pause != nil {
+			v.Runs = append(v.Runs, pausedRun{Info: w})
 		}
 	}
 	slices.SortStableFunc(v.Runs, func(a, b pausedRun) int { return a.Info.Pause.Since.Compare(b.Info.Pause.Since) })
 	return v, nil
+}
+
+// apiPause is one paused run's card: the paused action's arguments, the
+// activity as the engine describes it, its ledger entry, what Reconcile
+// said. A run no longer paused has no Pause.
+func (h *Handler) apiPause(r *http.Request) (any, error) {
+	id, run := r.URL.Query().Get("id"), r.URL.Query().Get("run")
+	if id == "" {
+		return nil, invalid("id is required")
+	}
+	ctx, cancel := ctxOf(r)
+	defer cancel()
+	d, err := h.svc.DescribeWorkflow(ctx, &api.DescribeWorkflowRequest{WorkflowID: id, RunID: run})
+	if err != nil {
+		return nil, err
+	}
+	p := pausedRun{Info: d.Info}
+	pi := d.Info.Pause
+	if pi == nil {
+		return p, nil
+	}
+	p.Input = pi.Input
+	for i := range d.PendingActivities {
+		if a := &d.PendingActivities[i]; a.ScheduledEventID == pi.ScheduledEventID {
+			p.Activity = a
+		}
+	}
+	if strings.Contains(pi.Reason, "Reconcile") {
+		p.Reconcile = pi.Reason
+	}
+	if pi.IdempotencyKey != "" {
+		if e, err := h.svc.ListEffects(ctx, &api.ListEffectsRequest{WorkflowID: id, KeyPrefix: pi.IdempotencyKey, PageSize: 1}); err == nil && len(e.Effects) == 1 {
+			p.Effect = &e.Effects[0]
+		}
+	}
+	return p, nil
 }
 
 func (h *Handler) apiQueues(r *http.Request) (any, error) {
@@ -431,11 +450,12 @@ type actionRequest struct {
 	ScheduledEventID int64  `json:"scheduledEventId"`
 	Resolution       string `json:"resolution"`
 	Result           string `json:"result"`
-	// Budget: the new limits, or stop.
-	MaxTokens  int64   `json:"maxTokens"`
-	MaxCostUSD float64 `json:"maxCostUsd"`
-	MaxTurns   int64   `json:"maxTurns"`
-	Stop       bool    `json:"stop"`
+	// Budget: the new limits (absent or null: unchanged; 0: no limit), or
+	// stop.
+	MaxTokens  *int64   `json:"maxTokens"`
+	MaxCostUSD *float64 `json:"maxCostUSD"`
+	MaxTurns   *int64   `json:"maxTurns"`
+	Stop       bool     `json:"stop"`
 }
 
 func decodeAction(body []byte) (*actionRequest, error) {

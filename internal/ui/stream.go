@@ -3,6 +3,7 @@ package ui
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -115,12 +116,18 @@ func (h *Handler) follow(ctx context.Context, s *stream, id, run string, sent in
 		wait := !first
 		pctx, cancel := context.WithTimeout(ctx, refreshEvery)
 		resp, err := h.svc.GetHistory(pctx, &api.GetHistoryRequest{WorkflowID: id, RunID: run, FromEventID: next, WaitNewEvents: wait})
+		timedOut := errors.Is(pctx.Err(), context.DeadlineExceeded) // read before cancel, which sets it
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if pctx.Err() == nil {
+			if !timedOut { // a real failure: not "no news within refreshEvery"
+				if first { // the page still shows what the engine says of the run (a quarantined one: why)
+					if v, verr := h.runView(ctx, id, run, true); verr == nil {
+						s.send("run", "", v)
+					}
+				}
 				return err
 			}
 			resp = &api.GetHistoryResponse{NextEventID: next} // no news within refreshEvery

@@ -132,8 +132,28 @@ func (t *timeline) row(ev history.Event) Row {
 		return t.activity(ev, a.ScheduledEventID, fmt.Sprintf("already done by run %s (key %s) → %s", abbreviate(a.OriginalRunID, 12),
 			abbreviate(a.IdempotencyKey, 13), PayloadText(a.Result)), "ok")
 	case *history.ActivityDuplicateDetected:
-		r := t.activity(ev, a.ScheduledEventID, fmt.Sprintf("DUPLICATE EFFECT: stale attempt %d reported success", a.Attempt), "bad")
+		d := fmt.Sprintf("DUPLICATE EFFECT: attempt %d reported %s", a.Attempt, orDefault(a.Outcome, "success"))
+		if a.Possible {
+			d = fmt.Sprintf("POSSIBLE DUPLICATE EFFECT: attempt %d (%s)", a.Attempt, orDefault(a.Outcome, "outcome unknown"))
+		}
+		if a.OtherAttempt > 0 {
+			d += fmt.Sprintf("; attempt %d performed the action", a.OtherAttempt)
+		}
+		r := t.activity(ev, a.ScheduledEventID, d, "bad")
 		r.Duration, r.Attempt = 0, a.Attempt
+		return r
+	case *history.ActivityLateReport:
+		tone := "ok"
+		if a.Verdict == "conflict" {
+			tone = "bad"
+		}
+		r := t.activity(ev, a.ScheduledEventID, fmt.Sprintf("late report of attempt %d: %s — %s", a.Attempt, a.Verdict, a.Detail), tone)
+		r.Duration, r.Attempt = 0, a.Attempt
+		return r
+	case *history.ActivityKeyed:
+		r := t.activity(ev, a.ScheduledEventID, fmt.Sprintf("%s key=%s, as declared by %s", a.Effect, abbreviate(a.IdempotencyKey, 13),
+			orDefault(a.DeclaredBy, "its worker")), "")
+		r.Duration = 0
 		return r
 	case *history.TimerStarted:
 		t.started[ev.ID] = ev.Time
@@ -178,4 +198,11 @@ func (t *timeline) row(ev history.Event) Row {
 		return Row{Detail: fmt.Sprintf("decided having seen event %d", a.SeenEventID)}
 	}
 	return Row{}
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

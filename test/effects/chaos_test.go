@@ -565,8 +565,8 @@ func (s *soak) cairnCheck() int {
 	return max(n, 1)
 }
 
-// spawnExe starts a program (not the test binary) as a child whose stdout
-// and stderr lines the test can wait for.
+// spawnExe starts a program as a child whose stdout and stderr lines the
+// test can wait for, and kills it when the test ends.
 func spawnExe(t testing.TB, name, exe string, args, env []string) *proc {
 	t.Helper()
 	p := &proc{t: t, name: name, changed: make(chan struct{})}
@@ -587,13 +587,18 @@ func spawnExe(t testing.TB, name, exe string, args, env []string) *proc {
 		p.kill()
 		if t.Failed() {
 			p.mu.Lock()
-			tail := p.stderr.String()
-			if len(tail) > 8<<10 {
-				tail = tail[len(tail)-8<<10:]
-			}
-			t.Logf("%s stderr (end):\n%s", name, tail)
+			t.Logf("%s stdout (end):\n%s\n%s stderr (end):\n%s", name,
+				lastBytes(strings.Join(p.lines, "\n"), 8<<10), name, lastBytes(p.stderr.String(), 8<<10))
 			p.mu.Unlock()
 		}
 	})
 	return p
+}
+
+// lastBytes is the end of s, at most n bytes of it.
+func lastBytes(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
 }

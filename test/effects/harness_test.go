@@ -252,29 +252,7 @@ type proc struct {
 // kills it when the test ends.
 func spawn(t testing.TB, name string, env ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, name: name, changed: make(chan struct{})}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestWorkerProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout = (*lineWriter)(p)
-	cmd.Stderr = (*stderrWriter)(p)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd, p.stdin = cmd, stdin
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go p.wait()
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			p.mu.Lock()
-			t.Logf("%s stdout:\n%s\n%s stderr:\n%s", name, strings.Join(p.lines, "\n"), name, p.stderr.String())
-			p.mu.Unlock()
-		}
-	})
-	return p
+	return spawnExe(t, name, os.Args[0], []string{"-test.run=^TestWorkerProcess$", "-test.count=1"}, env)
 }
 
 // wait waits for the process to exit and marks it exited.

@@ -21,11 +21,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 )
 
 var cairnBin string
@@ -68,8 +70,9 @@ func chromium(t *testing.T) string {
 }
 
 // dev starts `cairn dev --demo` on free loopback ports and returns the
-// UI's URL.
-func dev(t *testing.T) string {
+// UI's URL, and a function that stops the server (the test's cleanup stops
+// it too).
+func dev(t *testing.T) (string, func()) {
 	t.Helper()
 	cmd := exec.Command(cairnBin, "dev", "--demo", "--json", "--listen", "127.0.0.1:0", "--ui-listen", "127.0.0.1:0")
 	cmd.Stderr = os.Stderr
@@ -80,17 +83,21 @@ func dev(t *testing.T) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(15 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+			}
+		})
+	}
+	t.Cleanup(stop)
 	var ready struct {
 		UI string `json:"ui"`
 	}
@@ -98,7 +105,7 @@ func dev(t *testing.T) string {
 		t.Fatalf("cairn dev did not say where its UI is: %+v %v", ready, err)
 	}
 	go func() { _, _ = io.Copy(io.Discard, out) }()
-	return strings.TrimSuffix(ready.UI, "/")
+	return strings.TrimSuffix(ready.UI, "/"), stop
 }
 
 func screenshotDir(t *testing.T) string {
@@ -160,6 +167,38 @@ func until(cond string) step {
 
 func css(s string) chromedp.CSS { return chromedp.CSS(s) }
 
+// tabTo presses Tab until the focused element matches the JavaScript
+// condition (on `el`, the focused element), as a keyboard user would, and
+// fails after max presses; the element it lands on must show its focus.
+func tabTo(cond string, max int) step {
+	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		for i := 0; i <= max; i++ {
+			ok, err := chromedp.Evaluate[bool](`(() => { const el = document.activeElement; return !!el && !!(`+cond+`) })()`)(ctx, tg)
+			if err != nil {
+				return chromedp.Void{}, err
+			}
+			if ok {
+				visible, err := chromedp.Evaluate[bool](`(() => { const s = getComputedStyle(document.activeElement); return s.outlineStyle !== "none" && parseFloat(s.outlineWidth) > 0 })()`)(ctx, tg)
+				if err != nil {
+					return chromedp.Void{}, err
+				}
+				if !visible {
+					return chromedp.Void{}, fmt.Errorf("the focused element (%s) does not show its focus", cond)
+				}
+				return chromedp.Void{}, nil
+			}
+			if _, err := chromedp.KeyEvent(kb.Tab)(ctx, tg); err != nil {
+				return chromedp.Void{}, err
+			}
+		}
+		where, _ := chromedp.Evaluate[string](`document.activeElement ? document.activeElement.outerHTML.slice(0, 200) : "nothing"`)(ctx, tg)
+		return chromedp.Void{}, fmt.Errorf("%d presses of Tab did not reach %s (focus is on %s)", max, cond, where)
+	}
+}
+
+// keys types text into the focused element.
+func keys(text string) step { return chromedp.KeyEvent(text) }
+
 // js runs a script on the page.
 func js(script string) step {
 	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
@@ -168,48 +207,57 @@ func js(script string) step {
 	}
 }
 
-func TestWebUI(t *testing.T) {
-	exe := chromium(t)
-	base := dev(t)
-	shots := screenshotDir(t)
-
+// browse starts a headless Chromium for the test and returns its context
+// (bounded to two minutes). Every error the page logs fails the test — a
+// script error, a refused Content-Security-Policy, a failed request — until
+// the returned flag is set (when failed requests are expected).
+func browse(t *testing.T, exe string) (context.Context, *atomic.Bool) {
+	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.DisableGPU,
 		chromedp.NoSandbox, chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 900),
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1366, 768),
 	}
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
+	t.Cleanup(cancel)
 	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
+	t.Cleanup(cancel)
 	ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	// Every error the page logs fails the test: a script error, a refused
-	// Content-Security-Policy, a failed request.
+	t.Cleanup(cancel)
 	run(t, ctx, "start the browser", chromedp.Navigate("about:blank"))
 	var mu sync.Mutex
 	var pageErrors []string
+	quiet := new(atomic.Bool)
 	msgs := chromedp.Console(ctx)
 	go func() {
 		for m, err := range msgs {
 			if err != nil {
 				return
 			}
-			if m.Type == chromedp.ConsoleError || m.IsException() {
+			if (m.Type == chromedp.ConsoleError || m.IsException()) && !quiet.Load() {
 				mu.Lock()
 				pageErrors = append(pageErrors, m.String())
 				mu.Unlock()
 			}
 		}
 	}()
-	defer func() {
+	t.Cleanup(func() { // runs before the cancels above
 		mu.Lock()
 		defer mu.Unlock()
 		for _, e := range pageErrors {
 			t.Errorf("the page logged an error: %s", e)
 		}
-	}()
+	})
+	return ctx, quiet
+}
+
+func TestWebUI(t *testing.T) {
+	exe := chromium(t)
+	base, stopServer := dev(t)
+	shots := screenshotDir(t)
+
+	ctx, serverStopped := browse(t, exe)
 
 	// Runs: the demo's four runs, the paused one standing out, counts by status.
 	run(t, ctx, "list the runs",
@@ -238,6 +286,14 @@ func TestWebUI(t *testing.T) {
 		until(`document.querySelector("#timeline").dataset.complete === "1"`),
 		until(`document.querySelector("#run-status").textContent.includes("completed")`),
 	)
+	// The run is closed and its page no longer hears from the server, but
+	// its relative times stay current.
+	before := textOf(t, ctx, "#summary time")
+	tctx, tcancel := context.WithTimeout(ctx, 10*time.Second)
+	if err := chromedp.Do(tctx, until(`document.querySelector("#summary time").textContent !== `+jsString(before))); err != nil {
+		t.Fatalf("a closed run's page shows %q for its start and never updates it: %v", before, err)
+	}
+	tcancel()
 	hist := textOf(t, ctx, "#timeline")
 	for _, want := range []string{"WorkflowStarted", "ActivityScheduled", "SendPayment", "ActivityCompleted", "WorkflowCompleted", "attempt 1"} {
 		if !strings.Contains(hist, want) {
@@ -275,13 +331,21 @@ func TestWebUI(t *testing.T) {
 	}
 	shot(t, ctx, shots, "paused")
 	form := `[data-card][data-wf="invoice-INV-2"] form[data-resolve]`
-	run(t, ctx, "resolve the paused effect",
-		chromedp.Click(css(form+` input[value="happened"]`)),
-		until(`!document.querySelector('`+form+` .result-field').hidden`),
-		chromedp.SendKeys(css(form+` textarea[name="result"]`), `{"PaymentID":"pay_002","Invoice":"INV-2","Vendor":"Globex","Amount":4200}`),
-		chromedp.SendKeys(css(form+` input[name="reason"]`), "pay_002 is in the provider's dashboard"),
-		chromedp.SendKeys(css(form+` input[name="by"]`), "Ada"),
-		chromedp.Click(css(form+` button[type="submit"]`)),
+	inForm := `el.closest('` + form + `')`
+	// By keyboard alone: Tab to the form, Space picks "It happened", Tab on
+	// through its fields, Enter submits.
+	run(t, ctx, "resolve the paused effect with the keyboard",
+		js(`(document.activeElement?.blur(), document.body.focus(), true)`),
+		tabTo(inForm+` && el.value === "happened"`, 80),
+		keys(" "),
+		until(`document.querySelector('`+form+` input[value="happened"]').checked && !document.querySelector('`+form+` .result-field').hidden`),
+		tabTo(inForm+` && el.name === "result"`, 5),
+		keys(`{"PaymentID":"pay_002","Invoice":"INV-2","Vendor":"Globex","Amount":4200}`),
+		tabTo(inForm+` && el.name === "reason"`, 3),
+		keys("pay_002 is in the provider's dashboard"),
+		tabTo(inForm+` && el.name === "by"`, 3),
+		keys("Ada"),
+		keys(kb.Enter),
 		until(`document.querySelector('`+form+` .outcome').textContent.includes("Resolved")`),
 		until(`document.querySelector('[data-card][data-wf="invoice-INV-2"] .after').textContent.includes("completed")`),
 	)
@@ -293,6 +357,31 @@ func TestWebUI(t *testing.T) {
 	hist = textOf(t, ctx, "#timeline")
 	if !strings.Contains(hist, "ActivityResolved") || !strings.Contains(hist, "happened by Ada (web UI)") || !strings.Contains(hist, "WorkflowCompleted") {
 		t.Fatalf("the resolved run's history:\n%s", hist)
+	}
+
+	// A run paused on its budget: its page says so and offers the budget
+	// form; raising the model calls lets the held call go on, live.
+	run(t, ctx, "open the run paused on its budget",
+		chromedp.Navigate(base+"/runs/assistant-INV-8"),
+		until(`document.querySelector('#pause form[data-budget]') !== null`),
+		until(`document.querySelector("#run-status").textContent.includes("paused")`),
+	)
+	if p := textOf(t, ctx, "#pause"); !strings.Contains(p, "budget is used up") || !strings.Contains(p, "turn budget exhausted") {
+		t.Fatalf("the budget pause is not explained:\n%s", p)
+	}
+	shot(t, ctx, shots, "run-budget")
+	bform := `#pause form[data-budget]`
+	run(t, ctx, "raise the budget",
+		chromedp.SendKeys(css(bform+` input[name="maxTurns"]`), "4"),
+		chromedp.SendKeys(css(bform+` input[name="reason"]`), "worth finishing"),
+		chromedp.SetValue(css(bform+` input[name="by"]`), "Ada"),
+		chromedp.Click(css(bform+` button[name="raise"]`)),
+		until(`document.querySelector("#run-status").textContent.includes("completed")`),
+		until(`document.querySelector("#timeline").textContent.includes("BudgetUpdated")`),
+		until(`document.querySelector("#pause").textContent === ""`),
+	)
+	if io := textOf(t, ctx, "#io"); !strings.Contains(io, "INV-8 is $980 to Hooli") {
+		t.Fatalf("the run did not go on to its answer after the raise:\n%s", io)
 	}
 
 	// Task queues: the queue nobody polls is visibly stuck.
@@ -382,4 +471,20 @@ func TestWebUI(t *testing.T) {
 		until(`document.querySelector("#run-status").textContent.includes("terminated")`),
 		until(`document.querySelector("#timeline").textContent.includes("nobody serves the EU queue")`),
 	)
+
+	// The server goes away: every page says it is not updating.
+	run(t, ctx, "open the task queues again", chromedp.Navigate(base+"/queues"), until(`document.querySelector("[data-queue]") !== null`))
+	serverStopped.Store(true)
+	stopServer()
+	run(t, ctx, "see that the server is down",
+		until(`!document.querySelector("#offline").hidden && document.querySelector("#live").classList.contains("off")`))
+	if b := textOf(t, ctx, "#offline"); !strings.Contains(b, "The server does not answer") {
+		t.Fatalf("the banner: %q", b)
+	}
+}
+
+// jsString quotes s for a script.
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

@@ -36,16 +36,27 @@ async function answer(resp) {
   if (!resp.ok) throw new APIError(body?.code || "internal", body?.message || text || resp.statusText, resp.status);
   return body;
 }
+// send is fetch, with a server that does not answer as an APIError
+// ("unavailable") like any other failure.
+async function send(path, opts) {
+  try {
+    return await fetch(path, opts);
+  } catch {
+    throw new APIError("unavailable", "the server does not answer", 0);
+  }
+}
 export async function get(path, params = {}) {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) if (v !== "" && v != null) q.set(k, v);
   const s = q.toString();
-  return answer(await fetch(path + (s ? "?" + s : ""), { headers: { Accept: "application/json" } }));
+  return answer(await send(path + (s ? "?" + s : ""), { headers: { Accept: "application/json" } }));
 }
 export async function post(path, body) {
-  return answer(await fetch(path, {
+  const out = await answer(await send(path, {
     method: "POST", headers: { "Content-Type": "application/json", "X-Cairn-CSRF": csrf }, body: JSON.stringify(body),
   }));
+  refreshPausedCount().catch(() => {}); // an action may have resolved (or ended) a paused run
+  return out;
 }
 
 // ---- Formatting.
@@ -64,7 +75,7 @@ export function ago(t, now = Date.now()) {
 export function when(t) {
   if (!t) return html`<span class="muted">–</span>`;
   const d = new Date(t);
-  return html`<time datetime="${t}" title="${d.toLocaleString()} (${t})">${ago(t)}</time>`;
+  return html`<time datetime="${t}" data-ago title="${d.toLocaleString()} (${t})">${ago(t)}</time>`;
 }
 // dur parses a Go duration ("1m30.5s", "250ms") to milliseconds.
 export function durMs(s) {
@@ -114,12 +125,25 @@ export const who = {
   set: (v) => localStorage.setItem("cairn.who", v.trim()),
 };
 
-// ---- Live updates: pages poll through every(); the indicator shows health.
+// ---- Live updates: pages poll through every(); the indicator shows health,
+// and a banner says so when the server stops answering.
 export function setLive(ok) {
   const el = document.getElementById("live");
   el.className = "live " + (ok ? "on" : "off");
   el.title = ok ? "Live: updating" : "Not updating: the server does not answer";
+  const banner = document.getElementById("offline");
+  if (banner) banner.hidden = ok;
 }
+// Relative times ("3s ago") are kept current on every page, open runs and
+// closed ones alike: each <time> made by when() is rewritten every second.
+function tickTimes() {
+  const now = Date.now();
+  for (const t of document.querySelectorAll("time[data-ago]")) {
+    const txt = ago(t.dateTime, now);
+    if (t.textContent !== txt) t.textContent = txt;
+  }
+}
+setInterval(tickTimes, 1000);
 // every calls fn now and every ms while the tab is visible; it returns a stop function.
 export function every(ms, fn) {
   let stopped = false, timer = null;
@@ -260,6 +284,17 @@ document.addEventListener("keydown", (e) => {
   if (k === "?") { document.getElementById("keys").showModal(); }
 });
 
+// refreshPausedCount updates the header's count of paused runs (every 5 s,
+// and at once after an action that may change it).
+export async function refreshPausedCount() {
+  const p = await get("/api/runs", { status: "paused", size: 500 });
+  const n = (p.workflows || []).length;
+  const el = document.getElementById("paused-count");
+  el.hidden = n === 0;
+  el.textContent = n + (p.next ? "+" : "");
+  el.setAttribute("aria-label", `${el.textContent} paused`);
+}
+
 // ---- Start.
 async function start() {
   document.getElementById("theme").addEventListener("click", toggleTheme);
@@ -272,13 +307,7 @@ async function start() {
     document.getElementById("main").innerHTML = errorBox(e).s;
     return;
   }
-  every(5000, async () => {
-    const p = await get("/api/runs", { status: "paused", size: 500 });
-    const n = (p.workflows || []).length;
-    const el = document.getElementById("paused-count");
-    el.hidden = n === 0;
-    el.textContent = n + (p.next ? "+" : "");
-  });
+  every(5000, refreshPausedCount);
   route();
 }
 start();

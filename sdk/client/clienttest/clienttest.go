@@ -773,6 +773,21 @@ func testList(t *testing.T, s *suite) {
 				resp.Workflows[i-1].WorkflowID, resp.Workflows[i-1].StartTime)
 		}
 	}
+
+	// One workflow id's runs (WorkflowID: exact, newest first), here two.
+	s.start(s.opts("list-1"), "Idle", nil)
+	want("workflow id list-1", list(api.ListWorkflowsRequest{WorkflowID: "list-1"}), "list-1", "list-1")
+	want("workflow id list-1, pages of 1", list(api.ListWorkflowsRequest{WorkflowID: "list-1", PageSize: 1}), "list-1", "list-1")
+	want("workflow id list-1, running", list(api.ListWorkflowsRequest{WorkflowID: "list-1", Status: api.StatusRunning}), "list-1")
+	want("workflow id list-1, type Other", list(api.ListWorkflowsRequest{WorkflowID: "list-1", WorkflowType: "Other"}))
+	want("workflow id list- (exact, not a prefix)", list(api.ListWorkflowsRequest{WorkflowID: "list-"}))
+	resp, err = s.c.ListWorkflows(s.ctx, &api.ListWorkflowsRequest{WorkflowID: "list-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := resp.Workflows; len(w) != 2 || w[0].Status != api.StatusRunning || w[1].Status != api.StatusTerminated || w[0].RunID == w[1].RunID {
+		t.Fatalf("the runs of list-1, newest first: %+v", w)
+	}
 }
 
 func testCount(t *testing.T, s *suite) {

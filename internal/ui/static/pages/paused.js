@@ -1,6 +1,7 @@
 // Paused effects: every run waiting for a person, what its action was
 // called with, its key, why the outcome is unknown, and a form to resolve
-// it. A resolved run leaves the list and visibly goes on.
+// it. A resolved run leaves the list and visibly goes on. The page polls
+// the list of paused runs (one call); a card's details are asked once.
 import { html, get, when, payload, runLink, every, status, errorBox } from "../app.js";
 import { resolveForm, wireResolve, budgetForm, wireBudget } from "./resolve.js";
 
@@ -20,12 +21,18 @@ export async function render(main) {
     } else {
       list.querySelector(".panel.empty")?.remove();
       if (!list.querySelector("[data-card]")) list.innerHTML = "";
-      for (const r of runs) {
-        const id = `${r.info.runId}/${r.info.pause.scheduledEventId}`;
+      // The list is the index's (one call a poll); a new card's details
+      // (arguments, ledger entry, Reconcile) are asked once, when it appears.
+      const fresh = runs.filter((r) => !list.querySelector(`[data-card="${CSS.escape(`${r.info.runId}/${r.info.pause.scheduledEventId}`)}"]`));
+      const details = await Promise.all(fresh.map((r) => get("/api/pause", { id: r.info.workflowId, run: r.info.runId }).catch(() => r)));
+      for (const d of details) {
+        if (!d.info.pause) continue; // resolved meanwhile
+        const id = `${d.info.runId}/${d.info.pause.scheduledEventId}`;
         if (list.querySelector(`[data-card="${CSS.escape(id)}"]`)) continue;
-        list.insertAdjacentHTML("beforeend", card(r).s);
+        list.insertAdjacentHTML("beforeend", card(d).s);
       }
-      if (v.more) list.insertAdjacentHTML("beforeend", html`<p class="muted">More runs are paused than shown here.</p>`.s);
+      list.querySelector("#paused-more")?.remove();
+      if (v.more) list.insertAdjacentHTML("beforeend", html`<p class="muted" id="paused-more">More runs are paused than shown here: resolve these first, or see <a href="/runs?status=paused">every paused run</a>.</p>`.s);
     }
     const onDone = (wf, run) => {
       followed.set(wf, run);

@@ -65,10 +65,10 @@ export function budgetForm(run, pause) {
   const k = `${run.workflowId}-budget`.replace(/[^\w-]/g, "_");
   return html`
   <form class="resolve" data-budget="${run.workflowId}" data-run="${run.runId}">
-    <fieldset><legend>The run used up its budget: raise it, or stop.</legend>
+    <fieldset><legend>The run used up its budget: raise it, or stop. A limit left empty stays as it is; 0 removes it.</legend>
       <div class="row">
         <div><label for="bt-${k}">Max tokens</label><input id="bt-${k}" name="maxTokens" type="number" min="0" step="1"></div>
-        <div><label for="bc-${k}">Max cost (USD)</label><input id="bc-${k}" name="maxCostUsd" type="number" min="0" step="0.01"></div>
+        <div><label for="bc-${k}">Max cost (USD)</label><input id="bc-${k}" name="maxCostUSD" type="number" min="0" step="0.01"></div>
         <div><label for="bn-${k}">Max model calls</label><input id="bn-${k}" name="maxTurns" type="number" min="0" step="1"></div>
       </div>
       <div class="row">
@@ -81,6 +81,8 @@ export function budgetForm(run, pause) {
     </fieldset>
   </form>`;
 }
+
+const limit = (v) => (v === "" ? null : Number(v));
 
 export function wireBudget(root, onDone) {
   for (const form of root.querySelectorAll("form[data-budget]")) {
@@ -95,7 +97,8 @@ export function wireBudget(root, onDone) {
       try {
         await post("/api/budget", {
           workflowId: form.dataset.budget, runId: form.dataset.run, stop, reason: form.reason.value, by: form.by.value,
-          maxTokens: Number(form.maxTokens.value || 0), maxCostUsd: Number(form.maxCostUsd.value || 0), maxTurns: Number(form.maxTurns.value || 0),
+          // An empty field leaves that limit as it is; 0 removes it.
+          maxTokens: limit(form.maxTokens.value), maxCostUSD: limit(form.maxCostUSD.value), maxTurns: limit(form.maxTurns.value),
         });
         out.innerHTML = html`<div class="callout ok">${stop ? "Stopped: the held call fails." : "Budget raised: the held call goes on."}</div>`.s;
         form.querySelectorAll("input,button").forEach((el) => { el.disabled = true; });

@@ -1,12 +1,13 @@
 // A run: its summary, what it waits for, its effects, and its history as a
 // live timeline (server-sent events).
-import { html, post, when, status, short, payload, payloadText, runLink, toast, errorBox, confirmDialog, who, durMs, fmtMs, setLive, APIError } from "../app.js";
+import { html, post, when, status, short, payload, payloadText, runLink, toast, confirmDialog, who, durMs, fmtMs, setLive } from "../app.js";
 import { resolveForm, wireResolve, budgetForm, wireBudget } from "./resolve.js";
 
 export async function render(main, [id, runId]) {
   main.innerHTML = html`
     <div class="head"><h1 id="run-title">${id}</h1><span id="run-status"></span><span class="mono muted" id="run-id"></span>
       <div class="actions" id="actions"></div></div>
+    <div id="stream-error"></div><div id="damage"></div>
     <div id="pause"></div>
     <div class="columns"><section class="panel" aria-labelledby="h-summary"><h2 id="h-summary">Summary</h2><div id="summary"><p class="muted">Loading…</p></div></section>
       <section class="panel" aria-labelledby="h-io"><h2 id="h-io">Input and outcome</h2><div id="io"></div></section></div>
@@ -64,6 +65,7 @@ export async function render(main, [id, runId]) {
     main.querySelector("#run-id").textContent = i.runId;
     main.querySelector("#run-id").title = "run id";
     renderActions(main.querySelector("#actions"), i, v);
+    renderDamage(main.querySelector("#damage"), v);
     renderPause(main.querySelector("#pause"), v);
     renderSummary(main.querySelector("#summary"), v);
     renderIO(main.querySelector("#io"), v);
@@ -81,7 +83,10 @@ export async function render(main, [id, runId]) {
   es.addEventListener("failure", (e) => {
     const err = JSON.parse(e.data);
     es.close();
-    main.querySelector("#summary").innerHTML = errorBox(new APIError(err.code, err.message)).s;
+    // What the page already shows stays; the failure says why it stopped.
+    main.querySelector("#stream-error").innerHTML = html`<div class="callout bad" role="alert" id="stream-failure">
+      <strong>This page stopped following the run</strong> (${err.code}): ${err.message}</div>`.s;
+    if (main.querySelector("#summary").textContent.trim() === "Loading…") main.querySelector("#summary").innerHTML = "";
   });
   es.onerror = () => { if (es.readyState !== EventSource.CLOSED) setLive(false); };
   return () => es.close();
@@ -91,7 +96,8 @@ function renderActions(el, i, v) {
   const convo = v.conversation || el.dataset.convo === "1";
   if (v.conversation) el.dataset.convo = "1";
   const talk = convo ? html`<a class="button" href="/agent/${encodeURIComponent(i.workflowId)}/${i.runId}" id="conversation">Conversation</a>` : "";
-  if (!i.status || !["running", "paused"].includes(i.status)) { el.innerHTML = talk.s || ""; el.dataset.for = ""; return; }
+  // A closed run takes no action, nor a quarantined one (every write to it is refused).
+  if (!i.status || !["running", "paused"].includes(i.status) || i.corrupt) { el.innerHTML = talk.s || ""; el.dataset.for = ""; return; }
   if (el.dataset.for === i.runId + convo) return;
   el.dataset.for = i.runId + convo;
   el.innerHTML = html`${talk}<button type="button" data-act="signal">Signal…</button>
@@ -123,6 +129,22 @@ function renderActions(el, i, v) {
       toast(`${act} failed: ${err.message}`);
     }
   };
+}
+
+// renderDamage says, above everything, that the run needs a person's look
+// for another reason than a pause: it is quarantined (its stored data is
+// damaged), or an effect of it may have happened twice.
+function renderDamage(el, v) {
+  const i = v.info;
+  el.innerHTML = html`${i.corrupt ? html`<div class="callout bad" role="alert" id="corrupt">
+      <h2>Quarantined: this run's stored data is damaged</h2>
+      <p>${i.corrupt}</p>
+      <p>Nothing can be written to it (signals, cancel and terminate are refused) and its history cannot be read. What is shown is its last known good state.
+        Restore a backup (<code>cairn restore</code>) or see <code>cairn check</code>.</p></div>` : ""}
+    ${i.duplicates || i.effectConflicts ? html`<div class="callout bad" role="alert" id="duplicates">
+      <h2>${i.duplicates ? `${i.duplicates} effect(s) of this run may have happened twice` : `${i.effectConflicts} effect conflict(s)`}</h2>
+      <p>A late report said an action ran again after another attempt had done it. Check the downstream system.
+        <a href="/effects?id=${encodeURIComponent(i.workflowId)}&dups=1">The duplicates in the ledger</a></p></div>` : ""}`.s;
 }
 
 function renderPause(el, v) {

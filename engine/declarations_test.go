@@ -1,0 +1,94 @@
+package engine
+
+import (
+	"testing"
+	"time"
+
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
+)
+
+var billDecl = []api.ActivityDeclaration{{ActivityType: "Bill", Effect: history.SideEffect, BusinessKey: true, Reconcile: true}}
+
+// pollDeclaring polls queue as a worker that declares ds.
+func (h *harness) pollDeclaring(queue string, ds []api.ActivityDeclaration) *api.ActivityTask {
+	h.t.Helper()
+	resp, err := h.eng.PollActivityTask(h.ctx(), &api.PollActivityTaskRequest{TaskQueue: queue, Identity: "payments", Activities: ds})
+	if err != nil || resp.Task == nil {
+		h.t.Fatalf("poll %s: %+v, %v", queue, resp, err)
+	}
+	return resp.Task
+}
+
+func (h *harness) answerKey(task *api.ActivityTask, material string) {
+	h.t.Helper()
+	if !task.KeyTask {
+		h.t.Fatalf("task %+v, want a key task", task)
+	}
+	if _, err := h.eng.CompleteActivity(h.ctx(), &api.CompleteActivityRequest{TaskToken: task.TaskToken, KeyMaterial: []byte(material),
+		Identity: "payments"}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// Point 7: the declaration of the worker that runs an activity applies at
+// schedule time once the engine knows it (it survives a restart), and at
+// the latest at dispatch, before any intent is recorded. Keys with a
+// business key are assigned in schedule order whatever order the key tasks
+// answer in: occurrence 1 is the first schedule.
+func TestDeclarationsDecideClassAndKey(t *testing.T) {
+	h := newHarness(t)
+	bill := func(id, invoice string) api.Command {
+		c := schedule(id, "Bill", history.Read, history.ActivityOptions{StartToCloseTimeout: time.Minute})
+		c.ScheduleActivity.Input = jsonPayload(`{"invoice":"` + invoice + `","n":"` + id + `"}`)
+		return c
+	}
+
+	// Not declared yet: scheduled as the workflow's worker says (Read),
+	// upgraded when a declaring worker takes it.
+	h.start("early", "W")
+	h.complete(h.pollWFT("q"), bill("1", "INV-1"))
+	h.answerKey(h.pollDeclaring("q", billDecl), "INV-1")
+	a := h.pollDeclaring("q", billDecl)
+	if a.KeyTask || a.Effect != history.SideEffect || a.IdempotencyKey != IdempotencyKey("early", "Bill", []byte("INV-1"), 1) {
+		t.Fatalf("after the key task: %+v", a)
+	}
+	evs := h.history("early")
+	wantTypes(t, evs, "WorkflowStarted WorkflowTaskCompleted ActivityScheduled ActivityKeyed ActivityStarted")
+	h.completeActivity(a, `"billed"`)
+	h.complete(h.pollWFT("q"), completeWF(`"done"`))
+
+	// Declared now (and after a restart): applied at schedule time; two
+	// bills under one business key get occurrences 1 and 2 in schedule
+	// order although the key tasks answer in the other order.
+	h.reopen()
+	h.start("two", "W")
+	h.complete(h.pollWFT("q"), bill("1", "INV-2"), bill("2", "INV-2"))
+	s, _ := find[*history.ActivityScheduled](t, h.history("two"))
+	if s.Effect != history.SideEffect || s.IdempotencyKey != "" || !s.HasReconcile {
+		t.Fatalf("scheduled %+v, want the declared class and lookup, the key pending", s)
+	}
+	k1, k2 := h.pollDeclaring("q", billDecl), h.pollDeclaring("q", billDecl)
+	if k1.ScheduledEventID > k2.ScheduledEventID {
+		k1, k2 = k2, k1
+	}
+	h.answerKey(k2, "INV-2") // the second schedule answers first: it waits for the first
+	h.noActivity("q")
+	h.answerKey(k1, "INV-2")
+	keys := map[int64]string{}
+	for _, ev := range h.history("two") {
+		if k, ok := ev.Attrs.(*history.ActivityKeyed); ok {
+			keys[k.ScheduledEventID] = k.IdempotencyKey
+		}
+	}
+	if keys[k1.ScheduledEventID] != IdempotencyKey("two", "Bill", []byte("INV-2"), 1) ||
+		keys[k2.ScheduledEventID] != IdempotencyKey("two", "Bill", []byte("INV-2"), 2) {
+		t.Fatalf("keys %v: want occurrence 1 for event %d and 2 for event %d", keys, k1.ScheduledEventID, k2.ScheduledEventID)
+	}
+	for range 2 {
+		if at := h.pollDeclaring("q", billDecl); at.KeyTask || at.IdempotencyKey == "" {
+			t.Fatalf("attempt %+v", at)
+		}
+	}
+	h.wantConsistent()
+}

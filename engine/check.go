@@ -348,6 +348,7 @@ func (c *checker) ledger(ctx context.Context) error {
 			return
 		}
 		ref := history.RunRef{WorkflowID: wf, RunID: le.RunID}
+		c.use(le.Result.Ref, chunkUse{ref: ref, what: "the result of ledger entry " + key})
 		cr := c.runs[ref]
 		if cr == nil {
 			c.problem("ledger", ref, "ledger entry %s names run %q, which has no run state", key, le.RunID)

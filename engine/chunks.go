@@ -121,6 +121,17 @@ func (x *txn) storeEventPayloads(ctx context.Context, tr *txnRun) error {
 	return nil
 }
 
+// sharedResult returns the form in which a ShareResult activity's result is
+// recorded: a chunk of its own (Payload{Ref: RootRef, Data}, stored by
+// storePayload) when it is large enough for a reference to save bytes, so
+// that a transcript can name it instead of copying it.
+func sharedResult(p history.Payload) history.Payload {
+	if p.ByRef() || len(p.Data) < api.ShareResultMinBytes {
+		return p
+	}
+	return history.Payload{Encoding: p.Encoding, Ref: history.RootRef, Data: p.Data}
+}
+
 // chunkSource reads chunks from the store, checking each against its hash.
 type chunkSource struct{ e *Engine }
 

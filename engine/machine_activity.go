@@ -62,14 +62,14 @@ func (t *transition) scheduleActivity(c *api.ScheduleActivityCommand, wtc int64,
 	}
 	id := t.add(&history.ActivityScheduled{ActivityID: c.ActivityID, ActivityType: c.ActivityType, Input: c.Input,
 		Options: opts, Effect: effect, IdempotencyKey: key, HasReconcile: reconcile, WorkflowTaskCompletedEventID: wtc,
-		Metered: c.Metered})
+		Metered: c.Metered, ShareResult: c.ShareResult})
 	if st.Activities == nil {
 		st.Activities = map[int64]*ActivityInfo{}
 	}
 	a := &ActivityInfo{ScheduledEventID: id, ActivityID: c.ActivityID, ActivityType: c.ActivityType, Options: opts,
 		Effect: effect, IdempotencyKey: key, HasReconcile: reconcile, ScheduledTime: t.now,
 		State: api.ActivityStateScheduled, Attempt: 1, Metered: c.Metered, KeyPending: pending,
-		BusinessKey: c.BusinessKey || pending && d.BusinessKey}
+		BusinessKey: c.BusinessKey || pending && d.BusinessKey, ShareResult: c.ShareResult}
 	if c.Metered {
 		st.Turns++
 		a.Turn = st.Turns

@@ -622,6 +622,9 @@ func (e *Engine) report(ctx context.Context, tok actToken, r AttemptReport) erro
 				}
 			}
 		}
+		if pending && a.ShareResult {
+			r.Result = sharedResult(r.Result)
+		}
 		out, a2, err := e.m.Report(tr.st, r, le, x.now)
 		if err != nil {
 			return err

@@ -176,6 +176,8 @@ type ActivityInfo struct {
 	KeyMaterial []byte `msgpack:",omitempty"`
 	// BusinessKey: the key material is a declared business key.
 	BusinessKey bool `msgpack:",omitempty"`
+	// ShareResult: the result is stored as a chunk (sharedResult).
+	ShareResult bool `msgpack:",omitempty"`
 
 	// input is the activity's input, kept in memory by the service so that
 	// a dispatch need not read the ActivityScheduled event back (nil after

@@ -141,7 +141,11 @@ func (b *transcriptBuilder) modelCall(ctx context.Context, id int64, a *history.
 				}
 				continue
 			}
-			b.message(en.Message)
+			m, err := history.EntryMessage(ctx, b.src, en) // a tool's result by reference: read it
+			if err != nil {
+				return fmt.Errorf("%w: transcript of model call %d: %w", api.ErrInternal, id, err)
+			}
+			b.message(&m)
 		}
 	}
 	b.turn++

@@ -382,6 +382,11 @@ type ActivityScheduled struct {
 	// Metered activities (model calls) report usage and count against the
 	// run's budget: one is held while the budget is exhausted.
 	Metered bool `msgpack:"mt,omitempty"`
+	// ShareResult asks for the activity's result to be stored as a payload
+	// chunk (when it is large enough to be worth it), so that other
+	// payloads can reference it instead of copying it: an agent's
+	// transcript refers to a tool's result this way (TranscriptEntry.Content).
+	ShareResult bool `msgpack:"sr,omitempty"`
 }
 
 // ActivityStarted records a dispatch of an attempt under a lease. For

@@ -155,6 +155,7 @@ func (a *ActivityScheduled) fields(v fieldVisitor) {
 	v.boolean("hasReconcile", &a.HasReconcile)
 	v.int64("workflowTaskCompletedEventId", &a.WorkflowTaskCompletedEventID)
 	v.boolean("metered", &a.Metered)
+	v.boolean("shareResult", &a.ShareResult)
 }
 
 func (a *ActivityStarted) fields(v fieldVisitor) {

@@ -2,6 +2,8 @@ package history
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -66,11 +68,106 @@ type ChatConfig struct {
 
 // TranscriptEntry is one record of a transcript: a message or a config.
 // A model call's answer is an entry whose Message is the assistant's and
-// whose Call says what the call returned besides.
+// whose Call says what the call returned besides. A tool's result is a
+// message whose Content names the stored payload its text is read from,
+// instead of a copy of it.
 type TranscriptEntry struct {
 	Message *ChatMessage `msgpack:"m,omitempty" json:"message,omitempty"`
 	Config  *ChatConfig  `msgpack:"c,omitempty" json:"config,omitempty"`
 	Call    *CallInfo    `msgpack:"k,omitempty" json:"call,omitempty"`
+	// Content, on a message entry whose Message.Content is empty, says
+	// that the message's content is ToolResultText of the payload stored
+	// as chunk Content.Ref: a tool's result, recorded once — as the tool
+	// activity's result (ActivityScheduled.ShareResult) — and referenced
+	// here. The chunk is always referenced by an event of the same run
+	// too (that ActivityCompleted), so whatever keeps a run's chunks keeps
+	// it.
+	Content *ContentRef `msgpack:"r,omitempty" json:"content_ref,omitempty"`
+}
+
+// ContentRef names a stored payload a message's text is read from.
+type ContentRef struct {
+	// Ref is the payload's stored reference (Payload.StoredRef).
+	Ref []byte `msgpack:"r" json:"ref"`
+	// Encoding is the payload's encoding.
+	Encoding string `msgpack:"e,omitempty" json:"encoding,omitempty"`
+}
+
+// ToolResultText is the text a tool's result is shown to a model as: a
+// string result as it is, anything else as JSON (maps with sorted keys),
+// an empty result as null. It decodes msgpack (as workflow code decodes
+// a value into an interface{}) and JSON payloads.
+func ToolResultText(p Payload) (string, error) {
+	var v any
+	if len(p.Data) > 0 || p.Encoding != "" {
+		switch p.Encoding {
+		case "msgpack":
+			if err := msgpack.NewDecoder(bytes.NewReader(p.Data)).Decode(&v); err != nil {
+				return "", fmt.Errorf("%w: a tool result in msgpack: %w", ErrInvalid, err)
+			}
+		case "json":
+			if err := json.Unmarshal(p.Data, &v); err != nil {
+				return "", fmt.Errorf("%w: a tool result in json: %w", ErrInvalid, err)
+			}
+		default:
+			return "", fmt.Errorf("%w: a tool result in encoding %q", ErrInvalid, p.Encoding)
+		}
+	}
+	if s, ok := v.(string); ok {
+		return s, nil
+	}
+	b, err := json.Marshal(jsonable(v))
+	if err != nil {
+		return fmt.Sprint(v), nil // a value JSON cannot hold (NaN): as Go prints it
+	}
+	return string(b), nil
+}
+
+// jsonable turns msgpack's decoded maps (map[string]any, or map[any]any)
+// into what encoding/json takes.
+func jsonable(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = jsonable(e)
+		}
+		return x
+	case map[any]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[fmt.Sprint(k)] = jsonable(e)
+		}
+		return m
+	case []any:
+		for i, e := range x {
+			x[i] = jsonable(e)
+		}
+		return x
+	}
+	return v
+}
+
+// EntryMessage returns an entry's message with its content, reading the
+// payload a Content reference names from src.
+func EntryMessage(ctx context.Context, src ChunkSource, e TranscriptEntry) (ChatMessage, error) {
+	if e.Message == nil {
+		return ChatMessage{}, fmt.Errorf("%w: a transcript config entry has no message", ErrInvalid)
+	}
+	m := *e.Message
+	if e.Content == nil {
+		return m, nil
+	}
+	if src == nil {
+		return ChatMessage{}, fmt.Errorf("history: a message's content is stored by reference and no chunk source is at hand: %w", ErrChunkNotFound)
+	}
+	b, err := ResolveBytes(ctx, src, Payload{Ref: e.Content.Ref})
+	if err != nil {
+		return ChatMessage{}, fmt.Errorf("history: the content of a %s message: %w", m.Role, err)
+	}
+	if m.Content, err = ToolResultText(Payload{Encoding: e.Content.Encoding, Data: b}); err != nil {
+		return ChatMessage{}, err
+	}
+	return m, nil
 }
 
 // CallInfo is what a model call returned with its message.
@@ -131,6 +228,9 @@ func DecodeTranscript(b []byte) ([]TranscriptEntry, error) {
 		}
 		if (e.Message == nil) == (e.Config == nil) {
 			return nil, fmt.Errorf("%w: transcript entry %d holds neither or both a message and a config", ErrInvalid, len(out))
+		}
+		if c := e.Content; c != nil && (e.Message == nil || e.Message.Content != "" || len(c.Ref) != HashSize) {
+			return nil, fmt.Errorf("%w: transcript entry %d: a content reference needs a message without content and a %d-byte hash", ErrInvalid, len(out), HashSize)
 		}
 		out = append(out, e)
 	}

@@ -21,13 +21,37 @@ func lastChunk(ctx context.Context, src history.ChunkSource, p history.Payload) 
 	return history.Payload{Encoding: p.Encoding, Ref: c.Parent, Data: c.Data}, nil
 }
 
+// resolvePayload returns a payload recorded by reference with its bytes:
+// a transcript as its last chunk (lastChunk), a chunk of its own started
+// from the root (a shared result: see ActivityOptions.ShareResult) as
+// Payload{Ref: RootRef, Data} — the same value, still naming its chunk —
+// and anything else with its whole bytes inline.
+func resolvePayload(ctx context.Context, src history.ChunkSource, p history.Payload) (history.Payload, error) {
+	if p.Encoding == history.EncodingTranscript {
+		return lastChunk(ctx, src, p)
+	}
+	if len(p.Data) > 0 || history.IsRoot(p.Ref) {
+		return history.Resolve(ctx, src, p)
+	}
+	c, err := src.Chunk(ctx, p.Ref)
+	if err != nil {
+		return history.Payload{}, err
+	}
+	if history.IsRoot(c.Parent) {
+		return history.Payload{Encoding: p.Encoding, Ref: history.RootRef, Data: c.Data}, nil
+	}
+	return history.Resolve(ctx, src, p)
+}
+
 // ResolveEventPayloads replaces, in evs, every payload recorded by
 // reference that workflow code decodes (results, signals, inputs, markers)
 // with its bytes, read from src. Payloads the runtime only compares with
 // the code's commands (activity and child inputs, signals sent, the run's
 // own result) stay references: a replay never reads a transcript's chunks.
 // A transcript payload the code decodes (a model call's answer, recorded as
-// the chunk that extends its input) resolves to its last chunk only.
+// the chunk that extends its input) resolves to its last chunk only; a
+// shared result (a chunk of its own, started from the root) to
+// Payload{Ref: RootRef, Data}, which still names its chunk.
 // Workers call it on every task's events before ProcessTask; the replayer
 // too.
 func ResolveEventPayloads(ctx context.Context, src history.ChunkSource, evs []history.Event) error {
@@ -60,11 +84,7 @@ func ResolveEventPayloads(ctx context.Context, src history.ChunkSource, evs []hi
 				return
 			}
 			var r history.Payload
-			if p.Encoding == history.EncodingTranscript {
-				r, err = lastChunk(ctx, src, *p) // a model call's answer: its own entries, not the whole conversation
-			} else {
-				r, err = history.Resolve(ctx, src, *p)
-			}
+			r, err = resolvePayload(ctx, src, *p) // a model call's answer: its own entries, not the whole conversation
 			if err == nil {
 				*p = r
 			} else {

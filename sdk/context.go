@@ -41,6 +41,12 @@ type ActivityOptions struct {
 	// ActivityID overrides the deterministic id ("1", "2", …). Every
 	// activity started with the context gets it, so set it per call.
 	ActivityID string
+	// ShareResult asks the engine to store the result as a payload chunk
+	// (when larger than api.ShareResultMinBytes), which the workflow then
+	// receives, as a history.Payload, in the form Payload{Ref: RootRef,
+	// Data}: a payload of its own may reference it (Payload.StoredRef)
+	// instead of copying it. The agent loop sets it on tool calls.
+	ShareResult bool
 }
 
 // RetryPolicy governs activity retries (see history.RetryPolicy).

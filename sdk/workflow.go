@@ -243,6 +243,7 @@ func executeActivity[O any](c *wfContext, name string, in any) Future[O] {
 			HeartbeatTimeout:       opts.HeartbeatTimeout,
 			RetryPolicy:            opts.RetryPolicy,
 		},
+		ShareResult: opts.ShareResult,
 	}
 	if def := e.activityDef(name); def != nil {
 		cmd.Effect, cmd.HasReconcile, cmd.Metered, cmd.BusinessKey = def.Effect(), def.HasReconcile(), def.opts.Metered, def.key != nil

@@ -158,7 +158,9 @@ func (m *Model) Chat(ctx context.Context, in history.Payload) (history.Payload, 
 	if err != nil {
 		return history.Payload{}, err
 	}
-	return history.Payload{Encoding: history.EncodingTranscript, Ref: in.StoredRef(), Data: data}, nil
+	out := history.Payload{Encoding: history.EncodingTranscript, Ref: in.StoredRef(), Data: data}
+	m.remember(ctx, in, out)
+	return out, nil
 }
 
 // Answer decodes Chat's result (its last chunk's entries, as workers

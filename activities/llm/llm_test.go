@@ -193,3 +193,44 @@ func TestInputMustBeATranscript(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// TestToolResultByReference: a tool message whose content is a reference
+// to the tool's stored result is sent exactly as the same message with
+// the text inline; a reference to a chunk that is not stored fails the
+// call without sending anything.
+func TestToolResultByReference(t *testing.T) {
+	srv := fakellm.New(fakellm.Script{fakellm.Say("ok")}).KeepRequests()
+	chunks := history.MemChunks{}
+	result, err := sdk.DefaultConverter().ToPayload(map[string]any{"id": "DOC-1", "text": strings.Repeat("lorem ", 50)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := chunks.Add(history.Chunk{Parent: history.RootRef, Data: result.Data})
+	text, err := history.ToolResultText(result)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := []history.TranscriptEntry{settings(false, "ReadDocument"), msg("user", "Read DOC-1")}
+	call := history.ChatMessage{Role: "assistant", ToolCalls: []history.ToolCall{{ID: "c1", Name: "ReadDocument", Arguments: `{"id":"DOC-1"}`}}}
+	byRef := []history.TranscriptEntry{{Message: &call}, {Message: &history.ChatMessage{Role: "tool", ToolCallID: "c1", Name: "ReadDocument"},
+		Content: &history.ContentRef{Ref: ref, Encoding: result.Encoding}}}
+	inline := []history.TranscriptEntry{{Message: &call}, {Message: &history.ChatMessage{Role: "tool", ToolCallID: "c1", Name: "ReadDocument", Content: text}}}
+	r := &recorder{}
+	for _, turns := range [][]history.TranscriptEntry{byRef, inline} {
+		if _, err := chat(newModel(t, srv), r.ctx(chunks), transcript(t, chunks, head, turns)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reqs := srv.Requests()
+	if string(reqs[0].Body) != string(reqs[1].Body) || !strings.Contains(string(reqs[0].Body), `lorem lorem`) {
+		t.Fatalf("the request from a reference differs from the inline one:\n%s\n%s", reqs[0].Body, reqs[1].Body)
+	}
+	missing := []history.TranscriptEntry{{Message: &call}, {Message: &history.ChatMessage{Role: "tool", ToolCallID: "c1"},
+		Content: &history.ContentRef{Ref: history.ChunkHash(nil, []byte("absent")), Encoding: "msgpack"}}}
+	if _, err := chat(newModel(t, srv), r.ctx(chunks), transcript(t, chunks, head, missing)); !errors.Is(err, history.ErrChunkNotFound) {
+		t.Fatalf("a missing result chunk: %v", err)
+	}
+	if n := len(srv.Requests()); n != 2 {
+		t.Fatalf("%d requests sent, want 2", n)
+	}
+}

@@ -37,8 +37,9 @@ type growBuf struct {
 	b  []byte
 }
 
-// extend returns the prefix p followed by the JSON of entries.
-func (p prefix) extend(entries []history.TranscriptEntry) (prefix, error) {
+// extend returns the prefix p followed by the JSON of entries. A message
+// whose content is a reference (a tool's result) is read from src.
+func (p prefix) extend(ctx context.Context, src history.ChunkSource, entries []history.TranscriptEntry) (prefix, error) {
 	var add []byte
 	n := p.messages
 	for _, e := range entries {
@@ -46,7 +47,18 @@ func (p prefix) extend(entries []history.TranscriptEntry) (prefix, error) {
 			p.settings = *e.Config
 			continue
 		}
-		b, err := messageJSON(e.Message)
+		msg := e.Message
+		if e.Content != nil {
+			m, err := history.EntryMessage(ctx, src, e)
+			if err != nil {
+				if errors.Is(err, history.ErrInvalid) {
+					return prefix{}, sdk.NewNonRetryableError(err.Error(), FailureTranscript)
+				}
+				return prefix{}, fmt.Errorf("llm: read the transcript: %w", err)
+			}
+			msg = &m
+		}
+		b, err := messageJSON(msg)
 		if err != nil {
 			return prefix{}, err
 		}
@@ -199,12 +211,29 @@ func (m *Model) prefixFor(ctx context.Context, in history.Payload) (prefix, erro
 		if err != nil {
 			return prefix{}, sdk.NewNonRetryableError(err.Error(), FailureTranscript)
 		}
-		if p, err = p.extend(entries); err != nil {
+		if p, err = p.extend(ctx, src, entries); err != nil {
 			return prefix{}, err
 		}
 		m.cache.put(hashes[i], p)
 	}
 	return p, nil
+}
+
+// remember caches the prefix after a chunk this worker wrote itself (a
+// call's answer, extending its input's prefix), so that the next turn,
+// which extends it, need not fetch it back.
+func (m *Model) remember(ctx context.Context, in history.Payload, answer history.Payload) {
+	p, ok := m.cache.get(in.StoredRef())
+	if !ok {
+		return
+	}
+	entries, err := history.DecodeTranscript(answer.Data)
+	if err != nil {
+		return
+	}
+	if p, err = p.extend(ctx, nil, entries); err == nil {
+		m.cache.put(answer.StoredRef(), p)
+	}
 }
 
 // requestHead writes the chat-completions request up to its messages. The

@@ -5,7 +5,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"runtime/pprof"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -28,17 +30,11 @@ func benchCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if profile != "" {
-				f, err := os.Create(profile)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
+			stopProfile, err := cpuProfile(profile)
+			if err != nil {
+				return err
 			}
+			defer stopProfile()
 			o.Out = g.stdout
 			if g.json {
 				o.Out = g.stderr // the narration; the figures go to stdout
@@ -60,7 +56,7 @@ func benchCommand(g *globals) *cobra.Command {
 	f.IntVar(&o.Workers, "workers", 1, "worker processes")
 	f.BoolVar(&o.Breakdown, "breakdown", false, "print the median time before each event of the sequential workflows")
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the server side to this file")
-	cmd.AddCommand(benchWorkerCommand(), benchAgentCommand(g), benchAgentWorkerCommand())
+	cmd.AddCommand(benchWorkerCommand(), benchAgentCommand(g), benchAgentWorkerCommand(), benchAgentModelCommand())
 	return cmd
 }
 
@@ -72,17 +68,11 @@ func benchWorkerCommand() *cobra.Command {
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			gctune.ForServer()
-			if p := os.Getenv("CAIRN_BENCH_WORKER_CPUPROFILE"); p != "" {
-				f, err := os.Create(p)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
+			stopProfile, err := cpuProfile(os.Getenv("CAIRN_BENCH_WORKER_CPUPROFILE"))
+			if err != nil {
+				return err
 			}
+			defer stopProfile()
 			c, err := client.Dial(address, client.Options{}, client.DialOptions{})
 			if err != nil {
 				return err
@@ -111,12 +101,16 @@ func benchAgentCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "agent [--turns N]",
 		Short: "Measure an agent whose transcript grows ~1 KB per turn: turn time, bytes stored, replay, worker memory",
-		Long: `Runs an agent (the fake model in this process, the server here, the worker in
-its own process, fsynced storage) for N tool-calling turns and a final answer,
-and prints one JSON object: turns, history_bytes (events and payload chunks
-stored for the run), turn_ms (turns 1, 10, N/2 and N, from the history's
-event times) and turn_ms_median9, model_calls_on_replay (a replay of the
-whole history), replay_ms, peak_rss_mb of the worker process.`,
+		Long: `Runs an agent (the server in this process, the worker and the fake model
+each in a process of their own, fsynced storage) for N tool-calling turns and
+a final answer, and prints one JSON object: turns, history_bytes (events and
+payload chunks stored for the run), turn_ms (turns 1, 10, N/2 and N, from the
+history's event times) with turn_ms_median9 and turn_ms_mean50,
+model_ms_mean50 (the model server's own time per call, receiving the request
+included) and turn_ms_without_model_mean50, cpu_ms_per_turn of each process
+over an early and a late window, model_calls_on_replay (a replay of the whole
+history), replay_ms, peak_rss_mb of the worker process. docs/performance.md
+defines each figure.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			gctune.ForServer()
@@ -124,22 +118,19 @@ whole history), replay_ms, peak_rss_mb of the worker process.`,
 			if err != nil {
 				return err
 			}
-			if p := os.Getenv("CAIRN_BENCH_CPUPROFILE"); p != "" {
-				f, err := os.Create(p)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
+			stopProfile, err := cpuProfile(os.Getenv("CAIRN_BENCH_CPUPROFILE"))
+			if err != nil {
+				return err
 			}
+			defer stopProfile()
 			if !g.json { // its own one-line JSON object (the names docs/performance.md quotes)
 				o.Out = g.stdout
 			}
 			o.WorkerCommand = func(args ...string) *exec.Cmd {
 				return exec.Command(exe, append([]string{"bench", "agent-worker"}, args...)...)
+			}
+			o.ModelCommand = func(args ...string) *exec.Cmd {
+				return exec.Command(exe, append([]string{"bench", "agent-model"}, args...)...)
 			}
 			res, err := bench.RunAgent(cmd.Context(), o)
 			if err != nil || !g.json {
@@ -160,32 +151,57 @@ func benchAgentWorkerCommand() *cobra.Command {
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			gctune.ForServer()
-			if p := os.Getenv("CAIRN_BENCH_WORKER_CPUPROFILE"); p != "" {
-				f, err := os.Create(p)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
-			}
-			c, err := client.Dial(address, client.Options{}, client.DialOptions{})
+			stopProfile, err := cpuProfile(os.Getenv("CAIRN_BENCH_WORKER_CPUPROFILE"))
 			if err != nil {
 				return err
 			}
-			w, err := worker.New(c, worker.Options{TaskQueue: bench.AgentTaskQueue, StopOnSignals: true})
-			if err != nil {
-				return err
-			}
-			if err := bench.RegisterAgentWorker(w, modelURL); err != nil {
-				return err
-			}
-			return w.Run(context.Background())
+			defer stopProfile()
+			return bench.RunAgentWorker(address, modelURL)
 		},
 	}
 	cmd.Flags().StringVar(&address, "address", "", "server address")
 	cmd.Flags().StringVar(&modelURL, "model-url", "", "model endpoint base URL")
 	return cmd
+}
+
+// benchAgentModelCommand is the model process of `cairn bench agent`: the
+// scripted fake OpenAI-compatible server, in a process of its own so that
+// its CPU is counted apart from the server's.
+func benchAgentModelCommand() *cobra.Command {
+	var turns int
+	cmd := &cobra.Command{
+		Use:    "agent-model",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			gctune.ForServer()
+			stopProfile, err := cpuProfile(os.Getenv("CAIRN_BENCH_MODEL_CPUPROFILE"))
+			if err != nil {
+				return err
+			}
+			defer stopProfile()
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			return bench.ServeAgentModel(ctx, os.Stdout, turns)
+		},
+	}
+	cmd.Flags().IntVar(&turns, "turns", 1000, "tool-calling turns the script asks for")
+	return cmd
+}
+
+// cpuProfile starts a CPU profile written to path (nothing when path is
+// empty) and returns what stops it.
+func cpuProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
 }

@@ -625,7 +625,15 @@ type ScheduleActivityCommand struct {
 	// BusinessKey says KeyMaterial is the declared business key (not the
 	// canonical encoding of the input).
 	BusinessKey bool
+	// ShareResult asks the engine to store the result as a payload chunk
+	// when it is larger than ShareResultMinBytes, so that other payloads
+	// can reference it (see history.ActivityScheduled.ShareResult).
+	ShareResult bool
 }
+
+// ShareResultMinBytes is the smallest result a ShareResult activity has
+// stored as a chunk: below it a reference saves nothing.
+const ShareResultMinBytes = 256
 
 // RequestCancelActivityCommand cancels a scheduled activity
 // (→ ActivityCancelRequested).

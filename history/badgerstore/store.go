@@ -44,9 +44,10 @@ var _ history.Store = (*Store)(nil)
 // testHooks let tests of this package observe and steer the committer.
 // Every hook is optional and set before the committer starts.
 type testHooks struct {
-	enqueued func(*request)          // after Commit queued r
-	taken    func([]*request)        // after the committer took a group
-	commit   func(*badger.Txn) error // replaces txn.Commit
+	enqueued func(*request)                      // after Commit queued r
+	taken    func([]*request)                    // after the committer took a group
+	commit   func(*badger.Txn) error             // replaces txn.Commit
+	badger   func(badger.Options) badger.Options // adjusts Badger's options
 }
 
 // Open opens (creating if needed) the store described by opts. A directory
@@ -101,10 +102,10 @@ func (s *Store) openDir() error {
 		return err
 	}
 	var refused error // the damage an AcceptDataLoss open goes past
-	db, err := openBadger(opts, hwm, st, false)
+	db, err := openBadger(opts, hwm, st, false, s.hooks.badger)
 	if err != nil && errors.Is(err, history.ErrCorrupt) && opts.AcceptDataLoss {
 		refused = err
-		db, err = openBadger(opts, hwm, st, true)
+		db, err = openBadger(opts, hwm, st, true, s.hooks.badger)
 	}
 	if err != nil {
 		_ = hwm.close()
@@ -165,10 +166,13 @@ func (s *Store) openDir() error {
 // openBadger opens Badger with the integrity checks (relaxed: without
 // them, for AcceptDataLoss). On a full disk it drops the space reserve
 // and tries once more.
-func openBadger(opts Options, hwm *hwmFile, st hwmState, relaxed bool) (*badger.DB, error) {
+func openBadger(opts Options, hwm *hwmFile, st hwmState, relaxed bool, tweak func(badger.Options) badger.Options) (*badger.DB, error) {
 	bo := opts.badgerOptions().WithDetectLogDamage(!relaxed).WithOnManifestWrite(hwm.setManifest)
 	if !relaxed {
 		bo = bo.WithManifestMinSize(st.manifest)
+	}
+	if tweak != nil {
+		bo = tweak(bo)
 	}
 	db, err := badger.Open(bo)
 	if err != nil && y.IsNoSpace(err) && dropReserve(opts.Dir) {

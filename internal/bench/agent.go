@@ -1,10 +1,14 @@
 package bench
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cairnflow/cairn/activities/llm"
@@ -29,11 +34,12 @@ import (
 
 // `cairn bench agent`: an agent whose transcript grows by about 1 KB per
 // turn (the model asks for a tool with ~400 bytes of arguments, the tool
-// answers ~500 bytes), for N turns and a final answer, with the model (the
-// fake, in this process) and the server here and the worker in its own
-// process, on fsynced storage. It measures what a turn costs as the
-// conversation grows, the bytes stored for the run, and what a replay of
-// the whole history costs.
+// answers ~500 bytes), for N turns and a final answer, with the server in
+// this process, and the worker and the model (the fake) each in a process
+// of its own, on fsynced storage. It measures what a turn costs as the
+// conversation grows — wall time, the model server's own time, and the CPU
+// of each process — the bytes stored for the run, and what a replay of the
+// whole history costs.
 
 // AgentTaskQueue is the agent benchmark's queue.
 const AgentTaskQueue = "bench-agent"
@@ -71,12 +77,33 @@ func RegisterAgentWorker(w *worker.Worker, modelURL string) error {
 	return w.RegisterActivity(Pad)
 }
 
+// RunAgentWorker is the worker process of `cairn bench agent` (cairn's
+// hidden `bench agent-worker`): it serves the benchmark's task queue from
+// the server at address, with the model at modelURL, until SIGTERM.
+func RunAgentWorker(address, modelURL string) error {
+	c, err := client.Dial(address, client.Options{}, client.DialOptions{})
+	if err != nil {
+		return err
+	}
+	w, err := worker.New(c, worker.Options{TaskQueue: AgentTaskQueue, StopOnSignals: true})
+	if err != nil {
+		return err
+	}
+	if err := RegisterAgentWorker(w, modelURL); err != nil {
+		return err
+	}
+	return w.Run(context.Background())
+}
+
 // AgentOptions configure RunAgent.
 type AgentOptions struct {
 	Out   io.Writer
 	Turns int
 	// WorkerCommand builds the worker process's command.
 	WorkerCommand func(args ...string) *exec.Cmd
+	// ModelCommand builds the model process's command (cairn's hidden
+	// `bench agent-model`: ServeAgentModel).
+	ModelCommand func(args ...string) *exec.Cmd
 	// Dir holds the data (default: a temporary directory).
 	Dir string
 }
@@ -89,24 +116,187 @@ type AgentResult struct {
 	HistoryBytes int64 `json:"history_bytes"`
 	EventBytes   int64 `json:"event_bytes"`
 	// EventBytesByType splits EventBytes by event type.
-	EventBytesByType  map[string]int64 `json:"event_bytes_by_type"`
-	ChunkBytes        int64            `json:"chunk_bytes"`
-	Events            int              `json:"events"`
-	TranscriptBytes   int64            `json:"transcript_bytes"` // the last model call's request body
-	QuadraticEstimate int64            `json:"whole_transcript_every_turn_bytes"`
+	EventBytesByType map[string]int64 `json:"event_bytes_by_type"`
+	ChunkBytes       int64            `json:"chunk_bytes"`
+	Events           int              `json:"events"`
+	TranscriptBytes  int64            `json:"transcript_bytes"` // the last model call's request body
+	// QuadraticEstimate is what the model calls' inputs alone would store
+	// if each carried the whole conversation: the sum of the requests'
+	// sizes.
+	QuadraticEstimate int64 `json:"whole_transcript_every_turn_bytes"`
 	// TurnMS is the time of turns 1, 10, N/2 and N (schedule of model call
 	// k to schedule of model call k+1, from the history's event times).
 	TurnMS map[string]float64 `json:"turn_ms"`
 	// TurnMedianMS is the median over the 9 turns around each of them, and
 	// TurnMeanMS the mean over 50 (turns 10–59, N/2±25, N−49–N): less
 	// noise on a shared machine.
-	TurnMedianMS       map[string]float64 `json:"turn_ms_median9"`
-	TurnMeanMS         map[string]float64 `json:"turn_ms_mean50"`
-	ModelCalls         int64              `json:"model_calls"`
-	ModelCallsOnReplay int64              `json:"model_calls_on_replay"`
-	ReplayMS           float64            `json:"replay_ms"`
-	PeakRSSMB          float64            `json:"peak_rss_mb"`
-	TotalSeconds       float64            `json:"total_s"`
+	TurnMedianMS map[string]float64 `json:"turn_ms_median9"`
+	TurnMeanMS   map[string]float64 `json:"turn_ms_mean50"`
+	// ModelMeanMS is the model server's own time per call (from its
+	// request's headers to its answer written: receiving the request body
+	// included), mean over the same 50-turn windows; TurnMeanMS minus it
+	// is TurnWithoutModelMeanMS.
+	ModelMeanMS            map[string]float64 `json:"model_ms_mean50"`
+	TurnWithoutModelMeanMS map[string]float64 `json:"turn_ms_without_model_mean50"`
+	// CPUPerTurnMS is the CPU time (user+system) per turn of each process —
+	// "server" (this one: engine and HTTP API), "worker", "model" — over
+	// an early and a late window of turns (CPUWindows).
+	CPUPerTurnMS       map[string]map[string]float64 `json:"cpu_ms_per_turn"`
+	CPUWindows         map[string]string             `json:"cpu_windows"`
+	ModelCalls         int64                         `json:"model_calls"`
+	ModelCallsOnReplay int64                         `json:"model_calls_on_replay"`
+	ReplayMS           float64                       `json:"replay_ms"`
+	PeakRSSMB          float64                       `json:"peak_rss_mb"`
+	TotalSeconds       float64                       `json:"total_s"`
+}
+
+// cpuWindows returns the early and late windows of turns CPU is measured
+// over: the CPU between the model requests that start turns lo and hi
+// covers turns lo..hi-1.
+func cpuWindows(turns int) map[string][2]int64 {
+	w := int64(min(200, max(1, turns/4)))
+	lo := int64(min(10, turns/4))
+	return map[string][2]int64{"early": {lo + 1, lo + 1 + w}, "late": {int64(turns) + 1 - w, int64(turns) + 1}}
+}
+
+// AgentModelStats is what the benchmark's model process reports.
+type AgentModelStats struct {
+	Calls    int64
+	LastSize int64
+	Timings  []fakellm.Timing
+	// CPU holds, per mark (the turn whose model request it was taken at),
+	// the CPU time each watched process had used, in ms.
+	CPU map[int64]map[string]float64
+}
+
+// agentModel is the benchmark's model server: the scripted fake, which
+// keeps only the heads of the requests (it answers by request number) and
+// times each one, plus two routes of its own: POST /bench/watch names the
+// processes whose CPU it samples at the marks (JSON {"name": pid}), GET
+// /bench/stats answers an AgentModelStats.
+type agentModel struct {
+	fake  *fakellm.Server
+	marks map[int64]bool
+	mu    sync.Mutex
+	pids  map[string]int
+	cpu   map[int64]map[string]float64
+}
+
+func newAgentModel(turns int) *agentModel {
+	m := &agentModel{marks: map[int64]bool{}, pids: map[string]int{"model": os.Getpid()}, cpu: map[int64]map[string]float64{}}
+	for _, w := range cpuWindows(turns) {
+		m.marks[w[0]], m.marks[w[1]] = true, true
+	}
+	script := agentScript(turns)
+	m.fake = fakellm.NewFunc(func(r fakellm.Request) fakellm.Reply {
+		if turn := r.Seq + 1; m.marks[turn] {
+			m.sample(turn)
+		}
+		return script(r)
+	}).BySequence().HeadOnly().KeepTimings()
+	return m
+}
+
+// sample records the watched processes' CPU at the start of turn's model
+// request.
+func (m *agentModel) sample(turn int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	at := map[string]float64{}
+	for name, pid := range m.pids {
+		at[name] = ms(processCPU(pid))
+	}
+	m.cpu[turn] = at
+}
+
+func (m *agentModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/bench/watch":
+		var pids map[string]int
+		if err := json.NewDecoder(r.Body).Decode(&pids); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		m.mu.Lock()
+		maps.Copy(m.pids, pids)
+		m.mu.Unlock()
+	case "/bench/stats":
+		m.mu.Lock()
+		st := AgentModelStats{Calls: m.fake.Calls(), LastSize: m.fake.LastSize(), Timings: m.fake.Timings(), CPU: m.cpu}
+		b, err := json.Marshal(st)
+		m.mu.Unlock()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(b)
+	default:
+		m.fake.ServeHTTP(w, r)
+	}
+}
+
+// ServeAgentModel is the model process of `cairn bench agent` (cairn's
+// hidden `bench agent-model`): it serves the benchmark's script on a
+// loopback port, prints "listening <URL>" to out, and serves until ctx
+// ends.
+func ServeAgentModel(ctx context.Context, out io.Writer, turns int) error {
+	srv, addr, err := listen(newAgentModel(turns))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "listening", addr)
+	<-ctx.Done()
+	return srv.Close()
+}
+
+// startModel starts the model process and returns its URL.
+func startModel(opts AgentOptions) (*exec.Cmd, string, error) {
+	cmd := opts.ModelCommand("--turns", strconv.Itoa(opts.Turns))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, "", err
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
+	if err != nil || !ok {
+		stopWorker(cmd)
+		return nil, "", fmt.Errorf("bench: the model process said %q (%v)", line, err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	return cmd, addr, nil
+}
+
+// modelRequest calls one of the model process's /bench routes.
+func modelRequest(ctx context.Context, addr, route string, in, out any) error {
+	method, body := http.MethodGet, io.Reader(nil)
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		method, body = http.MethodPost, bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, addr+route, body)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("bench: model process %s: %w", route, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("bench: model process %s: %s", route, resp.Status)
+	}
+	if out == nil {
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
 }
 
 // agentScript asks for Pad every turn, then answers.
@@ -124,6 +314,9 @@ func agentScript(turns int) func(fakellm.Request) fakellm.Reply {
 func RunAgent(ctx context.Context, opts AgentOptions) (*AgentResult, error) {
 	if opts.Turns <= 0 {
 		opts.Turns = 1000
+	}
+	if opts.WorkerCommand == nil || opts.ModelCommand == nil {
+		return nil, errors.New("bench: RunAgent needs a WorkerCommand and a ModelCommand")
 	}
 	dir := opts.Dir
 	if dir == "" {
@@ -149,18 +342,20 @@ func RunAgent(ctx context.Context, opts AgentOptions) (*AgentResult, error) {
 		return nil, err
 	}
 	defer srv.Close()
-	model := fakellm.NewFunc(agentScript(opts.Turns)).BySequence()
-	msrv, maddr, err := listen(model)
+	mcmd, maddr, err := startModel(opts)
 	if err != nil {
 		return nil, err
 	}
-	defer msrv.Close()
+	defer stopWorker(mcmd)
 	cmd := opts.WorkerCommand("--address", addr, "--model-url", maddr+"/v1")
 	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
 	defer stopWorker(cmd)
+	if err := modelRequest(ctx, maddr, "/bench/watch", map[string]int{"server": os.Getpid(), "worker": cmd.Process.Pid}, nil); err != nil {
+		return nil, err
+	}
 	c := client.NewLocal(eng, client.Options{})
 	start := time.Now()
 	run, err := c.StartWorkflow(ctx, client.StartOptions{ID: "bench-agent", TaskQueue: AgentTaskQueue}, GrowingAgent, opts.Turns)
@@ -171,8 +366,16 @@ func RunAgent(ctx context.Context, opts AgentOptions) (*AgentResult, error) {
 	if err := run.Get(ctx, &res); err != nil {
 		return nil, err
 	}
-	out := &AgentResult{Turns: opts.Turns, ModelCalls: model.Calls(), TotalSeconds: time.Since(start).Seconds(),
-		PeakRSSMB: peakRSS(cmd.Process.Pid), TranscriptBytes: model.LastSize()}
+	var mstats AgentModelStats
+	if err := modelRequest(ctx, maddr, "/bench/stats", nil, &mstats); err != nil {
+		return nil, err
+	}
+	out := &AgentResult{Turns: opts.Turns, ModelCalls: mstats.Calls, TotalSeconds: time.Since(start).Seconds(),
+		PeakRSSMB: peakRSS(cmd.Process.Pid), TranscriptBytes: mstats.LastSize}
+	out.CPUPerTurnMS, out.CPUWindows = cpuPerTurn(mstats.CPU, opts.Turns)
+	for _, t := range mstats.Timings {
+		out.QuadraticEstimate += t.Size
+	}
 	evs, err := c.GetHistory(ctx, "bench-agent", run.RunID())
 	if err != nil {
 		return nil, err
@@ -181,20 +384,24 @@ func RunAgent(ctx context.Context, opts AgentOptions) (*AgentResult, error) {
 		return nil, err
 	}
 	out.TurnMS, out.TurnMedianMS, out.TurnMeanMS = turnTimes(evs, opts.Turns)
+	out.ModelMeanMS, out.TurnWithoutModelMeanMS = modelTimes(mstats.Timings, opts.Turns, out.TurnMeanMS)
 	// A replay of the whole history, as a worker rebuilding the run does:
 	// no model call.
 	r := worker.NewReplayer(worker.ReplayerOptions{})
 	if err := r.RegisterWorkflow(GrowingAgent); err != nil {
 		return nil, err
 	}
-	before := model.Calls()
+	before := mstats.Calls
 	t0 := time.Now()
 	ro := worker.ReplayOptions{Chunks: client.NewChunkCache(c.Service(), 0)} // a cold cache, as a fresh worker's
 	if err := r.ReplayHistory(history.RunRef{WorkflowID: "bench-agent", RunID: run.RunID()}, evs, ro); err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
 	out.ReplayMS = ms(time.Since(t0))
-	out.ModelCallsOnReplay = model.Calls() - before
+	if err := modelRequest(ctx, maddr, "/bench/stats", nil, &mstats); err != nil {
+		return nil, err
+	}
+	out.ModelCallsOnReplay = mstats.Calls - before
 	if opts.Out != nil {
 		b, _ := json.Marshal(out)
 		fmt.Fprintln(opts.Out, string(b))
@@ -230,21 +437,10 @@ func measureHistory(ctx context.Context, out *AgentResult, c client.Client, evs 
 	if err != nil {
 		return err
 	}
-	var running int64
 	for _, ch := range chunks {
 		out.ChunkBytes += int64(len(history.EncodeChunk(ch))) + history.HashSize + 1
 	}
 	out.HistoryBytes = out.EventBytes + out.ChunkBytes
-	// What the same turns would store if every model call carried the whole
-	// transcript: the sum of its prefixes.
-	for _, ev := range evs {
-		if s, ok := ev.Attrs.(*history.ActivityScheduled); ok && s.ActivityType == llm.ActivityName {
-			if ch, ok := chunks[fmt.Sprintf("%x", s.Input.Ref)]; ok {
-				running += int64(len(ch.Data))
-			}
-			out.QuadraticEstimate += running
-		}
-	}
 	return nil
 }
 
@@ -282,15 +478,9 @@ func turnTimes(evs []history.Event, turns int) (exact, median, mean map[string]f
 		w := window(lo, lo+8)
 		slices.Sort(w)
 		median[key] = w[len(w)/2]
-		lo50 := k - 25
-		switch k {
-		case 1, 10:
-			lo50 = k
-		case turns:
-			lo50 = k - 49
-		}
+		lo50, hi50 := mean50Window(k, turns)
 		var sum float64
-		w50 := window(lo50, lo50+49)
+		w50 := window(lo50, hi50)
 		for _, v := range w50 {
 			sum += v
 		}
@@ -314,4 +504,66 @@ func peakRSS(pid int) float64 {
 		}
 	}
 	return 0
+}
+
+// mean50Window returns the 50 turns turn_ms_mean50 averages for turn k:
+// k..k+49 for turns 1 and 10, N−49..N for N, k−25..k+24 otherwise.
+func mean50Window(k, turns int) (lo, hi int) {
+	lo = k - 25
+	switch k {
+	case 1, 10:
+		lo = k
+	case turns:
+		lo = k - 49
+	}
+	return lo, lo + 49
+}
+
+// modelTimes returns the model server's mean time per call over the
+// mean50 windows, and the turn time without it.
+func modelTimes(ts []fakellm.Timing, turns int, turnMean map[string]float64) (model, without map[string]float64) {
+	bySeq := map[int64]time.Duration{}
+	for _, t := range ts {
+		if _, seen := bySeq[t.Seq]; !seen {
+			bySeq[t.Seq] = t.Total
+		}
+	}
+	model, without = map[string]float64{}, map[string]float64{}
+	for _, k := range []int{1, 10, turns / 2, turns} {
+		lo, hi := mean50Window(k, turns)
+		lo, hi = max(1, lo), min(turns, hi)
+		var sum float64
+		n := 0
+		for turn := lo; turn <= hi; turn++ {
+			if d, ok := bySeq[int64(turn-1)]; ok { // turn t's model request is request t−1
+				sum += ms(d)
+				n++
+			}
+		}
+		key := strconv.Itoa(k)
+		if n > 0 {
+			model[key] = sum / float64(n)
+			without[key] = turnMean[key] - model[key]
+		}
+	}
+	return model, without
+}
+
+// cpuPerTurn turns the model process's CPU samples into CPU per turn of
+// each process over the early and late windows.
+func cpuPerTurn(samples map[int64]map[string]float64, turns int) (map[string]map[string]float64, map[string]string) {
+	out, names := map[string]map[string]float64{}, map[string]string{}
+	for name, w := range cpuWindows(turns) {
+		a, b := samples[w[0]], samples[w[1]]
+		if a == nil || b == nil {
+			continue
+		}
+		per := map[string]float64{}
+		for proc, end := range b {
+			per[proc] = (end - a[proc]) / float64(w[1]-w[0])
+		}
+		out[name] = per
+		names[name] = fmt.Sprintf("turns %d-%d", w[0], w[1]-1)
+	}
+	return out, names
 }

@@ -235,7 +235,7 @@ func (a *Agent) Run(ctx sdk.Context, userMessage string) (Result, error) {
 			return res, nil
 		}
 		for _, out := range a.runTools(ctx, msg.ToolCalls) {
-			a.tr.Append(out)
+			a.tr.appendResult(out)
 		}
 	}
 }
@@ -262,14 +262,24 @@ func (a *Agent) callModel(ctx sdk.Context) (history.ModelResult, error) {
 	return a.tr.answer(p)
 }
 
+// toolResult is what the model is told of one tool call: the text, and,
+// when the tool's result is stored as a chunk of its own, the reference
+// the transcript records instead of the text.
+type toolResult struct {
+	msg  history.ChatMessage
+	text string
+	ref  *history.ContentRef
+}
+
 // runTools runs the calls (each in its own coroutine, so they proceed
-// concurrently) and returns their tool messages in call order.
-func (a *Agent) runTools(ctx sdk.Context, calls []history.ToolCall) []history.ChatMessage {
-	out := make([]history.ChatMessage, len(calls))
+// concurrently) and returns their results in call order.
+func (a *Agent) runTools(ctx sdk.Context, calls []history.ToolCall) []toolResult {
+	out := make([]toolResult, len(calls))
 	done := 0
 	for i, c := range calls {
 		sdk.Go(ctx, func(ctx sdk.Context) {
-			out[i] = history.ChatMessage{Role: "tool", ToolCallID: c.ID, Name: c.Name, Content: a.runTool(ctx, c)}
+			text, ref := a.runTool(ctx, c)
+			out[i] = toolResult{msg: history.ChatMessage{Role: "tool", ToolCallID: c.ID, Name: c.Name}, text: text, ref: ref}
 			done++
 		})
 	}
@@ -277,15 +287,17 @@ func (a *Agent) runTools(ctx sdk.Context, calls []history.ToolCall) []history.Ch
 	return out
 }
 
-// runTool runs one call and returns what the model is told.
-func (a *Agent) runTool(ctx sdk.Context, c history.ToolCall) string {
+// runTool runs one call and returns what the model is told: the text,
+// and the reference of the tool's result when it is stored as a chunk of
+// its own (the transcript then records the reference, not a copy).
+func (a *Agent) runTool(ctx sdk.Context, c history.ToolCall) (string, *history.ContentRef) {
 	t := a.tools[c.Name]
 	if t == nil {
-		return fmt.Sprintf("error: there is no tool %q; the tools are: %s", c.Name, strings.Join(a.toolNames(), ", "))
+		return fmt.Sprintf("error: there is no tool %q; the tools are: %s", c.Name, strings.Join(a.toolNames(), ", ")), nil
 	}
 	in, err := t.decode(c.Arguments)
 	if err != nil {
-		return fmt.Sprintf("error: the arguments of %s are invalid: %v", c.Name, err)
+		return fmt.Sprintf("error: the arguments of %s are invalid: %v", c.Name, err), nil
 	}
 	key := strconv.Itoa(a.turn) + ":" + c.ID
 	if t.RequiresApproval {
@@ -295,7 +307,7 @@ func (a *Agent) runTool(ctx sdk.Context, c history.ToolCall) string {
 			if who == "" {
 				who = "nobody (the approval timed out)"
 			}
-			return fmt.Sprintf("rejected by %s: %s. The tool did not run.", who, ap.Reason)
+			return fmt.Sprintf("rejected by %s: %s. The tool did not run.", who, ap.Reason), nil
 		}
 	}
 	o := sdk.ActivityOptions{StartToCloseTimeout: 2 * time.Minute}
@@ -303,13 +315,20 @@ func (a *Agent) runTool(ctx sdk.Context, c history.ToolCall) string {
 		o = *a.opts.ToolOptions
 	}
 	o.ActivityID = history.ToolActivityPrefix + key
+	o.ShareResult = true // recorded once: the transcript references it
 	tctx := sdk.WithActivityOptions(ctx, o)
-	var result any
-	result, err = sdk.ExecuteActivityByName[any](tctx, t.Name, in).Get(ctx)
+	p, err := sdk.ExecuteActivityByName[history.Payload](tctx, t.Name, in).Get(ctx)
 	if err != nil {
-		return "error: " + toolError(err)
+		return "error: " + toolError(err), nil
 	}
-	return resultText(result)
+	text, err := history.ToolResultText(p)
+	if err != nil {
+		return "error: the tool's result cannot be read: " + err.Error(), nil
+	}
+	if p.ByRef() && history.IsRoot(p.Ref) { // a chunk of its own (sdk.ActivityOptions.ShareResult)
+		return text, &history.ContentRef{Ref: p.StoredRef(), Encoding: p.Encoding}
+	}
+	return text, nil
 }
 
 func toolError(err error) string {
@@ -318,42 +337,6 @@ func toolError(err error) string {
 		return app.Message
 	}
 	return err.Error()
-}
-
-// resultText renders a tool's result as JSON for the model.
-func resultText(v any) string {
-	if s, ok := v.(string); ok {
-		return s
-	}
-	b, err := json.Marshal(jsonable(v))
-	if err != nil {
-		return fmt.Sprint(v)
-	}
-	return string(b)
-}
-
-// jsonable turns msgpack's decoded maps (map[string]any, or map[any]any)
-// into what encoding/json takes.
-func jsonable(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = jsonable(e)
-		}
-		return x
-	case map[any]any:
-		m := make(map[string]any, len(x))
-		for k, e := range x {
-			m[fmt.Sprint(k)] = jsonable(e)
-		}
-		return m
-	case []any:
-		for i, e := range x {
-			x[i] = jsonable(e)
-		}
-		return x
-	}
-	return v
 }
 
 func (a *Agent) toolNames() []string {
@@ -439,6 +422,25 @@ type Transcript struct {
 	entries []history.TranscriptEntry
 	sent    int
 	tip     []byte
+	// texts holds the content of the entries that record a reference to
+	// it (a tool's result), by entry index.
+	texts map[int]string
+}
+
+// appendResult adds a tool's result: a reference to its stored payload
+// when it has one (the text is kept in memory only), else its text.
+func (t *Transcript) appendResult(r toolResult) {
+	m := r.msg
+	if r.ref == nil {
+		m.Content = r.text
+		t.appendEntry(history.TranscriptEntry{Message: &m})
+		return
+	}
+	if t.texts == nil {
+		t.texts = map[int]string{}
+	}
+	t.texts[len(t.entries)] = r.text
+	t.appendEntry(history.TranscriptEntry{Message: &m, Content: r.ref})
 }
 
 // Append adds messages.
@@ -454,9 +456,13 @@ func (t *Transcript) appendEntry(e history.TranscriptEntry) { t.entries = append
 // Messages returns the messages so far.
 func (t *Transcript) Messages() []history.ChatMessage {
 	var out []history.ChatMessage
-	for _, e := range t.entries {
+	for i, e := range t.entries {
 		if e.Message != nil {
-			out = append(out, *e.Message)
+			m := *e.Message
+			if e.Content != nil {
+				m.Content = t.texts[i]
+			}
+			out = append(out, m)
 		}
 	}
 	return out

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http/httptest"
@@ -293,4 +294,99 @@ func TestBudgetPausesThenStops(t *testing.T) {
 	}
 	_ = errors.New
 	_ = fmt.Sprint
+}
+
+// Document is a tool result large enough to be shared.
+type Document struct {
+	ID   string `json:"id"`
+	Text string `json:"text"`
+}
+
+func (t *tools) ReadDocument(_ context.Context, q InvoiceQuery) (Document, error) {
+	t.inc("ReadDocument")
+	return Document{ID: q.ID, Text: strings.Repeat("lorem ipsum ", 60)}, nil
+}
+
+// Reader reads one document and answers.
+func Reader(ctx sdk.Context, id string) (agent.Result, error) {
+	var t *tools
+	a := agent.New(ctx, agent.Options{Model: "fake-1", Tools: []agent.Tool{agent.NewTool(t.ReadDocument, "Read a document")}})
+	return a.Run(ctx, "Summarise "+id)
+}
+
+// TestToolResultRecordedOnce: a tool's result is stored once — as the
+// tool activity's result, a chunk of its own — and the transcript the next
+// model call reads references it; the model still gets its text, the
+// transcript API shows it, and a replay reproduces the references.
+func TestToolResultRecordedOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	env, tl, srv := newEnv(t, fakellm.Script{fakellm.CallTool("ReadDocument", `{"id":"DOC-1"}`), fakellm.Say("It says lorem ipsum.")})
+	srv.KeepRequests()
+	env.RegisterActivity(tl.ReadDocument)
+	env.RegisterWorkflow(Reader)
+	run, err := env.Client.StartWorkflow(ctx, client.StartOptions{ID: "read", TaskQueue: env.TaskQueue()}, Reader, "DOC-1")
+	must(t, err)
+	var res agent.Result
+	must(t, run.Get(ctx, &res))
+	text := `{"id":"DOC-1","text":"` + strings.Repeat("lorem ipsum ", 60) + `"}`
+	evs, err := env.Client.GetHistory(ctx, "read", "")
+	must(t, err)
+	var result, input history.Payload
+	for _, ev := range evs {
+		switch a := ev.Attrs.(type) {
+		case *history.ActivityScheduled:
+			if a.ActivityType == llm.ActivityName {
+				input = a.Input
+			} else if !a.ShareResult {
+				t.Fatalf("tool scheduled without ShareResult: %+v", a)
+			}
+		case *history.ActivityCompleted:
+			if a.Result.Encoding != history.EncodingTranscript {
+				result = a.Result
+			}
+		}
+	}
+	if !result.ByRef() || len(result.Data) != 0 {
+		t.Fatalf("the tool's result is recorded as %+v, not a reference to a chunk of its own", result)
+	}
+	// The second model call's own chunk: the tool message references the
+	// result's chunk and holds no copy of the text.
+	src := client.NewChunkCache(env.Client.Service(), 0)
+	c, err := src.Chunk(ctx, input.Ref)
+	must(t, err)
+	if strings.Contains(string(c.Data), "lorem") {
+		t.Fatal("the transcript chunk holds a copy of the tool's result")
+	}
+	entries, err := history.DecodeTranscript(c.Data)
+	must(t, err)
+	if len(entries) != 1 || entries[0].Content == nil || string(entries[0].Content.Ref) != string(result.Ref) {
+		t.Fatalf("the tool message's entry %+v does not reference the result's chunk %x", entries, result.Ref)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 || !strings.Contains(string(reqs[1].Body), `"content":`+jsonString(text)) {
+		t.Fatalf("the model was not sent the tool's result as text:\n%s", reqs[len(reqs)-1].Body)
+	}
+	tr, err := env.Client.Service().GetTranscript(ctx, &api.GetTranscriptRequest{WorkflowID: "read"})
+	must(t, err)
+	shown := false
+	for _, it := range tr.Items {
+		if it.Message != nil && it.Message.Role == "tool" {
+			shown = it.Message.Content == text
+		}
+	}
+	if !shown {
+		t.Fatalf("the transcript API does not show the tool's result: %+v", tr.Items)
+	}
+	r := worker.NewReplayer(worker.ReplayerOptions{})
+	must(t, r.RegisterWorkflow(Reader))
+	must(t, r.ReplayHistory(history.RunRef{WorkflowID: "read", RunID: run.RunID()}, evs, worker.ReplayOptions{Chunks: src}))
+	if tl.count("ReadDocument") != 1 || srv.Calls() != 2 {
+		t.Fatalf("tool ran %d times, model called %d times", tl.count("ReadDocument"), srv.Calls())
+	}
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

@@ -130,6 +130,43 @@ func (lf *logFile) validEntryAfter(off uint32, skip uint64) (int64, uint64) {
 	return -1, 0
 }
 
+// validValueAfter looks for a complete value-log record with a matching
+// checksum after off in a value-log file (whose records carry no
+// transaction marks), and returns its offset or -1. One after the point
+// where a replay stopped proves that the stop was damage, not a torn tail.
+func (lf *logFile) validValueAfter(off uint32) int64 {
+	if lf.encryptionEnabled() {
+		return -1
+	}
+	data := lf.Data
+	if n := int(lf.size.Load()); n < len(data) {
+		data = data[:n]
+	}
+	const minEntry = 2 + 1 + 1 + 1 + 8 + crc32.Size
+	for s := int(off) + 1; s+minEntry <= len(data); s++ {
+		if s+8 <= len(data) && binary.LittleEndian.Uint64(data[s:]) == 0 {
+			s += 5
+			continue
+		}
+		if data[s+2] == 0 || data[s]&(bitTxn|bitFinTxn) != 0 {
+			continue
+		}
+		var h header
+		hlen := decodeHeaderSafe(&h, data[s:])
+		if hlen <= 0 || h.klen < 8 || h.klen > 1<<16 {
+			continue
+		}
+		end := s + hlen + int(h.klen) + int(h.vlen)
+		if int(h.vlen) > len(data) || end+crc32.Size > len(data) {
+			continue
+		}
+		if crc32.Checksum(data[s:end], y.CastagnoliCrcTable) == binary.BigEndian.Uint32(data[end:]) {
+			return int64(s)
+		}
+	}
+	return -1
+}
+
 // decodeHeaderSafe is header.Decode that reports a truncated or malformed
 // header as 0 instead of reading past buf.
 func decodeHeaderSafe(h *header, buf []byte) int {

@@ -341,6 +341,11 @@ func Open(opt Options) (*DB, error) {
 	if db.registry, err = OpenKeyRegistry(krOpt); err != nil {
 		return db, err
 	}
+	if db.registry.rebuilt != "" {
+		// Cairn patch: see OpenKeyRegistry.
+		db.opt.Warningf("%s was damaged (%s); it holds no key without encryption and was rewritten",
+			KeyRegistryFileName, db.registry.rebuilt)
+	}
 	db.calculateSize()
 	db.closers.updateSize = z.NewCloser(1)
 	go db.updateSize(db.closers.updateSize)
@@ -624,6 +629,11 @@ func (db *DB) close() (err error) {
 				if pushedMemTable {
 					break
 				}
+				// Cairn patch: the flusher may be stalled behind a level 0
+				// that no compaction drains (damaged data): wake it, so that
+				// it sees the close and force-adds its table (upstream woke
+				// it only after this loop, which then never ended).
+				db.lc.levels[0].signalL0Drained()
 				time.Sleep(10 * time.Millisecond)
 			}
 		}
@@ -1118,6 +1128,13 @@ func (db *DB) ensureRoomForWrite() error {
 					return *ferr
 				}
 				waited = true
+			}
+			// Cairn patch: level 0 is full behind a compaction that keeps
+			// failing on damaged data: the flusher waits for it for ever,
+			// and so would this write.
+			if derr := db.lc.l0StalledByDamage(); derr != nil {
+				next.DecrRef()
+				return derr
 			}
 			db.flushCond.Wait()
 		}

@@ -40,6 +40,9 @@ type KeyRegistry struct {
 	nextKeyID   uint64
 	fp          *os.File
 	opt         KeyRegistryOptions
+	// rebuilt says why the registry file was rewritten at open (Cairn
+	// patch: a damaged registry without encryption), or is empty.
+	rebuilt string
 }
 
 type KeyRegistryOptions struct {
@@ -108,7 +111,19 @@ func OpenKeyRegistry(opt KeyRegistryOptions) (*KeyRegistry, error) {
 		// This case happens only if the file is opened properly and
 		// not able to read.
 		fp.Close()
-		return nil, err
+		if len(opt.EncryptionKey) > 0 || opt.ReadOnly || !holdsNoKey(path) {
+			return nil, err
+		}
+		// Cairn patch: without encryption the registry holds no data key
+		// (no file names one: every table and value-log header says key
+		// 0), only a fixed sanity text. A damaged registry was enough to
+		// make the whole directory unopenable, with nothing lost; it is
+		// rewritten instead (DB.Open logs it). Only a file too short to
+		// hold a data key is: a longer one may be an encrypted directory
+		// opened without its key, whose keys must not be destroyed.
+		if kr, err = rebuildKeyRegistry(opt, path, flags, err); err != nil {
+			return nil, err
+		}
 	}
 	if opt.ReadOnly {
 		// We'll close the file in readonly mode.
@@ -411,4 +426,27 @@ func storeDataKey(buf *bytes.Buffer, storageKey []byte, k *pb.DataKey) error {
 	y.Check2(buf.Write(data))
 	// Decrypting the datakey back since we're using the pointer.
 	return xor()
+}
+
+// rebuildKeyRegistry replaces a registry that could not be read by an
+// empty one (Cairn patch, see OpenKeyRegistry); readErr is why.
+func rebuildKeyRegistry(opt KeyRegistryOptions, path string, flags y.Flags, readErr error) (*KeyRegistry, error) {
+	kr := newKeyRegistry(opt)
+	if err := WriteKeyRegistry(kr, opt); err != nil {
+		return nil, y.Wrapf(err, "while rewriting the damaged key registry (%v)", readErr)
+	}
+	fp, err := y.OpenExistingFile(path, flags)
+	if err != nil {
+		return nil, y.Wrapf(err, "while opening the rewritten key registry")
+	}
+	kr.fp = fp
+	kr.rebuilt = readErr.Error()
+	return kr, nil
+}
+
+// holdsNoKey reports whether the registry file at path is too short to hold
+// a data key: at most its IV and sanity text (Cairn patch).
+func holdsNoKey(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Size() <= int64(aes.BlockSize+len(sanityText))
 }

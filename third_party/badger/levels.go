@@ -32,6 +32,11 @@ import (
 type levelsController struct {
 	nextFileID atomic.Uint64
 	l0stallsMs atomic.Int64
+	// damage is the error wrapping ErrCorrupt the last level-0 compaction
+	// failed with, nil once one succeeds (Cairn patch: see
+	// noteCompactionDamage).
+	damage      atomic.Pointer[error]
+	damageCount atomic.Int64
 
 	// The following are initialized once and const.
 	levels []*levelHandler
@@ -491,11 +496,17 @@ func (s *levelsController) runCompactor(id int, lc *z.Closer) {
 
 	run := func(p compactionPriority) bool {
 		err := s.doCompact(id, p)
-		switch err {
-		case nil:
+		switch {
+		case err == nil:
+			if p.level == 0 {
+				// Cairn patch: level 0 drains again (see noteCompactionDamage).
+				s.damage.Store(nil)
+			}
 			return true
-		case errFillTables:
+		case err == errFillTables:
 			// pass
+		case errors.Is(err, ErrCorrupt):
+			s.noteCompactionDamage(p.level, err)
 		default:
 			s.kv.opt.Warningf("While running doCompact: %v\n", err)
 		}
@@ -912,7 +923,10 @@ func (s *levelsController) subcompact(it y.Iterator, kr keyRange, cd compactDef,
 		}(builder, s.reserveFileID())
 	}
 	if err := y.IteratorErr(it); err != nil {
-		return err
+		// Cairn patch: an input table that cannot be read (a block that
+		// fails its checksum or does not parse) is damage.
+		return asCorrupt(s.kv.opt.Dir, fmt.Errorf("compaction of level %d into %d: reading its input tables: %w",
+			cd.thisLevel.level, cd.nextLevel.level, err))
 	}
 	s.kv.vlog.updateDiscardStats(discardStats)
 	s.kv.opt.Debugf("Discard stats: %v", discardStats)
@@ -1891,4 +1905,42 @@ func (s *levelsController) keySplits(numPerTable int, prefix []byte) []string {
 	}
 	sort.Strings(splits)
 	return splits
+}
+
+// noteCompactionDamage records that a compaction of level failed on
+// damaged data (Cairn patch). Compactions go on being retried every 50 ms,
+// as upstream did, and keep failing: upstream logged each failure (forty
+// warnings a second), and once level 0 filled up behind the damaged table
+// every write waited forever. The first failure is logged as an error,
+// later ones only counted. A failure of a level-0 compaction is kept (until
+// a level-0 compaction succeeds) for ensureRoomForWrite: writers that would
+// wait for a level 0 that no compaction drains fail with it instead. Damage
+// met by a compaction of a lower level does not stop level 0 from draining,
+// and does not fail writes.
+func (s *levelsController) noteCompactionDamage(level int, err error) {
+	n := s.damageCount.Add(1)
+	if n == 1 {
+		s.kv.opt.Errorf("compaction of level %d cannot proceed past damaged data (it is retried; when it drains "+
+			"level 0, writes fail once level 0 is full behind it): %v", level, err)
+	} else if n&(n-1) == 0 {
+		s.kv.opt.Warningf("compaction still fails on damaged data (%d attempts): %v", n, err)
+	}
+	if level != 0 {
+		return
+	}
+	if s.damage.Swap(&err) == nil {
+		s.kv.lock.Lock() // a writer between its check and its wait sees it
+		s.kv.flushCond.Broadcast()
+		s.kv.lock.Unlock()
+	}
+}
+
+// l0StalledByDamage returns the compaction damage when level 0 is full
+// (flushes wait for compactions that keep failing on it), else nil.
+func (s *levelsController) l0StalledByDamage() error {
+	d := s.damage.Load()
+	if d == nil || s.levels[0].numTables() < s.kv.opt.NumLevelZeroTablesStall {
+		return nil
+	}
+	return *d
 }

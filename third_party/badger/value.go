@@ -641,7 +641,22 @@ func (vlog *valueLog) open(db *DB) error {
 	if err != nil {
 		return y.Wrapf(err, "while iterating over: %s", last.path)
 	}
-	if err := last.Truncate(int64(lastOff)); err != nil {
+	// Cairn patch: upstream cut the last file at its first bad record,
+	// which is right for a torn tail but destroys every value after a
+	// damaged one. Valid records after the stop prove damage, not a tail:
+	// the file is kept whole (writes go to a new file below); the damaged
+	// value reads as an error, the others as they were.
+	keep := false
+	if vlog.opt.DetectLogDamage {
+		if at := last.validValueAfter(lastOff); at >= 0 {
+			vlog.opt.Warningf("value log %s is damaged at offset %d (valid records follow at %d): kept whole, not cut there",
+				last.path, lastOff, at)
+			keep = true
+		}
+	}
+	if keep {
+		// Nothing to cut.
+	} else if err := last.Truncate(int64(lastOff)); err != nil {
 		return y.Wrapf(err, "while truncating last value log file: %s", last.path)
 	}
 
@@ -1003,7 +1018,13 @@ func (vlog *valueLog) Read(vp valuePointer, _ *y.Slice) ([]byte, func(), error) 
 		}
 	}
 	var h header
-	headerLen := h.Decode(buf)
+	// Cairn patch: a damaged header is an error, not a panic (header.Decode
+	// steps back on a varint that overflows and slices out of range).
+	headerLen := decodeHeaderSafe(&h, buf)
+	if headerLen <= 0 {
+		runCallback(cb)
+		return nil, nil, y.Wrapf(y.ErrChecksumMismatch, "value corrupted for vp: %+v: its header does not decode", vp)
+	}
 	kv := buf[headerLen:]
 	if lf.encryptionEnabled() {
 		kv, err = lf.decryptKV(kv, vp.Offset)
@@ -1011,10 +1032,15 @@ func (vlog *valueLog) Read(vp valuePointer, _ *y.Slice) ([]byte, func(), error) 
 			return nil, cb, err
 		}
 	}
-	if uint32(len(kv)) < h.klen+h.vlen {
+	// Cairn patch: in 64 bits, so that a damaged header cannot overflow
+	// past the check and panic slicing kv.
+	if uint64(len(kv)) < uint64(h.klen)+uint64(h.vlen) {
 		vlog.db.opt.Errorf("Invalid read: vp: %+v", vp)
+		// Cairn patch: release the file's read lock (upstream returned
+		// without it, and the next Close waited for it forever).
+		runCallback(cb)
 		return nil, nil, fmt.Errorf("Invalid read: Len: %d read at:[%d:%d]",
-			len(kv), h.klen, h.klen+h.vlen)
+			len(kv), h.klen, uint64(h.klen)+uint64(h.vlen))
 	}
 	return kv[h.klen : h.klen+h.vlen], cb, nil
 }

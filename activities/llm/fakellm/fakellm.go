@@ -87,12 +87,14 @@ type Request struct {
 	// Model and Stream are the request's.
 	Model  string
 	Stream bool
-	// Body is the raw request.
+	// Body is the raw request (its head only, with HeadOnly).
 	Body []byte
+	// Size is the body's size.
+	Size int64
 }
 
 // Messages decodes the request's messages (a full parse: the server
-// itself never needs one).
+// itself never needs one). A HeadOnly server's requests cannot be decoded.
 func (r Request) Messages() ([]map[string]any, error) {
 	var v struct {
 		Messages []map[string]any `json:"messages"`
@@ -116,6 +118,18 @@ type Server struct {
 	last     *Request
 	keepLast bool
 	bySeq    bool
+	headOnly bool
+	timed    bool
+	timings  []Timing
+}
+
+// Timing is what the server spent on one request (KeepTimings): from the
+// request's headers to its body read, and to its answer written.
+type Timing struct {
+	Seq      int64
+	Size     int64
+	Received time.Duration
+	Total    time.Duration
 }
 
 // New returns a server answering from the script.
@@ -140,6 +154,24 @@ func (s *Server) KeepRequests() *Server { s.keep = true; return s }
 // the whole request; Request.Turn is then -1): for a script that answers by
 // Request.Seq, such as a benchmark's, whose requests are large.
 func (s *Server) BySequence() *Server { s.bySeq = true; return s }
+
+// HeadOnly makes the server read each request's body without keeping it:
+// Request.Body holds only its first bytes (the model and stream settings,
+// which Cairn's request builder writes first), so that a server answering
+// large requests does not allocate them. The turn is still counted, on the
+// fly. KeepRequests and KeepLast keep whole bodies regardless.
+func (s *Server) HeadOnly() *Server { s.headOnly = true; return s }
+
+// KeepTimings makes the server record what it spends on each request
+// (Timings).
+func (s *Server) KeepTimings() *Server { s.timed = true; return s }
+
+// Timings returns the requests' timings (with KeepTimings), in order.
+func (s *Server) Timings() []Timing {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Timing(nil), s.timings...)
+}
 
 // KeepLast makes the server remember the last request (Last).
 func (s *Server) KeepLast() *Server { s.keepLast = true; return s }
@@ -184,20 +216,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "POST only")
 		return
 	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 && r.ContentLength < 64<<20 {
-		buf.Grow(int(r.ContentLength) + 1)
-	}
-	if _, err := buf.ReadFrom(r.Body); err != nil {
+	t0 := time.Now()
+	body, size, turn, err := s.readBody(r)
+	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return
 	}
-	body := buf.Bytes()
-	s.lastSize.Store(int64(len(body)))
+	received := time.Since(t0)
+	s.lastSize.Store(size)
 	seq := s.calls.Add(1) - 1
-	req := Request{Turn: -1, Seq: seq, Body: body, Model: model(body), Stream: streamed(body)}
-	if !s.bySeq {
-		req.Turn = bytes.Count(body, assistantRole)
+	req := Request{Turn: turn, Seq: seq, Body: body, Size: size, Model: model(body), Stream: streamed(body)}
+	if s.timed {
+		defer func() {
+			s.mu.Lock()
+			s.timings = append(s.timings, Timing{Seq: seq, Size: size, Received: received, Total: time.Since(t0)})
+			s.mu.Unlock()
+		}()
 	}
 	if s.keep || s.keepLast {
 		s.mu.Lock()
@@ -232,6 +266,59 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// headBytes is how much of a body HeadOnly keeps.
+const headBytes = 4 << 10
+
+// readBody reads a request's body and returns it (its head only, with
+// HeadOnly), its size, and its turn (-1 with BySequence).
+func (s *Server) readBody(r *http.Request) (body []byte, size int64, turn int, err error) {
+	turn = -1
+	if !s.headOnly || s.keep || s.keepLast {
+		var buf bytes.Buffer
+		if r.ContentLength > 0 && r.ContentLength < 64<<20 {
+			buf.Grow(int(r.ContentLength) + 1)
+		}
+		if _, err := buf.ReadFrom(r.Body); err != nil {
+			return nil, 0, 0, err
+		}
+		body = buf.Bytes()
+		if !s.bySeq {
+			turn = bytes.Count(body, assistantRole)
+		}
+		return body, int64(len(body)), turn, nil
+	}
+	// Streamed through a small buffer: the head is kept, the assistant
+	// messages are counted across reads (a match may straddle two).
+	keep := len(assistantRole) - 1
+	scan := make([]byte, keep+32<<10) // the last keep bytes read, then the next read
+	tail, count := 0, 0
+	for {
+		n, rerr := r.Body.Read(scan[tail:])
+		if n > 0 {
+			data := scan[tail : tail+n]
+			if len(body) < headBytes {
+				body = append(body, data[:min(n, headBytes-len(body))]...)
+			}
+			joined := scan[:tail+n]
+			if !s.bySeq {
+				count += bytes.Count(joined, assistantRole)
+			}
+			tail = copy(scan, joined[max(0, len(joined)-keep):])
+			size += int64(n)
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return nil, 0, 0, rerr
+		}
+	}
+	if !s.bySeq {
+		turn = count
+	}
+	return body, size, turn, nil
+}
+
 // model reads the model name near the start of the body (the request
 // builders Cairn uses put the short fields first).
 func model(body []byte) string {
@@ -256,7 +343,7 @@ func streamed(body []byte) bool {
 func (s *Server) usage(req Request, rep Reply) map[string]any {
 	prompt, completion := rep.PromptTokens, rep.CompletionTokens
 	if prompt == 0 {
-		prompt = int64(len(req.Body)/4 + 1)
+		prompt = req.Size/4 + 1
 	}
 	if completion == 0 {
 		n := len(rep.Content)

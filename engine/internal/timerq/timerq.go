@@ -75,12 +75,16 @@ func (q *Queue[K]) Due() bool {
 }
 
 // Sync waits until every entry due at the clock's current time has been
-// handed to fire and the fire calls have returned. Tests use it after
-// advancing a fake clock; it does not sleep.
+// handed to fire and the fire calls have returned, and the clock has a
+// timer armed for the next entry. Tests use it after advancing a fake
+// clock; it does not sleep. (A test that skips time reads the clock's next
+// deadline right after Sync: returning after the fire calls but before the
+// queue re-armed for the next entry left it nothing to skip to, and it
+// waited forever.)
 func (q *Queue[K]) Sync() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for q.started && !q.stopped && (q.busy || (len(q.h) > 0 && !q.h[0].At.After(q.clk.Now()))) {
+	for q.started && !q.stopped && (q.busy || (len(q.h) > 0 && (!q.h[0].At.After(q.clk.Now()) || !q.armed))) {
 		q.signal()
 		q.idle.Wait()
 	}

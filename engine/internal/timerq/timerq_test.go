@@ -306,3 +306,30 @@ func BenchmarkTimerLatency1msConcurrent(b *testing.B) {
 	}
 	percentiles(b, lat)
 }
+
+// TestSyncLeavesNextArmed: once Sync returns, the clock has a timer armed
+// for the next entry. A test environment that skips time reads the
+// clock's next deadline right after Sync; when the queue's goroutine had
+// fired the due entry but not yet re-armed for the next one, there was no
+// deadline to skip to and the environment waited forever (the hang of
+// worker's TestReplayFileTrace).
+func TestSyncLeavesNextArmed(t *testing.T) {
+	for i := range 300 {
+		clk := clock.NewFake(epoch)
+		q := New(clk, func(string) {})
+		q.Start()
+		q.Add(epoch.Add(10*time.Second), "task timeout")
+		q.Add(epoch.Add(time.Hour), "timer")
+		at, ok := clk.NextDeadline()
+		if !ok || !at.Equal(epoch.Add(10*time.Second)) {
+			t.Fatalf("before: next deadline %v %v", at, ok)
+		}
+		clk.Set(at)
+		q.Sync()
+		at, ok = clk.NextDeadline()
+		q.Stop()
+		if !ok || !at.Equal(epoch.Add(time.Hour)) {
+			t.Fatalf("round %d: after Sync the clock's next deadline is %v (%v), want the next entry's", i, at, ok)
+		}
+	}
+}

@@ -1,0 +1,108 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The test binary doubles as the benchmark's worker and model processes
+// (CAIRN_BENCH_TEST_ROLE), as `cairn bench agent-worker` and
+// `cairn bench agent-model` are for the real command.
+func TestMain(m *testing.M) {
+	switch os.Getenv("CAIRN_BENCH_TEST_ROLE") {
+	case "worker", "model":
+		os.Exit(runRole(os.Getenv("CAIRN_BENCH_TEST_ROLE"), os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+func runRole(role string, args []string) int {
+	fs := flag.NewFlagSet(role, flag.ContinueOnError)
+	address := fs.String("address", "", "")
+	modelURL := fs.String("model-url", "", "")
+	turns := fs.Int("turns", 0, "")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var err error
+	if role == "worker" {
+		err = RunAgentWorker(*address, *modelURL)
+	} else {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+		defer stop()
+		err = ServeAgentModel(ctx, os.Stdout, *turns)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, role+":", err)
+		return 1
+	}
+	return 0
+}
+
+func roleCommand(role string) func(args ...string) *exec.Cmd {
+	return func(args ...string) *exec.Cmd {
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Env = append(os.Environ(), "CAIRN_BENCH_TEST_ROLE="+role)
+		return cmd
+	}
+}
+
+// TestAgentBenchmarkReportsItsFigures runs `cairn bench agent` small, with
+// real worker and model processes, and checks the JSON it prints: every
+// figure the issue asks for, the model's time per call and each process's
+// CPU per turn, and no model call on replay.
+func TestAgentBenchmarkReportsItsFigures(t *testing.T) {
+	const turns = 20
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	res, err := RunAgent(ctx, AgentOptions{Out: &out, Turns: turns, Dir: t.TempDir(),
+		WorkerCommand: roleCommand("worker"), ModelCommand: roleCommand("model")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("%v: %s", err, out.Bytes())
+	}
+	for _, k := range []string{"turns", "history_bytes", "turn_ms", "model_calls_on_replay", "peak_rss_mb", "model_ms_mean50", "cpu_ms_per_turn"} {
+		if _, ok := got[k]; !ok {
+			t.Errorf("the JSON has no %q: %s", k, out.Bytes())
+		}
+	}
+	if res.Turns != turns || res.ModelCalls != turns+1 || res.ModelCallsOnReplay != 0 || res.HistoryBytes <= res.ChunkBytes || res.ChunkBytes <= 0 {
+		t.Fatalf("turns %d, model calls %d (on replay %d), history %d bytes (chunks %d)",
+			res.Turns, res.ModelCalls, res.ModelCallsOnReplay, res.HistoryBytes, res.ChunkBytes)
+	}
+	for _, k := range []int{1, 10, turns / 2, turns} {
+		key := strconv.Itoa(k)
+		if res.TurnMS[key] <= 0 || res.ModelMeanMS[key] <= 0 || res.ModelMeanMS[key] >= res.TurnMeanMS[key] {
+			t.Errorf("turn %d: %v ms, mean %v ms, of which the model %v ms", k, res.TurnMS[key], res.TurnMeanMS[key], res.ModelMeanMS[key])
+		}
+	}
+	for _, w := range []string{"early", "late"} {
+		per := res.CPUPerTurnMS[w]
+		for _, proc := range []string{"server", "worker", "model"} {
+			if _, ok := per[proc]; !ok {
+				t.Errorf("no CPU per turn for %s in the %s window (%s): %v", proc, w, res.CPUWindows[w], res.CPUPerTurnMS)
+			}
+		}
+	}
+	if res.TranscriptBytes < int64(turns)*900 { // ~1 KB per turn, seen by the model whole
+		t.Errorf("the last request was %d bytes", res.TranscriptBytes)
+	}
+	if res.QuadraticEstimate < int64(turns)*res.TranscriptBytes/3 || res.QuadraticEstimate <= res.HistoryBytes {
+		t.Errorf("the whole transcript every turn would be %d bytes (the last request %d, history %d)",
+			res.QuadraticEstimate, res.TranscriptBytes, res.HistoryBytes)
+	}
+}

@@ -135,7 +135,7 @@ func TestWebUIShowsDamage(t *testing.T) {
 	srv := httptest.NewServer(ui.New(d.eng, ui.Options{}))
 	t.Cleanup(srv.Close) // after the browser's cleanups: it polls until then
 	shots := screenshotDir(t)
-	ctx, _ := browse(t, exe)
+	ctx, quiet := browse(t, exe)
 
 	run(t, ctx, "list the runs",
 		chromedp.Navigate(srv.URL+"/runs"),
@@ -175,4 +175,18 @@ func TestWebUIShowsDamage(t *testing.T) {
 		t.Fatalf("a quarantined run offers %d actions (every write to it is refused): %v", n, err)
 	}
 	shot(t, ctx, shots, "run-corrupt")
+
+	// A run that does not exist: its stream is refused (404), which the
+	// browser does not retry; the page says why instead of loading forever.
+	quiet.Store(true) // the 404s are logged by the browser as errors
+	run(t, ctx, "open a run that does not exist",
+		chromedp.Navigate(srv.URL+"/runs/nobody"),
+		until(`document.querySelector("#stream-failure") !== null`),
+	)
+	if c := textOf(t, ctx, "#stream-failure"); !strings.Contains(c, "not_found") || !strings.Contains(c, "nobody") {
+		t.Fatalf("the page of a run that does not exist: %q", c)
+	}
+	if s := textOf(t, ctx, "#summary"); strings.Contains(s, "Loading") {
+		t.Fatalf("the page of a run that does not exist still loads: %q", s)
+	}
 }

@@ -1,6 +1,6 @@
 // A run: its summary, what it waits for, its effects, and its history as a
 // live timeline (server-sent events).
-import { html, post, when, status, short, payload, payloadText, runLink, toast, confirmDialog, who, durMs, fmtMs, setLive } from "../app.js";
+import { html, get, errorBox, post, when, status, short, payload, payloadText, runLink, toast, confirmDialog, who, durMs, fmtMs, setLive } from "../app.js";
 import { resolveForm, wireResolve, budgetForm, wireBudget } from "./resolve.js";
 
 export async function render(main, [id, runId]) {
@@ -88,7 +88,19 @@ export async function render(main, [id, runId]) {
       <strong>This page stopped following the run</strong> (${err.code}): ${err.message}</div>`.s;
     if (main.querySelector("#summary").textContent.trim() === "Loading…") main.querySelector("#summary").innerHTML = "";
   });
-  es.onerror = () => { if (es.readyState !== EventSource.CLOSED) setLive(false); };
+  es.onerror = () => {
+    if (es.readyState !== EventSource.CLOSED) { setLive(false); return; } // the browser reconnects
+    // The answer was not a stream (no such run, a server error): the
+    // browser will not try again, so say why instead of "Loading…".
+    get("/api/run", { id, run: runId }).then((v) => {
+      show(v);
+      main.querySelector("#stream-error").innerHTML = html`<div class="callout bad" role="alert" id="stream-failure">
+        <strong>This page stopped following the run</strong>: reload it to follow again.</div>`.s;
+    }, (err) => {
+      main.querySelector("#stream-error").innerHTML = html`<div id="stream-failure">${errorBox(err)}</div>`.s;
+      if (main.querySelector("#summary").textContent.trim() === "Loading…") main.querySelector("#summary").innerHTML = "";
+    });
+  };
   return () => es.close();
 }
 

@@ -189,4 +189,13 @@ func TestWebUIShowsDamage(t *testing.T) {
 	if s := textOf(t, ctx, "#summary"); strings.Contains(s, "Loading") {
 		t.Fatalf("the page of a run that does not exist still loads: %q", s)
 	}
+
+	// The quarantined run's conversation: its transcript cannot be read.
+	run(t, ctx, "open the quarantined run's conversation",
+		chromedp.Navigate(srv.URL+"/agent/broken-1"),
+		until(`document.querySelector(".convo-head .callout") !== null`),
+	)
+	if c := textOf(t, ctx, ".convo-head .callout"); !strings.Contains(c, "data_corrupt") {
+		t.Fatalf("the quarantined run's conversation: %q", c)
+	}
 }

@@ -75,7 +75,14 @@ function follow(el, id, run) {
     es.close();
     head.innerHTML = errorBox(new APIError(err.code, err.message)).s;
   });
-  es.onerror = () => { if (es.readyState !== EventSource.CLOSED) setLive(false); };
+  es.onerror = () => {
+    if (es.readyState !== EventSource.CLOSED) { setLive(false); return; } // the browser reconnects
+    // The answer was not a stream (a quarantined run's transcript, a server
+    // error): the browser will not try again, so say why.
+    get("/api/transcript", { id, run }).then(
+      () => { head.innerHTML = errorBox(new APIError("unavailable", "this page stopped following the run: reload it to follow again")).s; },
+      (err) => { head.innerHTML = errorBox(err).s; });
+  };
   return () => es.close();
 }
 

@@ -71,6 +71,17 @@ func (b *transcriptBuilder) build(ctx context.Context, evs []history.Event) erro
 			b.closed(a.ScheduledEventID, api.CallCompleted, a.Usage, nil, a.Result)
 		case *history.ActivityDeduplicated:
 			b.closed(a.ScheduledEventID, api.CallCompleted, history.Usage{}, nil, a.Result)
+		case *history.ActivityResolved: // by a person or a Reconcile lookup
+			switch a.Resolution {
+			case history.ResolvedHappened:
+				b.closed(a.ScheduledEventID, api.CallCompleted, history.Usage{}, nil, a.Result)
+			case history.ResolvedFailed:
+				f := history.Failure{Type: "ResolvedFailed", Message: a.Reason}
+				if a.Failure != nil {
+					f = *a.Failure
+				}
+				b.closed(a.ScheduledEventID, api.CallFailed, history.Usage{}, &f, history.Payload{})
+			} // not happened: retried, still pending (its live state below)
 		case *history.ActivityFailed:
 			f := a.Failure
 			b.closed(a.ScheduledEventID, api.CallFailed, a.Usage, &f, history.Payload{})

@@ -404,16 +404,40 @@ func (a *Agent) listen(ctx sdk.Context) {
 		return
 	}
 	a.listening = true
-	ch := sdk.GetSignalChannel[Approval](ctx, ApprovalSignal)
+	// Received as any, not as Approval: a signal is typed by a person (cairn
+	// workflow signal --input …), and one that is not an Approval must not
+	// fail every workflow task of the run (the SDK panics on a payload
+	// that does not decode into the channel's type). It is ignored; the
+	// signal itself stays in history.
+	ch := sdk.GetSignalChannel[any](ctx, ApprovalSignal)
 	sdk.GoNamed(ctx, "agent-approvals", func(ctx sdk.Context) {
 		for {
-			ap := ch.Receive(ctx)
+			ap, ok := decodeApproval(ch.Receive(ctx))
+			if !ok {
+				continue
+			}
 			if ap.CallID == "" && len(a.waiting) > 0 {
 				ap.CallID = a.waiting[0]
 			}
 			a.approvals[ap.CallID] = ap
 		}
 	})
+}
+
+// decodeApproval reads a received approval signal's value (as the
+// converter decoded it: a map for an object) into an Approval; ok is false
+// for anything else (a string, a number, a field of the wrong type).
+func decodeApproval(v any) (Approval, bool) {
+	var ap Approval
+	if _, isMap := v.(map[string]any); !isMap {
+		return ap, false
+	}
+	conv := sdk.DefaultConverter()
+	p, err := conv.ToPayload(v)
+	if err != nil {
+		return ap, false
+	}
+	return ap, conv.FromPayload(p, &ap) == nil
 }
 
 // Transcript is the conversation the agent keeps: an append-only list of

@@ -1,12 +1,18 @@
 package scenario_test
 
 import (
+	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/cairnflow/cairn/activities/llm"
 	"github.com/cairnflow/cairn/activities/llm/fakellm"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/sdk/agent"
+	"github.com/cairnflow/cairn/sdk/client"
+	"github.com/cairnflow/cairn/worker"
 )
 
 // A run canceled while a call awaits approval ends canceled: the tool never
@@ -55,5 +61,134 @@ func TestMalformedApprovalSignal(t *testing.T) {
 	must(t, run.Get(ctx, &res))
 	if pay, _, _, _, _ := s.prov.snapshot(); pay != 1 || res.Final != "Paid." {
 		t.Fatalf("%d payments, result %+v", pay, res)
+	}
+}
+
+// A SideEffect tool without a Reconcile lookup whose outcome is unknown
+// pauses the run (kind outcome_unknown, with the key, in describe); a
+// person's "happened" with the receipt found at the provider lets the agent
+// go on with it, the tool is not run again, and the transcript shows the
+// call completed.
+func TestUnknownOutcomeResolvedByAPerson(t *testing.T) {
+	ctx := testCtx(t)
+	model := fakellm.New(fakellm.Script{
+		fakellm.CallTool("SendPayment", `{"invoice_id":"INV-U","amount":1}`),
+		fakellm.Say("Paid."),
+	}).KeepRequests()
+	s := newScene(t, model, func(p *Provider) { p.failFirst, p.noLookup = true, true })
+	c := s.env.Client
+	run := s.start(t, ctx, "unknown-INV-U", Task{})
+	waitEvent(t, ctx, c, "unknown-INV-U", "", "outcome unknown", func(ev history.Event) bool {
+		_, ok := ev.Attrs.(*history.ActivityOutcomeUnknown)
+		return ok
+	})
+	d, err := c.DescribeWorkflow(ctx, "unknown-INV-U", "")
+	must(t, err)
+	_, _, _, _, keys := s.prov.snapshot()
+	if d.Info.Status != api.StatusPaused || d.Info.Pause == nil || d.Info.Pause.Kind != api.PauseOutcomeUnknown ||
+		d.Info.Pause.IdempotencyKey != keys["SendPayment"][0] {
+		t.Fatalf("describe: status %v, pause %+v, key seen %v", d.Info.Status, d.Info.Pause, keys)
+	}
+	if got := toolCalls(t, ctx, c, "unknown-INV-U", "")["SendPayment"]; len(got) != 1 || got[0].State != api.CallUnknown {
+		t.Fatalf("paused call in the transcript: %+v", got)
+	}
+	must(t, c.ResolveActivity(ctx, client.ResolveRequest{WorkflowID: "unknown-INV-U", Resolution: history.ResolvedHappened,
+		Result: "pay_001", By: "clerk", Reason: "found at the provider"}))
+	var res agent.Result
+	must(t, run.Get(ctx, &res))
+	if pay, _, _, _, _ := s.prov.snapshot(); pay != 1 || res.Final != "Paid." {
+		t.Fatalf("%d payment calls, result %+v", pay, res)
+	}
+	reqs := model.Requests()
+	if told := requestToolMessages(t, reqs[len(reqs)-1]); len(told) != 1 || told[0][1] != "pay_001" {
+		t.Fatalf("the model was told %q", told)
+	}
+	if got := toolCalls(t, ctx, c, "unknown-INV-U", "")["SendPayment"]; len(got) != 1 || got[0].State != api.CallCompleted {
+		t.Fatalf("resolved call in the transcript: %+v", got)
+	}
+}
+
+// A budget raised too little pauses the run again at the next crossing;
+// each pause is visible in describe, and the stop then ends the run.
+func TestBudgetRaisedTooLittlePausesAgain(t *testing.T) {
+	ctx := testCtx(t)
+	model := fakellm.New(fakellm.Script{
+		fakellm.CallTool("ReadInvoice", `{"id":"INV-1"}`),
+		fakellm.CallTool("ReadInvoice", `{"id":"INV-2"}`),
+		fakellm.CallTool("ReadInvoice", `{"id":"INV-3"}`),
+		fakellm.Say("All read."),
+	})
+	s := newScene(t, model)
+	run := s.start(t, ctx, "raise-twice", Task{Budget: history.Budget{MaxTurns: 1}})
+	waitPausedForBudget(t, s, "raise-twice")
+	_, err := s.env.Client.Service().UpdateBudget(ctx, &api.UpdateBudgetRequest{WorkflowID: "raise-twice", Budget: history.Budget{MaxTurns: 2}})
+	must(t, err)
+	n := 0
+	waitEvent(t, ctx, s.env.Client, "raise-twice", "", "a second BudgetExceeded", func(ev history.Event) bool {
+		if _, ok := ev.Attrs.(*history.BudgetExceeded); ok {
+			n++
+		}
+		return n == 2
+	})
+	d, err := s.env.Client.DescribeWorkflow(ctx, "raise-twice", "")
+	must(t, err)
+	if d.Info.Status != api.StatusPaused || d.Info.Pause == nil || d.Info.Pause.Kind != api.PauseBudget || model.Calls() != 2 {
+		t.Fatalf("after the small raise: status %v, pause %+v, %d model calls", d.Info.Status, d.Info.Pause, model.Calls())
+	}
+	_, err = s.env.Client.Service().UpdateBudget(ctx, &api.UpdateBudgetRequest{WorkflowID: "raise-twice", Stop: true, Reason: "enough"})
+	must(t, err)
+	if err := run.Get(ctx, nil); err == nil || !strings.Contains(err.Error(), "budget exceeded") {
+		t.Fatalf("the stopped run ended with %v", err)
+	}
+}
+
+// The worker stops (a deploy) while a call awaits approval; a new worker
+// process — its own tools, nothing cached — takes the run over: it replays
+// the first turn from history (no tool runs again, no model call repeats),
+// and after the approval runs only the approved payment. The keys of the
+// first turn's actions are the ones the tools saw.
+func TestNewWorkerTakesOverAnAgentAwaitingApproval(t *testing.T) {
+	ctx := testCtx(t)
+	model := fakellm.New(fakellm.Script{
+		fakellm.CallTools(
+			fakellm.ToolCall{Name: "ReadInvoice", Arguments: `{"id":"INV-R"}`},
+			fakellm.ToolCall{Name: "EmailVendor", Arguments: `{"invoice_id":"INV-R","to":"ap@acme.test","body":"paying soon"}`},
+		),
+		fakellm.CallTool("SendPayment", `{"invoice_id":"INV-R","amount":5}`),
+		fakellm.Say("Paid INV-R."),
+	})
+	s := newScene(t, model)
+	c := s.env.Client
+	run := s.start(t, ctx, "takeover", Task{Approve: true})
+	waitEvent(t, ctx, c, "takeover", "", "approval requested", isMarker(history.MarkerApprovalRequested))
+	s.env.StopWorker()
+	_, _, _, mailsBefore, keysBefore := s.prov.snapshot()
+
+	p2 := newProvider()
+	hs := httptest.NewServer(model)
+	t.Cleanup(hs.Close)
+	m2, err := llm.New(llm.Config{BaseURL: hs.URL + "/v1", Model: "fake-1"})
+	must(t, err)
+	w2 := s.env.NewWorker(worker.Options{Identity: "second"})
+	register(t, w2, m2, p2)
+	s.env.RunWorker(w2)
+	must(t, c.SignalWorkflow(ctx, "takeover", "", agent.ApprovalSignal, agent.Approval{Approved: true, By: "ada"}))
+	// The run's next task waits on the stopped worker's sticky queue for
+	// the sticky timeout (testenv's doc): move the clock past it.
+	s.env.Clock.Advance(time.Minute)
+	var res agent.Result
+	must(t, run.Get(ctx, &res))
+	pay2, _, _, mails2, keys2 := p2.snapshot()
+	pay1, _, _, mails1, _ := s.prov.snapshot()
+	if res.Final != "Paid INV-R." || pay1 != 0 || mails1 != 1 || mailsBefore != 1 || pay2 != 1 || mails2 != 0 || model.Calls() != 3 {
+		t.Fatalf("result %+v; first worker: %d payments %d mails; second: %d payments %d mails; %d model calls",
+			res, pay1, mails1, pay2, mails2, model.Calls())
+	}
+	calls := toolCalls(t, ctx, c, "takeover", "")
+	if got := calls["EmailVendor"]; len(got) != 1 || got[0].IdempotencyKey != keysBefore["EmailVendor"][0] {
+		t.Fatalf("EmailVendor %+v, key seen %v", got, keysBefore)
+	}
+	if got := calls["SendPayment"]; len(got) != 1 || got[0].IdempotencyKey != keys2["SendPayment"][0] || got[0].State != api.CallCompleted {
+		t.Fatalf("SendPayment %+v, key seen %v", got, keys2)
 	}
 }

@@ -75,6 +75,8 @@ type Provider struct {
 	mu sync.Mutex
 	// failFirst makes the first payment time out after it took effect.
 	failFirst bool
+	// noLookup registers SendPayment without its Reconcile lookup.
+	noLookup  bool
 	payments  map[string]string // idempotency key → payment id
 	charges   int               // payments made
 	payCalls  int               // SendPayment invocations
@@ -218,13 +220,17 @@ func register(t *testing.T, w interface {
 	must(t, m.Register(w))
 	must(t, w.RegisterActivity(p.ReadInvoice))
 	must(t, w.RegisterActivity(p.CheckVendor))
-	must(t, w.RegisterActivity(p.SendPayment, activities.Options{Effect: activities.SideEffect,
-		BusinessKey: func(pay Payment) string { return pay.InvoiceID }, Reconcile: p.LookupPayment}))
+	payOpts := activities.Options{Effect: activities.SideEffect,
+		BusinessKey: func(pay Payment) string { return pay.InvoiceID }, Reconcile: p.LookupPayment}
+	if p.noLookup {
+		payOpts.Reconcile = nil
+	}
+	must(t, w.RegisterActivity(p.SendPayment, payOpts))
 	must(t, w.RegisterActivity(p.EmailVendor, activities.Options{Effect: activities.Idempotent,
 		BusinessKey: func(e Email) string { return e.InvoiceID + "/" + e.To }}))
 }
 
-func newScene(t *testing.T, model *fakellm.Server) *scene {
+func newScene(t *testing.T, model *fakellm.Server, setup ...func(*Provider)) *scene {
 	t.Helper()
 	hs := httptest.NewServer(model)
 	t.Cleanup(hs.Close)
@@ -232,6 +238,9 @@ func newScene(t *testing.T, model *fakellm.Server) *scene {
 	must(t, err)
 	env := testenv.New(t, testenv.Options{})
 	p := newProvider()
+	for _, f := range setup {
+		f(p)
+	}
 	register(t, env.Worker, m, p)
 	env.Start()
 	return &scene{env: env, prov: p, model: model}

@@ -192,3 +192,98 @@ func TestNewWorkerTakesOverAnAgentAwaitingApproval(t *testing.T) {
 		t.Fatalf("SendPayment %+v, key seen %v", got, keys2)
 	}
 }
+
+// A run terminated while its payment is in flight leaves the action
+// unknown; a new run of the same workflow id paying the same invoice must
+// not pay blindly: it pauses (docs/effects.md: "in flight or unknown from
+// an earlier run → the new run pauses").
+func TestReusedIDWhilePaymentInFlightPauses(t *testing.T) {
+	ctx := testCtx(t)
+	model := fakellm.New(fakellm.Script{
+		fakellm.CallTool("SendPayment", `{"invoice_id":"INV-F","amount":1}`),
+		fakellm.Say("Paid."),
+	})
+	hold := make(chan struct{})
+	s := newScene(t, model, func(p *Provider) { p.hold, p.started, p.noLookup = hold, make(chan struct{}, 4), true })
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(hold)
+		}
+	}
+	t.Cleanup(release) // before the env stops its worker (cleanups run last first)
+	c := s.env.Client
+	s.start(t, ctx, "inflight-INV-F", Task{})
+	select {
+	case <-s.prov.started:
+	case <-ctx.Done():
+		t.Fatal("the payment never started")
+	}
+	must(t, c.TerminateWorkflow(ctx, "inflight-INV-F", "", "operator"))
+	s.start(t, ctx, "inflight-INV-F", Task{})
+	waitEvent(t, ctx, c, "inflight-INV-F", "", "the second run's payment scheduled", func(ev history.Event) bool {
+		a, ok := ev.Attrs.(*history.ActivityScheduled)
+		return ok && a.ActivityType == "SendPayment"
+	})
+	var d *api.DescribeWorkflowResponse
+	for {
+		var err error
+		d, err = c.DescribeWorkflow(ctx, "inflight-INV-F", "")
+		must(t, err)
+		if d.Info.Status == api.StatusPaused || len(s.prov.started) > 0 {
+			break
+		}
+		// Not paused yet: wait for the run's next event.
+		_, err = c.Service().GetHistory(ctx, &api.GetHistoryRequest{WorkflowID: "inflight-INV-F", FromEventID: d.Info.HistoryLength + 1, WaitNewEvents: true})
+		must(t, err)
+	}
+	if len(s.prov.started) > 0 {
+		t.Fatal("the second run dispatched the payment while the first run's was in flight")
+	}
+	if d.Info.Pause == nil || d.Info.Pause.Kind != api.PauseOutcomeUnknown {
+		t.Fatalf("second run: status %v, pause %+v", d.Info.Status, d.Info.Pause)
+	}
+	release()
+}
+
+// An Idempotent tool whose outcome is unknown is retried with the same key
+// (docs/effects.md), so the downstream deduplicates the second delivery.
+func TestIdempotentUnknownRetriedWithTheSameKey(t *testing.T) {
+	ctx := testCtx(t)
+	model := fakellm.New(fakellm.Script{
+		fakellm.CallTool("EmailVendor", `{"invoice_id":"INV-E","to":"ap@acme.test","body":"hello"}`),
+		fakellm.Say("Mailed."),
+	})
+	s := newScene(t, model, func(p *Provider) { p.mailUnknown = true })
+	run := s.start(t, ctx, "mail-INV-E", Task{})
+	var res agent.Result
+	must(t, run.Get(ctx, &res))
+	_, _, _, mails, keys := s.prov.snapshot()
+	if res.Final != "Mailed." || mails != 2 || len(keys["EmailVendor"]) != 2 || keys["EmailVendor"][0] != keys["EmailVendor"][1] {
+		t.Fatalf("result %+v, %d mail calls, keys %v", res, mails, keys["EmailVendor"])
+	}
+}
+
+// A call nobody approves within ApprovalTimeout counts as rejected: the
+// tool does not run and the model is told why.
+func TestApprovalTimeoutCountsAsRejected(t *testing.T) {
+	ctx := testCtx(t)
+	model := fakellm.New(fakellm.Script{
+		fakellm.CallTool("SendPayment", `{"invoice_id":"INV-T","amount":1}`),
+		fakellm.Say("Nobody approved."),
+	}).KeepRequests()
+	s := newScene(t, model)
+	run := s.start(t, ctx, "timeout-INV-T", Task{Approve: true, ApprovalTimeout: time.Hour})
+	var res agent.Result
+	must(t, run.Get(ctx, &res)) // the env's clock skips the hour
+	reqs := model.Requests()
+	told := requestToolMessages(t, reqs[len(reqs)-1])
+	if pay, _, _, _, _ := s.prov.snapshot(); pay != 0 || res.Final != "Nobody approved." || len(told) != 1 ||
+		told[0][1] != "rejected by nobody (the approval timed out): no approval within 1h0m0s. The tool did not run." {
+		t.Fatalf("%d payments, result %+v, told %q", pay, res, told)
+	}
+	if got := toolCalls(t, ctx, s.env.Client, "timeout-INV-T", "")["SendPayment"]; len(got) != 1 || got[0].State != api.CallRejected {
+		t.Fatalf("timed-out call in the transcript: %+v", got)
+	}
+}

@@ -66,6 +66,8 @@ type Task struct {
 	Approve bool
 	Budget  history.Budget
 	Stream  bool
+	// ApprovalTimeout bounds the wait for an approval.
+	ApprovalTimeout time.Duration
 }
 
 // Provider is a payment provider that does not deduplicate by itself but
@@ -75,6 +77,11 @@ type Provider struct {
 	mu sync.Mutex
 	// failFirst makes the first payment time out after it took effect.
 	failFirst bool
+	// hold, when set, makes SendPayment announce itself on started and
+	// wait for hold to close.
+	hold, started chan struct{}
+	// mailUnknown makes the first e-mail's outcome unknown.
+	mailUnknown bool
 	// noLookup registers SendPayment without its Reconcile lookup.
 	noLookup  bool
 	payments  map[string]string // idempotency key → payment id
@@ -133,6 +140,13 @@ func (p *Provider) CheckVendor(_ context.Context, q InvoiceQuery) (string, error
 func (p *Provider) SendPayment(ctx context.Context, pay Payment) (string, error) {
 	key := activities.GetInfo(ctx).IdempotencyKey
 	p.mu.Lock()
+	hold := p.hold
+	p.mu.Unlock()
+	if hold != nil {
+		p.started <- struct{}{}
+		<-hold // the payment is slow: the test lets it go
+	}
+	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.payCalls++
 	p.seen("SendPayment", key)
@@ -167,6 +181,9 @@ func (p *Provider) EmailVendor(ctx context.Context, e Email) (string, error) {
 	p.mailCalls++
 	p.seen("EmailVendor", key)
 	p.mails[key]++
+	if p.mailUnknown && p.mailCalls == 1 {
+		return "", fmt.Errorf("mail service timed out: %w", activities.ErrOutcomeUnknown)
+	}
 	return "sent to " + e.To, nil
 }
 
@@ -196,8 +213,9 @@ func Payables(ctx sdk.Context, task Task) (agent.Result, error) {
 			agent.NewTool(p.SendPayment, "Pay an invoice.", payOpts...),
 			agent.NewTool(p.EmailVendor, "E-mail a vendor."),
 		},
-		Budget: task.Budget,
-		Stream: task.Stream,
+		Budget:          task.Budget,
+		Stream:          task.Stream,
+		ApprovalTimeout: task.ApprovalTimeout,
 	})
 	return a.Run(ctx, "Pay invoice "+task.InvoiceID+".")
 }

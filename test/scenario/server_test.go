@@ -159,27 +159,7 @@ func TestServerCostBudgetAndSSEStream(t *testing.T) {
 		rep.PromptTokens, rep.CompletionTokens = 600, 5
 		return rep
 	})
-	hs := httptest.NewServer(model)
-	t.Cleanup(hs.Close)
-	m, err := llm.New(llm.Config{BaseURL: hs.URL + "/v1", Model: "fake-1"})
-	must(t, err)
-
-	c, err := client.Dial(addr, client.Options{}, client.DialOptions{})
-	must(t, err)
-	t.Cleanup(func() { _ = c.Close() })
-	w, err := worker.New(c, worker.Options{TaskQueue: "scenario", Identity: "scenario-worker"})
-	must(t, err)
-	p := newProvider()
-	register(t, w, m, p)
-	wctx, stop := context.WithCancel(context.Background())
-	wdone := make(chan error, 1)
-	go func() { wdone <- w.Run(wctx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-wdone; err != nil {
-			t.Errorf("worker: %v", err)
-		}
-	})
+	c, _ := startWorker(t, addr, model)
 
 	run, err := c.StartWorkflow(ctx, client.StartOptions{ID: "cost-INV-5", TaskQueue: "scenario"}, Payables,
 		Task{InvoiceID: "INV-5", Budget: history.Budget{MaxCostUSD: 1}, Stream: true})
@@ -213,4 +193,138 @@ func TestServerCostBudgetAndSSEStream(t *testing.T) {
 	}
 	must(t, <-sse)
 	v.check(t)
+}
+
+// cairnCLI runs the cairn binary against addr and returns its stdout.
+func cairnCLI(t *testing.T, ctx context.Context, addr string, args ...string) (string, error) {
+	t.Helper()
+	bin, err := cairnBin()
+	must(t, err)
+	cmd := exec.CommandContext(ctx, bin, append(args, "--address", addr)...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("cairn %v: %w\n%s", args, err, errb.String())
+	}
+	return out.String(), nil
+}
+
+// startWorker runs an in-process worker against the server until the test
+// ends.
+func startWorker(t *testing.T, addr string, model *fakellm.Server) (client.Client, *Provider) {
+	t.Helper()
+	hs := httptest.NewServer(model)
+	t.Cleanup(hs.Close)
+	m, err := llm.New(llm.Config{BaseURL: hs.URL + "/v1", Model: "fake-1"})
+	must(t, err)
+	c, err := client.Dial(addr, client.Options{}, client.DialOptions{})
+	must(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	w, err := worker.New(c, worker.Options{TaskQueue: "scenario", Identity: "scenario-worker"})
+	must(t, err)
+	p := newProvider()
+	register(t, w, m, p)
+	wctx, stop := context.WithCancel(context.Background())
+	wdone := make(chan error, 1)
+	go func() { wdone <- w.Run(wctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-wdone; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	})
+	return c, p
+}
+
+// The operator's side with the real binary, as docs/agents.md shows it: a
+// call awaiting approval is approved with `cairn workflow signal --name
+// approve --input '{…}'` (JSON from the command line), and `cairn workflow
+// watch --json` prints the run's stream, in which the final answer's text
+// appears exactly once, the cut attempt marked superseded.
+func TestCLIApproveAndWatch(t *testing.T) {
+	ctx := testCtx(t)
+	addr := startServer(t)
+	model := fakellm.New(fakellm.Script{
+		fakellm.CallTool("SendPayment", `{"invoice_id":"INV-6","amount":3}`),
+		{Content: finalText, Faults: []fakellm.Reply{{Content: finalText, CutAfter: 3}}},
+	})
+	c, p := startWorker(t, addr, model)
+	run, err := c.StartWorkflow(ctx, client.StartOptions{ID: "cli-INV-6", TaskQueue: "scenario"}, Payables,
+		Task{InvoiceID: "INV-6", Approve: true, Stream: true})
+	must(t, err)
+	watched := make(chan string, 1)
+	watchErr := make(chan error, 1)
+	go func() {
+		out, err := cairnCLI(t, ctx, addr, "workflow", "watch", "cli-INV-6", "--json")
+		watched <- out
+		watchErr <- err
+	}()
+	waitEvent(t, ctx, c, "cli-INV-6", "", "approval requested", isMarker(history.MarkerApprovalRequested))
+	if _, err := cairnCLI(t, ctx, addr, "workflow", "signal", "cli-INV-6", "--name", "approve",
+		"--input", `{"Approved":true,"By":"ap-clerk"}`); err != nil {
+		t.Fatal(err)
+	}
+	var res agent.Result
+	must(t, run.Get(ctx, &res))
+	if pay, _, _, _, _ := p.snapshot(); pay != 1 || res.Final != finalText {
+		t.Fatalf("%d payments, result %+v", pay, res)
+	}
+	out := <-watched
+	must(t, <-watchErr)
+	v := newStreamView()
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var ev api.StreamEvent
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("watch --json line %q: %v", line, err)
+		}
+		v.add(ev)
+	}
+	v.check(t)
+	if got := toolCalls(t, ctx, c, "cli-INV-6", "")["SendPayment"]; len(got) != 1 || got[0].ApprovedBy != "ap-clerk" {
+		t.Fatalf("approved call %+v", got)
+	}
+}
+
+// `cairn workflow budget` as docs/agents.md shows it: a run paused on its
+// token budget goes on after `--max-tokens N --reason …`; a second run
+// paused likewise ends after `--stop`, failed with the agent's
+// ErrBudgetExceeded.
+func TestCLIBudgetRaiseAndStop(t *testing.T) {
+	ctx := testCtx(t)
+	addr := startServer(t)
+	model := fakellm.NewFunc(func(r fakellm.Request) fakellm.Reply {
+		rep := readLoop("Both read.")[min(r.Turn, 2)]
+		rep.PromptTokens, rep.CompletionTokens = 600, 10
+		return rep
+	})
+	c, _ := startWorker(t, addr, model)
+	for _, id := range []string{"cli-raise", "cli-stop"} {
+		_, err := c.StartWorkflow(ctx, client.StartOptions{ID: id, TaskQueue: "scenario"}, Payables,
+			Task{InvoiceID: id, Budget: history.Budget{MaxTokens: 1000}})
+		must(t, err)
+		waitEvent(t, ctx, c, id, "", "BudgetExceeded", func(ev history.Event) bool {
+			_, ok := ev.Attrs.(*history.BudgetExceeded)
+			return ok
+		})
+		d, err := c.DescribeWorkflow(ctx, id, "")
+		must(t, err)
+		if d.Info.Status != api.StatusPaused || d.Info.Pause == nil || d.Info.Pause.Kind != api.PauseBudget {
+			t.Fatalf("%s: status %v, pause %+v", id, d.Info.Status, d.Info.Pause)
+		}
+	}
+	if _, err := cairnCLI(t, ctx, addr, "workflow", "budget", "cli-raise", "--max-tokens", "200000", "--reason", "worth finishing"); err != nil {
+		t.Fatal(err)
+	}
+	var res agent.Result
+	must(t, c.GetWorkflow(ctx, "cli-raise", "").Get(ctx, &res))
+	if res.Final != "Both read." {
+		t.Fatalf("raised run: %+v", res)
+	}
+	if _, err := cairnCLI(t, ctx, addr, "workflow", "budget", "cli-stop", "--stop", "--reason", "enough"); err != nil {
+		t.Fatal(err)
+	}
+	err := c.GetWorkflow(ctx, "cli-stop", "").Get(ctx, nil)
+	if err == nil || !strings.Contains(err.Error(), agent.ErrBudgetExceeded.Error()) {
+		t.Fatalf("stopped run ended with %v", err)
+	}
 }

@@ -50,8 +50,10 @@ type transcriptBuilder struct {
 	calls       map[int64]*api.ModelCallInfo // by scheduled event id
 	model       string
 	turn        int64
-	last        *api.ModelCallInfo // the last model call, whose answer no chunk holds yet
-	lastMsg     *history.ChatMessage
+	// results counts the tool messages of the current turn by call id.
+	results map[string]int
+	last    *api.ModelCallInfo // the last model call, whose answer no chunk holds yet
+	lastMsg *history.ChatMessage
 }
 
 func (b *transcriptBuilder) build(ctx context.Context, evs []history.Event) error {
@@ -160,6 +162,7 @@ func (b *transcriptBuilder) modelCall(ctx context.Context, id int64, a *history.
 		}
 	}
 	b.turn++
+	b.results = map[string]int{}
 	c := &api.ModelCallInfo{ScheduledEventID: id, ActivityType: a.ActivityType, Model: b.model, State: api.CallScheduled, Attempt: 1}
 	b.calls[id] = c
 	b.last = c
@@ -167,11 +170,11 @@ func (b *transcriptBuilder) modelCall(ctx context.Context, id int64, a *history.
 	return nil
 }
 
-// toolCalls returns the tool calls m asks for, known by "<turn>:<call id>".
+// toolCalls returns the tool calls m asks for, known by history.ToolCallKey.
 func (b *transcriptBuilder) toolCalls(m *history.ChatMessage) []*api.ToolCallInfo {
 	var out []*api.ToolCallInfo
-	for _, tc := range m.ToolCalls {
-		t := b.tool(strconv.FormatInt(b.turn, 10) + ":" + tc.ID)
+	for i, tc := range m.ToolCalls {
+		t := b.tool(history.ToolCallKey(b.turn, m.ToolCalls, i))
 		t.ID, t.Name, t.Arguments = tc.ID, tc.Name, tc.Arguments
 		out = append(out, t)
 	}
@@ -186,7 +189,13 @@ func (b *transcriptBuilder) message(m *history.ChatMessage) {
 		b.items = append(b.items, api.TranscriptItem{Kind: api.ItemToolCall, ToolCall: t})
 	}
 	if m.Role == "tool" {
-		if t := b.tools[strconv.FormatInt(b.turn, 10)+":"+m.ToolCallID]; t != nil && t.Result == "" {
+		// The n-th result of a repeated call id answers its n-th call.
+		b.results[m.ToolCallID]++
+		key := strconv.FormatInt(b.turn, 10) + ":" + m.ToolCallID
+		if n := b.results[m.ToolCallID]; n > 1 {
+			key += "#" + strconv.Itoa(n)
+		}
+		if t := b.tools[key]; t != nil && t.Result == "" {
 			t.Result = m.Content
 			if t.ScheduledEventID == 0 && t.State == api.CallScheduled {
 				t.State = api.CallFailed // answered without running: an unknown tool or invalid arguments

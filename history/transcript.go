@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -314,14 +315,33 @@ type ModelResult struct {
 // sdk/agent): a tool call's activity id, and the markers of approvals.
 const (
 	// ToolActivityPrefix starts the activity id of a tool call:
-	// "tool:<model call number>:<tool call id>".
+	// "tool:" + ToolCallKey.
 	ToolActivityPrefix = "tool:"
-	// MarkerApprovalRequested is recorded (id "<turn>:<call id>") when a
+	// MarkerApprovalRequested is recorded (id: ToolCallKey) when a
 	// tool call starts waiting for a person's approval.
 	MarkerApprovalRequested = "cairn.agent.approval-requested"
 	// MarkerApprovalDecided records the decision (data: an Approval).
 	MarkerApprovalDecided = "cairn.agent.approval-decided"
 )
+
+// ToolCallKey names calls[i], a tool call the model call number turn asked
+// for, in its activity id and approval markers: "<turn>:<call id>". An id
+// repeated among the calls (some model servers number calls per message,
+// repeat or omit ids) gets "#<n>" for its n-th use from the second on, so
+// each call keeps its own activity, markers and transcript entry.
+func ToolCallKey(turn int64, calls []ToolCall, i int) string {
+	n := 1
+	for _, c := range calls[:i] {
+		if c.ID == calls[i].ID {
+			n++
+		}
+	}
+	k := strconv.FormatInt(turn, 10) + ":" + calls[i].ID
+	if n > 1 {
+		k += "#" + strconv.Itoa(n)
+	}
+	return k
+}
 
 // Approval is a person's decision on a tool call.
 type Approval struct {

@@ -277,8 +277,9 @@ func (a *Agent) runTools(ctx sdk.Context, calls []history.ToolCall) []toolResult
 	out := make([]toolResult, len(calls))
 	done := 0
 	for i, c := range calls {
+		key := history.ToolCallKey(int64(a.turn), calls, i)
 		sdk.Go(ctx, func(ctx sdk.Context) {
-			text, ref := a.runTool(ctx, c)
+			text, ref := a.runTool(ctx, c, key)
 			out[i] = toolResult{msg: history.ChatMessage{Role: "tool", ToolCallID: c.ID, Name: c.Name}, text: text, ref: ref}
 			done++
 		})
@@ -287,10 +288,11 @@ func (a *Agent) runTools(ctx sdk.Context, calls []history.ToolCall) []toolResult
 	return out
 }
 
-// runTool runs one call and returns what the model is told: the text,
+// runTool runs one call (key: history.ToolCallKey) and returns what the
+// model is told: the text,
 // and the reference of the tool's result when it is stored as a chunk of
 // its own (the transcript then records the reference, not a copy).
-func (a *Agent) runTool(ctx sdk.Context, c history.ToolCall) (string, *history.ContentRef) {
+func (a *Agent) runTool(ctx sdk.Context, c history.ToolCall, key string) (string, *history.ContentRef) {
 	t := a.tools[c.Name]
 	if t == nil {
 		return fmt.Sprintf("error: there is no tool %q; the tools are: %s", c.Name, strings.Join(a.toolNames(), ", ")), nil
@@ -299,7 +301,6 @@ func (a *Agent) runTool(ctx sdk.Context, c history.ToolCall) (string, *history.C
 	if err != nil {
 		return fmt.Sprintf("error: the arguments of %s are invalid: %v", c.Name, err), nil
 	}
-	key := strconv.Itoa(a.turn) + ":" + c.ID
 	if t.RequiresApproval {
 		ap := a.awaitApproval(ctx, key, c.ID)
 		if !ap.Approved {

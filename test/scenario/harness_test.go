@@ -80,6 +80,8 @@ type Provider struct {
 	// hold, when set, makes SendPayment announce itself on started and
 	// wait for hold to close.
 	hold, started chan struct{}
+	// extra registers more on the scene's worker (withWorker).
+	extra []func(registrar)
 	// mailUnknown makes the first e-mail's outcome unknown.
 	mailUnknown bool
 	// noLookup registers SendPayment without its Reconcile lookup.
@@ -220,6 +222,18 @@ func Payables(ctx sdk.Context, task Task) (agent.Result, error) {
 	return a.Run(ctx, "Pay invoice "+task.InvoiceID+".")
 }
 
+// registrar is what a worker registers on.
+type registrar interface {
+	RegisterWorkflow(any, ...sdk.RegisterOptions) error
+	RegisterActivity(any, ...activities.Options) error
+}
+
+// withWorker returns a setup that registers more on the scene's worker
+// before it starts.
+func withWorker(f func(registrar)) func(*Provider) {
+	return func(p *Provider) { p.extra = append(p.extra, f) }
+}
+
 // scene is one scenario's world: a fake model, a provider, an env.
 type scene struct {
 	env   *testenv.Env
@@ -229,10 +243,7 @@ type scene struct {
 
 // register declares the agent's activities on a worker, the way the docs
 // show (docs/agents.md): the side-effecting set in one place.
-func register(t *testing.T, w interface {
-	RegisterWorkflow(any, ...sdk.RegisterOptions) error
-	RegisterActivity(any, ...activities.Options) error
-}, m *llm.Model, p *Provider) {
+func register(t *testing.T, w registrar, m *llm.Model, p *Provider) {
 	t.Helper()
 	must(t, w.RegisterWorkflow(Payables))
 	must(t, m.Register(w))
@@ -260,6 +271,9 @@ func newScene(t *testing.T, model *fakellm.Server, setup ...func(*Provider)) *sc
 		f(p)
 	}
 	register(t, env.Worker, m, p)
+	for _, f := range p.extra {
+		f(env.Worker)
+	}
 	env.Start()
 	return &scene{env: env, prov: p, model: model}
 }

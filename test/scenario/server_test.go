@@ -90,51 +90,73 @@ func startServer(t *testing.T, args ...string) string {
 
 // readSSE follows the run's Server-Sent Events until `event: closed`.
 func readSSE(ctx context.Context, url string, v *streamView) error {
+	_, err := readSSEFrom(ctx, url, "", 0, v)
+	return err
+}
+
+// readSSEFrom connects with Last-Event-ID lastID (when set) and reads
+// until `event: closed`, or until it has read stopAfter events (when > 0),
+// when it hangs up as a browser tab losing its connection would; it
+// returns the last event id read.
+func readSSEFrom(ctx context.Context, url, lastID string, stopAfter int, v *streamView) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return err
+		return lastID, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		return fmt.Errorf("stream: %s, %s", resp.Status, resp.Header.Get("Content-Type"))
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	var event, data string
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			event = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: "):
-			data = strings.TrimPrefix(line, "data: ")
-		case line == "":
-			switch event {
-			case "closed":
-				return nil
-			case "gap":
-				return fmt.Errorf("a gap in the stream")
-			case "text", "tool_call", "done", "superseded":
-				var ev api.StreamEvent
-				if err := json.Unmarshal([]byte(data), &ev); err != nil {
-					return fmt.Errorf("event %s %q: %w", event, data, err)
-				}
-				if string(ev.Kind) != event {
-					return fmt.Errorf("event %s carries kind %q", event, ev.Kind)
-				}
-				v.add(ev)
-			}
-			event, data = "", ""
+	read := 0
+	err = func() error {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return err
-	}
-	return fmt.Errorf("the stream ended without a closed event")
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			return fmt.Errorf("stream: %s, %s", resp.Status, resp.Header.Get("Content-Type"))
+		}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		var event, data, id string
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "id: "):
+				id = strings.TrimPrefix(line, "id: ")
+			case strings.HasPrefix(line, "event: "):
+				event = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				data = strings.TrimPrefix(line, "data: ")
+			case line == "":
+				switch event {
+				case "closed":
+					return nil
+				case "gap":
+					return fmt.Errorf("a gap in the stream")
+				case "text", "tool_call", "done", "superseded":
+					var ev api.StreamEvent
+					if err := json.Unmarshal([]byte(data), &ev); err != nil {
+						return fmt.Errorf("event %s %q: %w", event, data, err)
+					}
+					if string(ev.Kind) != event {
+						return fmt.Errorf("event %s carries kind %q", event, ev.Kind)
+					}
+					v.add(ev)
+					lastID = id
+					if read++; stopAfter > 0 && read == stopAfter {
+						return nil
+					}
+				}
+				event, data, id = "", "", ""
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return err
+		}
+		return fmt.Errorf("the stream ended without a closed event")
+	}()
+	return lastID, err
 }
 
 // Against a real `cairn server` with a price table: an agent run crosses
@@ -327,4 +349,29 @@ func TestCLIBudgetRaiseAndStop(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), agent.ErrBudgetExceeded.Error()) {
 		t.Fatalf("stopped run ended with %v", err)
 	}
+}
+
+// A browser's EventSource that loses its connection mid-answer reconnects
+// with Last-Event-ID and resumes after it: no event is lost or repeated,
+// and the final answer is shown exactly once.
+func TestSSEReconnectResumesAfterLastEventID(t *testing.T) {
+	ctx := testCtx(t)
+	addr := startServer(t)
+	model := fakellm.New(streamScript())
+	model.ChunkDelay = 2 * time.Millisecond // the answer is still streaming when the tab drops
+	c, _ := startWorker(t, addr, model)
+	run, err := c.StartWorkflow(ctx, client.StartOptions{ID: "sse-resume", TaskQueue: "scenario"}, Payables,
+		Task{InvoiceID: "INV-5", Stream: true})
+	must(t, err)
+	url := "http://" + addr + "/api/v1/stream/sse-resume?run=" + run.RunID()
+	v := newStreamView()
+	last, err := readSSEFrom(ctx, url, "", 4, v)
+	must(t, err)
+	if last == "" {
+		t.Fatal("no event id to resume from")
+	}
+	_, err = readSSEFrom(ctx, url, last, 0, v)
+	must(t, err)
+	must(t, run.Get(ctx, nil))
+	v.check(t)
 }

@@ -28,13 +28,16 @@ type streamView struct {
 	done       map[attemptKey]int
 	superseded map[attemptKey]int
 	order      []attemptKey
+	seqs       map[int64]int // times each Seq was seen
 }
 
 func newStreamView() *streamView {
-	return &streamView{text: map[attemptKey]*strings.Builder{}, done: map[attemptKey]int{}, superseded: map[attemptKey]int{}}
+	return &streamView{text: map[attemptKey]*strings.Builder{}, done: map[attemptKey]int{}, superseded: map[attemptKey]int{},
+		seqs: map[int64]int{}}
 }
 
 func (v *streamView) add(ev api.StreamEvent) {
+	v.seqs[ev.Seq]++
 	k := attemptKey{ev.ScheduledEventID, ev.Attempt}
 	if v.text[k] == nil {
 		v.text[k] = &strings.Builder{}
@@ -65,6 +68,11 @@ func (v *streamView) shown() []string {
 // attempt ended exactly once, and the cut attempt was superseded.
 func (v *streamView) check(t *testing.T) {
 	t.Helper()
+	for seq, n := range v.seqs {
+		if n != 1 {
+			t.Errorf("event %d seen %d times", seq, n)
+		}
+	}
 	n, cut := 0, 0
 	for _, s := range v.shown() {
 		n += strings.Count(s, finalText)

@@ -245,3 +245,39 @@ func TestReusedIDDifferentStepsFirstSameKeys(t *testing.T) {
 		t.Fatalf("second run deduplicated %v, want [%s %s]", dedup, k1, k2)
 	}
 }
+
+// Two payments of one invoice asked for in one turn run concurrently and
+// get occurrences 1 and 2 in call order; a new run of the same workflow id
+// asking for them again is deduplicated on both (docs/effects.md: keys
+// are assigned in schedule order).
+func TestConcurrentSameKeyPaymentsDeduplicatedOnReuse(t *testing.T) {
+	ctx := testCtx(t)
+	model := fakellm.New(fakellm.Script{
+		fakellm.CallTools(
+			fakellm.ToolCall{ID: "a", Name: "SendPayment", Arguments: `{"invoice_id":"INV-2X","amount":1,"memo":"deposit"}`},
+			fakellm.ToolCall{ID: "b", Name: "SendPayment", Arguments: `{"invoice_id":"INV-2X","amount":1,"memo":"balance"}`},
+		),
+		fakellm.Say("Paid twice."),
+	})
+	s := newScene(t, model)
+	c := s.env.Client
+	run1 := s.start(t, ctx, "conc-INV-2X", Task{})
+	must(t, run1.Get(ctx, nil))
+	byID := func(runID string) map[string]string {
+		out := map[string]string{}
+		for _, tc := range toolCalls(t, ctx, c, "conc-INV-2X", runID)["SendPayment"] {
+			out[tc.ID] = tc.IdempotencyKey
+		}
+		return out
+	}
+	k1 := byID(run1.RunID())
+	if pay, _, _, _, _ := s.prov.snapshot(); pay != 2 || k1["a"] == "" || k1["b"] == "" || k1["a"] == k1["b"] {
+		t.Fatalf("first run: %d payments, keys %v", pay, k1)
+	}
+	run2 := s.start(t, ctx, "conc-INV-2X", Task{})
+	must(t, run2.Get(ctx, nil))
+	k2 := byID(run2.RunID())
+	if pay, _, _, _, _ := s.prov.snapshot(); pay != 2 || k2["a"] != k1["a"] || k2["b"] != k1["b"] {
+		t.Fatalf("second run: %d payments, keys %v, first run's %v", pay, k2, k1)
+	}
+}

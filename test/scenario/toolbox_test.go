@@ -9,6 +9,7 @@ import (
 
 	"github.com/cairnflow/cairn/activities"
 	"github.com/cairnflow/cairn/activities/llm/fakellm"
+	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/sdk/agent"
 	"github.com/cairnflow/cairn/sdk/client"
@@ -150,5 +151,39 @@ func TestDuplicateToolCallIDsInOneTurn(t *testing.T) {
 		calls[0].ScheduledEventID == calls[1].ScheduledEventID || calls[0].Arguments != `{"text":"one"}` || calls[1].Arguments != `{"text":"two"}` ||
 		calls[0].Result != "null" || calls[1].Result != "null" {
 		t.Fatalf("the transcript's Note calls: %+v", calls)
+	}
+}
+
+// Two calls needing approval that share a call id are approved one
+// signal each, in order: both run, neither is taken for timed out.
+func TestDuplicateCallIDsApprovedInOrder(t *testing.T) {
+	ctx := testCtx(t)
+	model := fakellm.New(fakellm.Script{
+		fakellm.CallTools(
+			fakellm.ToolCall{ID: "call_0", Name: "SendPayment", Arguments: `{"invoice_id":"INV-D1","amount":1}`},
+			fakellm.ToolCall{ID: "call_0", Name: "SendPayment", Arguments: `{"invoice_id":"INV-D2","amount":2}`},
+		),
+		fakellm.Say("Both paid."),
+	}).KeepRequests()
+	s := newScene(t, model)
+	c := s.env.Client
+	run := s.start(t, ctx, "dup-approvals", Task{Approve: true})
+	n := 0
+	waitEvent(t, ctx, c, "dup-approvals", "", "two approval requests", func(ev history.Event) bool {
+		if isMarker(history.MarkerApprovalRequested)(ev) {
+			n++
+		}
+		return n == 2
+	})
+	for i := 0; i < 2; i++ {
+		must(t, c.SignalWorkflow(ctx, "dup-approvals", "", agent.ApprovalSignal, agent.Approval{CallID: "call_0", Approved: true, By: "ada"}))
+	}
+	var res agent.Result
+	must(t, run.Get(ctx, &res))
+	reqs := model.Requests()
+	told := requestToolMessages(t, reqs[len(reqs)-1])
+	if pay, _, _, _, _ := s.prov.snapshot(); pay != 2 || len(told) != 2 || told[0][1] != "pay_001" && told[0][1] != "pay_002" ||
+		strings.Contains(told[1][1], "rejected") {
+		t.Fatalf("%d payments; the model was told %q", pay, told)
 	}
 }

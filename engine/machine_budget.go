@@ -134,7 +134,8 @@ func (t *transition) releaseHeld() {
 }
 
 // UpdateBudget applies a person's budget change: a new budget (the held
-// activities it allows go on) or a stop (they fail, non-retryable).
+// activities it allows go on) or a stop (they fail, non-retryable; refused
+// with ErrInvalidArgument when none is held).
 func (m *Machine) UpdateBudget(st *RunState, req *api.UpdateBudgetRequest, now time.Time) (Output, error) {
 	if err := m.checkOpen(st); err != nil {
 		return Output{}, err
@@ -143,6 +144,12 @@ func (m *Machine) UpdateBudget(st *RunState, req *api.UpdateBudgetRequest, now t
 		return Output{}, api.Errorf(api.ErrInvalidArgument, "a budget must not be negative")
 	}
 	held := st.held()
+	if req.Stop && len(held) == 0 {
+		// A stop fails the held calls; with none it would be a silent no-op
+		// while the agent goes on spending.
+		return Output{}, api.Errorf(api.ErrInvalidArgument,
+			"stop: no model call is held on this run's budget (it is not paused on its budget); cancel the run to end it, or lower its budget")
+	}
 	if err := m.checkGrowth(st, int64(1+2*len(held))); err != nil {
 		return Output{}, err
 	}

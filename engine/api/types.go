@@ -961,7 +961,8 @@ type GetChunksResponse struct {
 // UpdateBudgetRequest changes a run's budget (the current run when RunID
 // is empty): a raise lets the held metered activities go on; Stop fails
 // them with a non-retryable BudgetExceeded error, which the agent loop
-// reports to the workflow.
+// reports to the workflow (refused with ErrInvalidArgument when none is
+// held: cancel the run to end it).
 type UpdateBudgetRequest struct {
 	WorkflowID string
 	RunID      string

@@ -1,6 +1,7 @@
 package scenario_test
 
 import (
+	"errors"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -285,5 +286,31 @@ func TestApprovalTimeoutCountsAsRejected(t *testing.T) {
 	}
 	if got := toolCalls(t, ctx, s.env.Client, "timeout-INV-T", "")["SendPayment"]; len(got) != 1 || got[0].State != api.CallRejected {
 		t.Fatalf("timed-out call in the transcript: %+v", got)
+	}
+}
+
+// Stopping the budget of a run that holds no model call — a person who
+// wants a busy agent to stop spending — must not be a silent no-op that
+// lets the agent go on: it is refused with an error that says what to do,
+// and the run is left as it was.
+func TestBudgetStopWithNothingHeldIsRefused(t *testing.T) {
+	ctx := testCtx(t)
+	model := fakellm.New(fakellm.Script{
+		fakellm.CallTool("SendPayment", `{"invoice_id":"INV-S","amount":1}`),
+		fakellm.Say("Paid."),
+	})
+	s := newScene(t, model)
+	c := s.env.Client
+	run := s.start(t, ctx, "stop-unheld", Task{Approve: true, Budget: history.Budget{MaxTurns: 10}})
+	waitEvent(t, ctx, c, "stop-unheld", "", "approval requested", isMarker(history.MarkerApprovalRequested))
+	_, err := c.Service().UpdateBudget(ctx, &api.UpdateBudgetRequest{WorkflowID: "stop-unheld", Stop: true, Reason: "enough"})
+	if !errors.Is(err, api.ErrInvalidArgument) || !strings.Contains(err.Error(), "cancel") {
+		t.Fatalf("stop with nothing held: %v, want ErrInvalidArgument saying to cancel the run", err)
+	}
+	must(t, c.SignalWorkflow(ctx, "stop-unheld", "", agent.ApprovalSignal, agent.Approval{Approved: true, By: "ada"}))
+	var res agent.Result
+	must(t, run.Get(ctx, &res))
+	if res.Final != "Paid." {
+		t.Fatalf("result %+v", res)
 	}
 }

@@ -263,3 +263,32 @@ func TestTwoApprovalsDecidedByCallID(t *testing.T) {
 		t.Fatalf("transcript calls %+v", byID)
 	}
 }
+
+// Usage is kept per run and per workflow id across its runs
+// (docs/agents.md): two runs of one id each report their own tokens, and
+// the workflow's usage is their sum.
+func TestUsagePerRunAndPerWorkflowID(t *testing.T) {
+	ctx := testCtx(t)
+	model := fakellm.NewFunc(func(r fakellm.Request) fakellm.Reply {
+		rep := fakellm.Say("Done.")
+		rep.PromptTokens, rep.CompletionTokens = 100, 7
+		return rep
+	})
+	s := newScene(t, model)
+	var runs []string
+	for i := 0; i < 2; i++ {
+		run := s.start(t, ctx, "usage", Task{})
+		must(t, run.Get(ctx, nil))
+		runs = append(runs, run.RunID())
+	}
+	for _, id := range runs {
+		d, err := s.env.Client.DescribeWorkflow(ctx, "usage", id)
+		must(t, err)
+		if d.Usage == nil || d.Usage.Total.PromptTokens != 100 || d.Usage.Total.CompletionTokens != 7 || d.Usage.Calls != 1 {
+			t.Fatalf("run %s usage %+v", id, d.Usage)
+		}
+		if d.WorkflowUsage == nil || d.WorkflowUsage.Total.PromptTokens != 200 || d.WorkflowUsage.Total.CompletionTokens != 14 {
+			t.Fatalf("run %s: workflow usage %+v", id, d.WorkflowUsage)
+		}
+	}
+}

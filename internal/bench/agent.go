@@ -318,30 +318,11 @@ func RunAgent(ctx context.Context, opts AgentOptions) (*AgentResult, error) {
 	if opts.WorkerCommand == nil || opts.ModelCommand == nil {
 		return nil, errors.New("bench: RunAgent needs a WorkerCommand and a ModelCommand")
 	}
-	dir := opts.Dir
-	if dir == "" {
-		d, err := os.MkdirTemp("", "cairn-bench-agent-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(d)
-		dir = d
-	}
-	st, err := badgerstore.Open(badgerstore.Options{Dir: filepath.Join(dir, "data")})
+	eng, addr, closeServer, err := serve(opts.Dir, "cairn-bench-agent-", engine.Limits{SuggestContinueAsNewAt: 1 << 40})
 	if err != nil {
 		return nil, err
 	}
-	defer st.Close()
-	eng, err := engine.Open(engine.Options{Store: st, Limits: engine.Limits{SuggestContinueAsNewAt: 1 << 40}})
-	if err != nil {
-		return nil, err
-	}
-	defer eng.Close()
-	srv, addr, err := listen(httpapi.NewHandler(eng, httpapi.Options{}))
-	if err != nil {
-		return nil, err
-	}
-	defer srv.Close()
+	defer closeServer()
 	mcmd, maddr, err := startModel(opts)
 	if err != nil {
 		return nil, err
@@ -409,6 +390,47 @@ func RunAgent(ctx context.Context, opts AgentOptions) (*AgentResult, error) {
 	return out, nil
 }
 
+// serve opens a durable engine over dir (a fresh temporary directory named
+// after prefix when dir is empty) and serves its HTTP API on a loopback
+// port. closeAll stops the server, the engine and the store and removes a
+// temporary directory.
+func serve(dir, prefix string, limits engine.Limits) (eng *engine.Engine, addr string, closeAll func(), err error) {
+	var undo []func()
+	closeAll = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			closeAll()
+		}
+	}()
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", prefix); err != nil {
+			return nil, "", nil, err
+		}
+		tmp := dir
+		undo = append(undo, func() { _ = os.RemoveAll(tmp) })
+	}
+	st, err := badgerstore.Open(badgerstore.Options{Dir: filepath.Join(dir, "data")})
+	if err != nil {
+		return nil, "", nil, err
+	}
+	undo = append(undo, func() { _ = st.Close() })
+	if eng, err = engine.Open(engine.Options{Store: st, Limits: limits}); err != nil {
+		return nil, "", nil, err
+	}
+	undo = append(undo, func() { _ = eng.Close() })
+	srv, addr, err := listen(httpapi.NewHandler(eng, httpapi.Options{}))
+	if err != nil {
+		return nil, "", nil, err
+	}
+	undo = append(undo, func() { _ = srv.Close() })
+	return eng, addr, closeAll, nil
+}
+
+// listen serves h on a loopback port.
 func listen(h http.Handler) (*http.Server, string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

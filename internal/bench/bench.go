@@ -7,11 +7,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,8 +18,6 @@ import (
 	"time"
 
 	"github.com/cairnflow/cairn/engine"
-	"github.com/cairnflow/cairn/engine/httpapi"
-	"github.com/cairnflow/cairn/history/badgerstore"
 	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/sdk/client"
 )
@@ -79,33 +74,11 @@ type Result struct {
 // starts the worker processes, measures sequential start→result latency,
 // then throughput with Concurrency loops.
 func Run(ctx context.Context, opts Options) (*Result, error) {
-	dir := opts.Dir
-	if dir == "" {
-		d, err := os.MkdirTemp("", "cairn-bench-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(d)
-		dir = d
-	}
-	st, err := badgerstore.Open(badgerstore.Options{Dir: filepath.Join(dir, "data")})
+	eng, addr, closeServer, err := serve(opts.Dir, "cairn-bench-", engine.Limits{})
 	if err != nil {
 		return nil, err
 	}
-	defer st.Close()
-	eng, err := engine.Open(engine.Options{Store: st})
-	if err != nil {
-		return nil, err
-	}
-	defer eng.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	srv := &http.Server{Handler: httpapi.NewHandler(eng, httpapi.Options{}), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
-	addr := "http://" + ln.Addr().String()
+	defer closeServer()
 	var pids []int
 	for i := 0; i < opts.Workers; i++ {
 		cmd := opts.WorkerCommand("--address", addr)

@@ -1065,6 +1065,20 @@ type GetTranscriptResponse struct {
 	Items  []TranscriptItem
 	Usage  UsageSummary
 	Budget *BudgetStatus
+	// Ignored lists, in the order received, the approval signals that
+	// applied to no tool call (sdk/agent records them; see docs/agents.md).
+	Ignored []IgnoredApproval `json:",omitempty"`
+}
+
+// IgnoredApproval is an approval signal the agent received and ignored:
+// what it said, why it applied to no call, and the event that records it.
+type IgnoredApproval struct {
+	EventID  int64
+	CallID   string
+	Approved bool
+	By       string
+	Reason   string
+	Why      string
 }
 
 // The transcript item kinds.

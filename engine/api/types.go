@@ -739,6 +739,12 @@ const (
 	CauseBadCommands = "bad_commands"
 )
 
+// CauseUnknownWorkflowType: the worker that took the task has no workflow
+// registered under the run's type (the failure names the type and those
+// it has). Unlike the causes above the task is retried, with backoff: a
+// worker that has the type may yet poll the queue (a deploy in progress).
+const CauseUnknownWorkflowType = "unknown_workflow_type"
+
 // FailWorkflowTaskResponse is empty.
 type FailWorkflowTaskResponse struct{}
 

@@ -11,6 +11,7 @@ import (
 	"github.com/cairnflow/cairn/activities/llm/fakellm"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/sdk/agent"
 	"github.com/cairnflow/cairn/sdk/client"
 	"github.com/cairnflow/cairn/worker"
@@ -396,4 +397,37 @@ func TestApprovalForNoPendingCallIsRecordedAsIgnored(t *testing.T) {
 	r := worker.NewReplayer(worker.ReplayerOptions{})
 	must(t, r.RegisterWorkflow(Payables))
 	must(t, r.ReplayHistory(history.RunRef{WorkflowID: id, RunID: run.RunID()}, evs, worker.ReplayOptions{Chunks: client.NewChunkCache(c.Service(), 0)}))
+}
+
+// A task for a workflow type no worker on the queue registered fails
+// visibly and typed: WorkflowTaskFailed with the cause
+// unknown_workflow_type, naming the type and the registered ones, and the
+// run's describe says so — it does not loop on untyped errors.
+func TestTaskForUnregisteredWorkflowTypeFailsTyped(t *testing.T) {
+	ctx := testCtx(t)
+	s := newScene(t, fakellm.New(fakellm.Script{fakellm.Say("unused")}))
+	c := s.env.Client
+	_, err := c.StartWorkflow(ctx, client.StartOptions{ID: "unregistered", TaskQueue: s.env.TaskQueue()}, "ShipOrder", nil)
+	must(t, err)
+	var failed *history.WorkflowTaskFailed
+	for from := int64(1); failed == nil; {
+		resp, err := c.Service().GetHistory(ctx, &api.GetHistoryRequest{WorkflowID: "unregistered", FromEventID: from, WaitNewEvents: true})
+		must(t, err)
+		for _, ev := range resp.Events {
+			if f, ok := ev.Attrs.(*history.WorkflowTaskFailed); ok {
+				failed = f
+			}
+		}
+		from += int64(len(resp.Events))
+	}
+	if failed.Cause != api.CauseUnknownWorkflowType || failed.Failure.Type != sdk.FailureTypeUnknownWorkflowType ||
+		!strings.Contains(failed.Failure.Message, `"ShipOrder"`) || !strings.Contains(failed.Failure.Message, "Payables") {
+		t.Fatalf("the failed task: cause %q, failure %+v", failed.Cause, failed.Failure)
+	}
+	d, err := c.DescribeWorkflow(ctx, "unregistered", "")
+	must(t, err)
+	if d.Info.Status != api.StatusRunning || d.WorkflowTask == nil || d.WorkflowTask.LastFailure == nil ||
+		d.WorkflowTask.LastFailure.Type != sdk.FailureTypeUnknownWorkflowType {
+		t.Fatalf("describe: status %v, task %+v", d.Info.Status, d.WorkflowTask)
+	}
 }

@@ -109,8 +109,11 @@ history's event times) with turn_ms_median9 and turn_ms_mean50,
 model_ms_mean50 (the model server's own time per call, receiving the request
 included) and turn_ms_without_model_mean50, cpu_ms_per_turn of each process
 over an early and a late window, model_calls_on_replay (a replay of the whole
-history), replay_ms, peak_rss_mb of the worker process. docs/performance.md
-defines each figure.`,
+history), replay_ms, peak_rss_mb of the worker process, run_state_bytes (the
+run's state record at the end) and record_bytes_written (record values
+committed, by space). --tool-effect registers the tool as idempotent or
+side-effect (keyed on its arguments, so every call is a new action).
+docs/performance.md defines each figure.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			gctune.ForServer()
@@ -140,11 +143,13 @@ defines each figure.`,
 		},
 	}
 	cmd.Flags().IntVar(&o.Turns, "turns", 1000, "tool-calling turns")
+	cmd.Flags().StringVar(&o.ToolEffect, "tool-effect", "read",
+		"effect class the tool is registered with: read, idempotent or side-effect (keyed on its arguments: a new action every turn)")
 	return cmd
 }
 
 func benchAgentWorkerCommand() *cobra.Command {
-	var address, modelURL string
+	var address, modelURL, toolEffect string
 	cmd := &cobra.Command{
 		Use:    "agent-worker",
 		Hidden: true,
@@ -156,11 +161,12 @@ func benchAgentWorkerCommand() *cobra.Command {
 				return err
 			}
 			defer stopProfile()
-			return bench.RunAgentWorker(address, modelURL)
+			return bench.RunAgentWorker(address, modelURL, toolEffect)
 		},
 	}
 	cmd.Flags().StringVar(&address, "address", "", "server address")
 	cmd.Flags().StringVar(&modelURL, "model-url", "", "model endpoint base URL")
+	cmd.Flags().StringVar(&toolEffect, "tool-effect", "read", "the tool's effect class")
 	return cmd
 }
 

@@ -9,10 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/history/badgerstore"
 )
 
 // The test binary doubles as the benchmark's worker and model processes
@@ -31,12 +35,13 @@ func runRole(role string, args []string) int {
 	address := fs.String("address", "", "")
 	modelURL := fs.String("model-url", "", "")
 	turns := fs.Int("turns", 0, "")
+	toolEffect := fs.String("tool-effect", "", "")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	var err error
 	if role == "worker" {
-		err = RunAgentWorker(*address, *modelURL)
+		err = RunAgentWorker(*address, *modelURL, *toolEffect)
 	} else {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 		defer stop()
@@ -104,5 +109,41 @@ func TestAgentBenchmarkReportsItsFigures(t *testing.T) {
 	if res.QuadraticEstimate < int64(turns)*res.TranscriptBytes/3 || res.QuadraticEstimate <= res.HistoryBytes {
 		t.Errorf("the whole transcript every turn would be %d bytes (the last request %d, history %d)",
 			res.QuadraticEstimate, res.TranscriptBytes, res.HistoryBytes)
+	}
+}
+
+// TestAgentBenchmarkSideEffectTool runs the benchmark with its tool
+// registered as a SideEffect activity (--tool-effect side-effect): every
+// call is a new action, so the effects ledger holds one entry per turn,
+// each under its own key, and the figures name the run state's size.
+func TestAgentBenchmarkSideEffectTool(t *testing.T) {
+	const turns = 12
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	res, err := RunAgent(ctx, AgentOptions{Turns: turns, Dir: dir, ToolEffect: "side-effect",
+		WorkerCommand: roleCommand("worker"), ModelCommand: roleCommand("model")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ToolEffect != "side-effect" || res.RunStateBytes <= 0 || res.RecordBytesWritten["runstate"] < res.RunStateBytes || res.Commits <= 0 {
+		t.Fatalf("tool effect %q, run state %d bytes, written %v in %d commits", res.ToolEffect, res.RunStateBytes,
+			res.RecordBytesWritten, res.Commits)
+	}
+	st, err := badgerstore.Open(badgerstore.Options{Dir: filepath.Join(dir, "data")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	recs, err := st.Scan(ctx, history.SpaceLedger, history.ScanOptions{Prefix: history.Key().Str("bench-agent").Bytes()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != turns {
+		t.Fatalf("the effects ledger holds %d entries; want one per tool call (%d)", len(recs), turns)
+	}
+	if _, err := RunAgent(ctx, AgentOptions{Turns: 1, ToolEffect: "twice", WorkerCommand: roleCommand("worker"),
+		ModelCommand: roleCommand("model")}); err == nil {
+		t.Fatal("an unknown tool effect was accepted")
 	}
 }

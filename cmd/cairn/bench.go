@@ -110,8 +110,8 @@ model_ms_mean50 (the model server's own time per call, receiving the request
 included) and turn_ms_without_model_mean50, cpu_ms_per_turn of each process
 over an early and a late window, model_calls_on_replay (a replay of the whole
 history), replay_ms, peak_rss_mb of the worker process, run_state_bytes (the
-run's state record at the end) and record_bytes_written (record values
-committed, by space). --tool-effect registers the tool as idempotent or
+run's state record at the end) and record_bytes_written (records committed,
+key and value, by space). --tool-effect registers the tool as idempotent or
 side-effect (keyed on its arguments, so every call is a new action).
 docs/performance.md defines each figure.`,
 		Args: cobra.NoArgs,

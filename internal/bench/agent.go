@@ -168,10 +168,10 @@ type AgentResult struct {
 	// ToolEffect is the tool's effect class.
 	ToolEffect string `json:"tool_effect"`
 	// RunStateBytes is the size of the run's state record at the end (its
-	// value, as stored); RecordBytesWritten adds up the record values the
-	// engine committed while the benchmark ran, by record space (keys
-	// and the store's own framing not included), and Commits counts the
-	// batches.
+	// value, as the engine encodes it); RecordBytesWritten adds up the
+	// records (key and value) the engine committed while the benchmark
+	// ran, by record space (events and the store's own framing not
+	// included), and Commits counts the batches.
 	RunStateBytes      int64            `json:"run_state_bytes"`
 	RecordBytesWritten map[string]int64 `json:"record_bytes_written"`
 	Commits            int64            `json:"commits"`
@@ -475,7 +475,8 @@ func serve(dir, prefix string, limits engine.Limits, wrap func(history.Store) hi
 	return eng, addr, closeAll, nil
 }
 
-// countingStore adds up the record bytes the engine commits, by space.
+// countingStore adds up the record bytes (key and value) the engine
+// commits, by space.
 type countingStore struct {
 	history.Store
 	mu      sync.Mutex
@@ -498,12 +499,12 @@ func (c *countingStore) Commit(ctx context.Context, b *history.Batch) error {
 	defer c.mu.Unlock()
 	c.commits++
 	for _, p := range b.Puts {
-		c.bytes[p.Space] += int64(len(p.Value))
+		c.bytes[p.Space] += int64(len(p.Key) + len(p.Value))
 	}
 	return nil
 }
 
-// snapshot returns the bytes written by space name, and the commits.
+// snapshot returns the bytes committed by space name, and the commits.
 func (c *countingStore) snapshot() (map[string]int64, int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -16,7 +16,8 @@ import (
 
 // Machine is the pure run state machine: (run state, input, now) → (new
 // events, new state, what to dispatch, which deadlines to arm, what other
-// runs it touches). It does no I/O, starts no goroutine and reads no clock;
+// runs it touches). It starts no goroutine, reads no clock, and does no I/O
+// but one read, through Occurrence, when it assigns an idempotency key;
 // the Service (engine.go) owns the store, the locks and the queues and runs
 // every input through a Machine inside one store transaction.
 //

@@ -3,12 +3,14 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/history/faultstore"
+	"github.com/cairnflow/cairn/internal/crashpoint"
 )
 
 // Occurrence counters (occurrences.go) on the real Badger store: the keys
@@ -325,4 +327,39 @@ func TestMachineReadsEarlierFormFirst(t *testing.T) {
 	}
 	wantKeys(t, keysOf(evs), map[string]string{"a3": payKey("wf", "INV-1", 3), "a4": payKey("wf", "INV-1", 4),
 		"b8": payKey("wf", "INV-2", 8), "b9": payKey("wf", "INV-2", 9)})
+}
+
+// TestOccurrencesThroughCrashPoints: the store dies just before the
+// commit of a completion that schedules an identical action (nothing of
+// it is durable: after the restart the task runs again and gets the same
+// key) or just after it (durable, unanswered: the next identical action
+// counts it).
+func TestOccurrencesThroughCrashPoints(t *testing.T) {
+	for _, at := range []string{crashpoint.Before, crashpoint.After} {
+		t.Run(at, func(t *testing.T) {
+			h := newHarness(t)
+			h.start("wf", "W")
+			h.complete(h.pollWFT("q"), pay("a1", "INV-1"))
+			h.signal("wf", "next", `1`)
+			task := h.pollWFT("q")
+			var died atomic.Bool
+			crashpoint.Arm("CompleteWorkflowTask"+at, 1, func() { h.fault.Kill(nil); died.Store(true) })
+			defer crashpoint.Disarm()
+			_ = h.completeErr(task, pay("a2", "INV-1"))
+			crashpoint.Disarm()
+			if !died.Load() {
+				t.Fatal("the crash point was not reached")
+			}
+			h.reopen()
+			if at == crashpoint.Before {
+				h.complete(h.pollWFT("q"), pay("a2", "INV-1"))
+			}
+			h.turn("wf", pay("a3", "INV-1"))
+			wantKeys(t, keysOf(h.history("wf")), map[string]string{
+				"a1": payKey("wf", "INV-1", 1), "a2": payKey("wf", "INV-1", 2), "a3": payKey("wf", "INV-1", 3)})
+			if n := count(h.history("wf"), history.TypeActivityScheduled); n != 3 {
+				t.Fatalf("%d activities scheduled, want 3:\n%s", n, types(h.history("wf")))
+			}
+		})
+	}
 }

@@ -105,7 +105,8 @@ func benchAgentCommand(g *globals) *cobra.Command {
 each in a process of their own, fsynced storage) for N tool-calling turns and
 a final answer, and prints one JSON object: turns, history_bytes (events and
 payload chunks stored for the run), turn_ms (turns 1, 10, N/2 and N, from the
-history's event times) with turn_ms_median9 and turn_ms_mean50,
+history's event times: the median of each one's 50-turn window) with
+turn_ms_mean50 and turn_ms_single (the one turn),
 model_ms_mean50 (the model server's own time per call, receiving the request
 included) and turn_ms_without_model_mean50, cpu_ms_per_turn of each process
 over an early and a late window, model_calls_on_replay (a replay of the whole

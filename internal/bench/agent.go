@@ -141,13 +141,15 @@ type AgentResult struct {
 	// if each carried the whole conversation: the sum of the requests'
 	// sizes.
 	QuadraticEstimate int64 `json:"whole_transcript_every_turn_bytes"`
-	// TurnMS is the time of turns 1, 10, N/2 and N (schedule of model call
-	// k to schedule of model call k+1, from the history's event times).
-	TurnMS map[string]float64 `json:"turn_ms"`
-	// TurnMedianMS is the median over the 9 turns around each of them, and
-	// TurnMeanMS the mean over 50 (turns 10–59, N/2±25, N−49–N): less
-	// noise on a shared machine.
-	TurnMedianMS map[string]float64 `json:"turn_ms_median9"`
+	// TurnMS is the time of turns 1, 10, N/2 and N: a turn is from the
+	// schedule of model call k to the schedule of model call k+1 (the
+	// history's event times), and turn k's time is the median of the 50
+	// turns of its window (turns 1–50, 10–59, N/2−25…N/2+24, N−49…N): a
+	// single turn of a few milliseconds on a shared machine varies 2×, so
+	// one turn's time is TurnSingleMS. TurnMeanMS is the mean over the same
+	// windows (it counts the rare slow turn: a sync, a collection).
+	TurnMS       map[string]float64 `json:"turn_ms"`
+	TurnSingleMS map[string]float64 `json:"turn_ms_single"`
 	TurnMeanMS   map[string]float64 `json:"turn_ms_mean50"`
 	// ModelMeanMS is the model server's own time per call (from its
 	// request's headers to its answer written: receiving the request body
@@ -405,7 +407,7 @@ func RunAgent(ctx context.Context, opts AgentOptions) (*AgentResult, error) {
 	if err := measureHistory(ctx, out, c, evs); err != nil {
 		return nil, err
 	}
-	out.TurnMS, out.TurnMedianMS, out.TurnMeanMS = turnTimes(evs, opts.Turns)
+	out.TurnSingleMS, out.TurnMS, out.TurnMeanMS = turnTimes(evs, opts.Turns)
 	out.ModelMeanMS, out.TurnWithoutModelMeanMS = modelTimes(mstats.Timings, opts.Turns, out.TurnMeanMS)
 	// A replay of the whole history, as a worker rebuilding the run does:
 	// no model call.
@@ -551,8 +553,10 @@ func measureHistory(ctx context.Context, out *AgentResult, c client.Client, evs 
 	return nil
 }
 
-// turnTimes reads turn durations from the model calls' schedule times.
-func turnTimes(evs []history.Event, turns int) (exact, median, mean map[string]float64) {
+// turnTimes reads turn durations from the model calls' schedule times: for
+// turns 1, 10, N/2 and N, the single turn, and the median and the mean of
+// its 50-turn window (mean50Window).
+func turnTimes(evs []history.Event, turns int) (single, median, mean map[string]float64) {
 	var at []time.Time
 	for _, ev := range evs {
 		if s, ok := ev.Attrs.(*history.ActivityScheduled); ok && s.ActivityType == llm.ActivityName {
@@ -565,35 +569,27 @@ func turnTimes(evs []history.Event, turns int) (exact, median, mean map[string]f
 		}
 		return ms(at[k].Sub(at[k-1]))
 	}
-	window := func(lo, hi int) []float64 {
-		lo, hi = max(1, lo), min(turns, hi)
-		lo = max(1, min(lo, hi-(hi-lo))) // keep the window inside 1..turns
-		var w []float64
-		for j := lo; j <= hi; j++ {
-			w = append(w, dur(j))
-		}
-		return w
-	}
-	exact, median, mean = map[string]float64{}, map[string]float64{}, map[string]float64{}
+	single, median, mean = map[string]float64{}, map[string]float64{}, map[string]float64{}
 	for _, k := range []int{1, 10, turns / 2, turns} {
 		key := strconv.Itoa(k)
-		exact[key] = dur(k)
-		lo := k - 4
-		if k == turns {
-			lo = k - 8
+		single[key] = dur(k)
+		lo, hi := mean50Window(k, turns)
+		var w []float64
+		for j := max(1, lo); j <= min(turns, hi); j++ {
+			w = append(w, dur(j))
 		}
-		w := window(lo, lo+8)
-		slices.Sort(w)
-		median[key] = w[len(w)/2]
-		lo50, hi50 := mean50Window(k, turns)
+		if len(w) == 0 {
+			continue
+		}
 		var sum float64
-		w50 := window(lo50, hi50)
-		for _, v := range w50 {
+		for _, v := range w {
 			sum += v
 		}
-		mean[key] = sum / float64(len(w50))
+		mean[key] = sum / float64(len(w))
+		slices.Sort(w)
+		median[key] = (w[(len(w)-1)/2] + w[len(w)/2]) / 2
 	}
-	return exact, median, mean
+	return single, median, mean
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -613,7 +609,8 @@ func peakRSS(pid int) float64 {
 	return 0
 }
 
-// mean50Window returns the 50 turns turn_ms_mean50 averages for turn k:
+// mean50Window returns the 50 turns turn_ms and turn_ms_mean50 stand on
+// for turn k:
 // k..k+49 for turns 1 and 10, N−49..N for N, k−25..k+24 otherwise.
 func mean50Window(k, turns int) (lo, hi int) {
 	lo = k - 25

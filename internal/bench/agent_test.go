@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnflow/cairn/activities/llm"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/history/badgerstore"
 )
@@ -145,5 +146,33 @@ func TestAgentBenchmarkSideEffectTool(t *testing.T) {
 	if _, err := RunAgent(ctx, AgentOptions{Turns: 1, ToolEffect: "twice", WorkerCommand: roleCommand("worker"),
 		ModelCommand: roleCommand("model")}); err == nil {
 		t.Fatal("an unknown tool effect was accepted")
+	}
+}
+
+// TestTurnTimesAreWindowMedians: turn_ms is the median of each turn's
+// 50-turn window, so one slow turn (a sync, a collection) moves
+// turn_ms_mean50 and turn_ms_single but not turn_ms.
+func TestTurnTimesAreWindowMedians(t *testing.T) {
+	const turns = 200
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	var evs []history.Event
+	at := t0
+	for k := 0; k <= turns; k++ {
+		evs = append(evs, history.Event{Time: at, Attrs: &history.ActivityScheduled{ActivityType: llm.ActivityName}},
+			history.Event{Time: at.Add(time.Millisecond), Attrs: &history.ActivityScheduled{ActivityType: "Pad"}})
+		d := 4*time.Millisecond + time.Duration(k%3)*time.Millisecond // turns of 4, 5 and 6 ms
+		if k == turns-1 {
+			d = 500 * time.Millisecond // turn N is slow
+		}
+		at = at.Add(d)
+	}
+	single, median, mean := turnTimes(evs, turns)
+	for _, k := range []string{"1", "10", "100", "200"} {
+		if median[k] != 5 {
+			t.Errorf("turn %s: median %v ms, want 5", k, median[k])
+		}
+	}
+	if single["200"] != 500 || mean["200"] < 14 || mean["10"] < 4.9 || mean["10"] > 5.1 {
+		t.Errorf("single %v, mean %v", single, mean)
 	}
 }

@@ -15,7 +15,8 @@ import (
 // DIR`): every record is read (so its checksum is verified by the store),
 // every run's history is read in full and must be contiguous from event 1
 // and end where the run's state says, the indexes and the current-run
-// pointers must agree with the run states, and every effects-ledger entry
+// pointers must agree with the run states, the occurrence counters with the
+// keys each history assigned, and every effects-ledger entry
 // must agree with the history of the run that last changed it, and every
 // payload chunk must hash to its key, and every chunk an event, a run
 // state or another chunk references must be stored. What is found is
@@ -66,7 +67,9 @@ type CheckProblem struct {
 	// not decode), "history" (a history that is damaged, has a hole, or
 	// ends elsewhere than its run state says), "index", "current-run",
 	// "ledger", "quarantined", "chunk" (a payload chunk that does not
-	// hash to its key, or a chunk referenced but not stored).
+	// hash to its key, or a chunk referenced but not stored),
+	// "occurrence" (the run's occurrence counters do not add up to the
+	// idempotency keys its history assigned, or belong to no run).
 	Kind       string `json:"kind"`
 	WorkflowID string `json:"workflowId,omitempty"`
 	RunID      string `json:"runId,omitempty"`
@@ -101,6 +104,10 @@ type checkedRun struct {
 	keyed map[int64]*keyedActivity
 	// historyOK: the whole history was read without damage.
 	historyOK bool
+	// assigned counts the idempotency keys the history assigned (each
+	// took one occurrence), and counted adds up the run's occurrence
+	// counters (occurrences.go).
+	assigned, counted int64
 }
 
 type keyedActivity struct {
@@ -234,10 +241,12 @@ func (cr *checkedRun) see(ev history.Event) {
 	case *history.ActivityScheduled:
 		if a.IdempotencyKey != "" {
 			cr.keyed[ev.ID] = &keyedActivity{key: a.IdempotencyKey}
+			cr.assigned++
 		}
 	case *history.ActivityKeyed: // a key decided after the schedule (declared where the activity runs)
 		if k := cr.keyed[a.ScheduledEventID]; a.IdempotencyKey != "" && (k == nil || k.key != a.IdempotencyKey) {
 			cr.keyed[a.ScheduledEventID] = &keyedActivity{key: a.IdempotencyKey}
+			cr.assigned++
 		}
 	case *history.ActivityStarted:
 		if !a.Reconcile {
@@ -305,6 +314,8 @@ func (c *checker) indexes(ctx context.Context) error {
 			if cr := c.runs[ref]; cr == nil || !cr.st.Status.Open() {
 				c.problem("index", ref, "the open-run index lists a run that is not open")
 			}
+		case "n":
+			c.occurrence(r, kr)
 		case "a", "s":
 			if kind == "s" {
 				_ = kr.Int()
@@ -328,8 +339,46 @@ func (c *checker) indexes(ctx context.Context) error {
 		if cr.st.Status.Open() && !inOpen[ref] {
 			c.problem("index", ref, "the run is open but missing from the open-run index: the engine would not serve it")
 		}
+		c.occurrencesAgree(ref, cr)
 	}
 	return nil
+}
+
+// occurrence checks one occurrence counter record (index family "n",
+// whose key kr has read up to the family).
+func (c *checker) occurrence(r history.Record, kr *history.KeyReader) {
+	ref := history.RunRef{WorkflowID: kr.Str(), RunID: kr.Str()}
+	_ = kr.Str() // occurrenceKey
+	n, err := decodeOccurrence(r.Value)
+	switch {
+	case kr.Err() != nil || len(kr.Rest()) > 0:
+		c.damagedRecord(history.SpaceIndex, r.Key, errors.New("the occurrence counter's key does not decode"))
+	case err != nil:
+		c.damagedRecord(history.SpaceIndex, r.Key, err)
+	case c.runs[ref] == nil:
+		c.problem("occurrence", ref, "an occurrence counter belongs to a run that has no run state")
+	case c.runs[ref].st.Occurrences != nil:
+		c.problem("occurrence", ref, "the run state still holds its occurrence counts in the earlier form, and the run has counter records too")
+	default:
+		c.runs[ref].counted += int64(n)
+	}
+}
+
+// occurrencesAgree checks that the run's occurrence counters add up to the
+// keys its history assigned: a counter lost or behind would assign a key
+// again.
+func (c *checker) occurrencesAgree(ref history.RunRef, cr *checkedRun) {
+	if !cr.historyOK {
+		return
+	}
+	counted := cr.counted
+	for _, n := range cr.st.Occurrences { // a run state of the earlier form
+		counted += int64(n)
+	}
+	if counted != cr.assigned {
+		c.problem("occurrence", ref, "the history assigned %d idempotency keys but the run's occurrence counters add up to %d: a key could be assigned again",
+			cr.assigned, counted)
+	}
 }
 
 // ledger checks every effects-ledger entry against the history of the run

@@ -248,7 +248,7 @@ func Open(opts Options) (*Engine, error) {
 	e.chunks = newChunkCache()
 	e.streams = newStreamHub()
 	e.m = &Machine{Limits: opts.Limits, Defaults: opts.Defaults, NewRunID: opts.NewRunID, Pricing: opts.Pricing,
-		DriftMargin: opts.LeaseDriftMargin}
+		DriftMargin: opts.LeaseDriftMargin, Occurrence: e.readOccurrence}
 	// A task handed off by a transaction (txn.handOff) that its poller
 	// could not take is handed back through the run, as PollWorkflowTask and
 	// PollActivityTask do, rather than queued again as it was built: the run

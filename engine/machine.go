@@ -16,7 +16,8 @@ import (
 
 // Machine is the pure run state machine: (run state, input, now) → (new
 // events, new state, what to dispatch, which deadlines to arm, what other
-// runs it touches). It does no I/O, starts no goroutine and reads no clock;
+// runs it touches). It starts no goroutine, reads no clock, and does no I/O
+// but one read, through Occurrence, when it assigns an idempotency key;
 // the Service (engine.go) owns the store, the locks and the queues and runs
 // every input through a Machine inside one store transaction.
 //
@@ -34,6 +35,11 @@ type Machine struct {
 	NewRunID func() string
 	// Pricing prices reported usage (cost 0 for a model it lacks).
 	Pricing Pricing
+	// Occurrence returns the committed count of a run's occurrence counter
+	// (occurrences.go): the one record the machine reads, when it assigns
+	// an idempotency key. The service reads it from the store; nil means
+	// none is committed (a machine whose states live in memory only).
+	Occurrence func(ref history.RunRef, okey string) (int32, error)
 }
 
 // DeadlineKind names what a deadline is for.
@@ -126,6 +132,9 @@ type transition struct {
 	// retryAfter, when positive, is the delay the failed attempt asked
 	// for before the next one.
 	retryAfter time.Duration
+	// err is the first failure to read what the transition needs (an
+	// occurrence count): the input fails with it.
+	err error
 }
 
 func (m *Machine) begin(st *RunState, now time.Time) *transition {

@@ -82,18 +82,6 @@ func (t *transition) scheduleActivity(c *api.ScheduleActivityCommand, wtc int64,
 	return nil
 }
 
-// nextKey counts one more identical action (activity type, key material)
-// in the run and returns its idempotency key.
-func (t *transition) nextKey(activityType string, material []byte) string {
-	st := t.st
-	if st.Occurrences == nil {
-		st.Occurrences = map[string]int32{}
-	}
-	ok := occurrenceKey(activityType, material)
-	st.Occurrences[ok]++
-	return idempotencyKey(st.WorkflowID, activityType, material, st.Occurrences[ok])
-}
-
 // readyActivity puts a scheduled attempt on its queue.
 func (t *transition) readyActivity(a *ActivityInfo) {
 	if t.holdIfOverBudget(a) {

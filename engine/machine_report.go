@@ -206,6 +206,9 @@ func (m *Machine) Report(st *RunState, r AttemptReport, le *LedgerEntry, now tim
 		t.addUsage(a, r.Usage)
 		t.retryAfter = r.RetryAfter
 		t.currentReport(a, r)
+		if t.err != nil {
+			return Output{}, 0, t.err
+		}
 		return t.out, AckAccepted, nil
 	}
 	if r.Lookup {

@@ -76,6 +76,9 @@ func (m *Machine) CompleteWFT(st *RunState, c WFTCompletion, now time.Time) (Out
 	for _, f := range after {
 		f()
 	}
+	if t.err != nil {
+		return Output{}, t.err
+	}
 	// The history limit is checked on the events actually produced. A
 	// completion that closes the run is always accepted: it ends the
 	// history, and refusing it would leave the run unable ever to finish.

@@ -210,6 +210,7 @@ func (x *txn) dedupe(ctx context.Context, tr *txnRun, events []history.Event) er
 // The caller holds the run's lock.
 func (e *Engine) installRun(tr *txnRun) {
 	st := tr.st
+	st.occ = nil // committed: read from the store from now on (occurrences.go)
 	entry := tr.entry
 	if entry != nil && st.Status.Open() {
 		// The common case: an open run moves on. Its state is read and

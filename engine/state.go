@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -40,9 +41,15 @@ type RunState struct {
 	Activities map[int64]*ActivityInfo `msgpack:",omitempty"`
 	Timers     map[string]*TimerInfo   `msgpack:",omitempty"`
 	Children   map[int64]*ChildInfo    `msgpack:",omitempty"`
-	// Occurrences counts identical (activity type, key material) schedules
-	// in this run: the occurrence part of the idempotency key.
+	// Occurrences is where run states written by earlier engines counted
+	// identical (activity type, key material) schedules: the occurrence
+	// part of the idempotency key. The counters are records of their own
+	// now (occurrences.go); this map is read while a run written in that
+	// form is not migrated, and dropped in the run's next write.
 	Occurrences map[string]int32 `msgpack:",omitempty"`
+	// occ holds the occurrence counts this working copy advanced, not yet
+	// committed (occurrences.go). Empty in an installed state.
+	occ map[string]int32 `msgpack:"-"`
 
 	CancelRequested bool `msgpack:",omitempty"`
 
@@ -217,12 +224,10 @@ func (s *RunState) Clone() *RunState {
 	c.Timers = cloneMap(s.Timers)
 	c.Children = cloneMap(s.Children)
 	c.UsageByModel = slices.Clone(s.UsageByModel)
-	if s.Occurrences != nil {
-		c.Occurrences = make(map[string]int32, len(s.Occurrences))
-		for k, v := range s.Occurrences {
-			c.Occurrences[k] = v
-		}
-	}
+	// Only a run state of the earlier form has Occurrences (until its
+	// next write), and an installed state has no occ: both are usually nil.
+	c.Occurrences = maps.Clone(s.Occurrences)
+	c.occ = maps.Clone(s.occ)
 	return &c
 }
 

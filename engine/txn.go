@@ -114,6 +114,7 @@ func (x *txn) build(ctx context.Context) error {
 		if len(tr.events) > 0 {
 			x.batch.Appends = append(x.batch.Appends, history.Append{Run: ref, ExpectedNext: tr.first, Events: tr.events})
 		}
+		x.occurrences(tr)
 		b, err := encodeState(st)
 		if err != nil {
 			return err

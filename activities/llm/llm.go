@@ -190,7 +190,7 @@ func (m *Model) call(ctx context.Context, in history.Payload) (Result, error) {
 	}
 	var raw *http.Response
 	resp, err := m.client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{},
-		option.WithRequestBody("application/json", req.body()), option.WithResponseInto(&raw))
+		append(req.options(), option.WithResponseInto(&raw))...)
 	if err != nil {
 		return Result{}, classify(err)
 	}
@@ -222,8 +222,7 @@ func usageOf(model string, u openai.CompletionUsage) Usage {
 
 // stream makes a streaming call, publishing the pieces as they come.
 func (m *Model) stream(ctx context.Context, req *request) (Result, error) {
-	s := m.client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{},
-		option.WithRequestBody("application/json", req.buffer()))
+	s := m.client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{}, req.options()...)
 	defer s.Close()
 	acc := openai.ChatCompletionAccumulator{}
 	var usage Usage

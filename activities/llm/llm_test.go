@@ -3,6 +3,8 @@ package llm_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -232,5 +234,53 @@ func TestToolResultByReference(t *testing.T) {
 	}
 	if n := len(srv.Requests()); n != 2 {
 		t.Fatalf("%d requests sent, want 2", n)
+	}
+}
+
+// bodyProbe is a transport that notes what the request bodies it is given
+// can do before passing them on.
+type bodyProbe struct {
+	next     http.RoundTripper
+	writerTo []bool
+	lengths  []int64
+}
+
+func (p *bodyProbe) RoundTrip(r *http.Request) (*http.Response, error) {
+	_, ok := r.Body.(io.WriterTo)
+	p.writerTo = append(p.writerTo, ok)
+	p.lengths = append(p.lengths, r.ContentLength)
+	return p.next.RoundTrip(r)
+}
+
+// TestRequestBodyIsHandedOverWhole: the transport gets a body it can write
+// part by part straight from the cached conversation (an io.WriterTo), not
+// one it must copy through a 32 KB buffer — with and without streaming —
+// and the endpoint receives the request exactly as built: the placeholder
+// openai-go is given does not leak into it.
+func TestRequestBodyIsHandedOverWhole(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		srv := fakellm.New(fakellm.Script{fakellm.Say("ok")}).KeepRequests()
+		hs := httptest.NewServer(srv)
+		probe := &bodyProbe{next: hs.Client().Transport}
+		m, err := llm.New(llm.Config{BaseURL: hs.URL + "/v1", HTTPClient: &http.Client{Transport: probe}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		chunks := history.MemChunks{}
+		long := strings.Repeat("x", 300<<10)
+		in := transcript(t, chunks, []history.TranscriptEntry{settings(stream), msg("user", long)})
+		if _, err := chat(m, (&recorder{}).ctx(chunks), in); err != nil {
+			t.Fatal(err)
+		}
+		hs.Close()
+		body := string(srv.Requests()[0].Body)
+		want := `{"model":"fake-1","messages":[{"role":"user","content":"` + long + `"}]}`
+		if stream {
+			want = `{"model":"fake-1","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"` + long + `"}]}`
+		}
+		if len(probe.writerTo) != 1 || !probe.writerTo[0] || probe.lengths[0] > 0 || body != want {
+			t.Fatalf("stream %v: bodies handed over as WriterTo %v, lengths %v; received %d bytes, want %d (%.80q)",
+				stream, probe.writerTo, probe.lengths, len(body), len(want), body)
+		}
 	}
 }

@@ -105,12 +105,16 @@ func benchAgentCommand(g *globals) *cobra.Command {
 each in a process of their own, fsynced storage) for N tool-calling turns and
 a final answer, and prints one JSON object: turns, history_bytes (events and
 payload chunks stored for the run), turn_ms (turns 1, 10, N/2 and N, from the
-history's event times) with turn_ms_median9 and turn_ms_mean50,
+history's event times: the median of each one's 50-turn window) with
+turn_ms_mean50 and turn_ms_single (the one turn),
 model_ms_mean50 (the model server's own time per call, receiving the request
 included) and turn_ms_without_model_mean50, cpu_ms_per_turn of each process
 over an early and a late window, model_calls_on_replay (a replay of the whole
-history), replay_ms, peak_rss_mb of the worker process. docs/performance.md
-defines each figure.`,
+history), replay_ms, peak_rss_mb of the worker process, run_state_bytes (the
+run's state record at the end) and record_bytes_written (records committed,
+key and value, by space). --tool-effect registers the tool as idempotent or
+side-effect (keyed on its arguments, so every call is a new action).
+docs/performance.md defines each figure.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			gctune.ForServer()
@@ -140,11 +144,13 @@ defines each figure.`,
 		},
 	}
 	cmd.Flags().IntVar(&o.Turns, "turns", 1000, "tool-calling turns")
+	cmd.Flags().StringVar(&o.ToolEffect, "tool-effect", "read",
+		"effect class the tool is registered with: read, idempotent or side-effect (keyed on its arguments: a new action every turn)")
 	return cmd
 }
 
 func benchAgentWorkerCommand() *cobra.Command {
-	var address, modelURL string
+	var address, modelURL, toolEffect string
 	cmd := &cobra.Command{
 		Use:    "agent-worker",
 		Hidden: true,
@@ -156,11 +162,12 @@ func benchAgentWorkerCommand() *cobra.Command {
 				return err
 			}
 			defer stopProfile()
-			return bench.RunAgentWorker(address, modelURL)
+			return bench.RunAgentWorker(address, modelURL, toolEffect)
 		},
 	}
 	cmd.Flags().StringVar(&address, "address", "", "server address")
 	cmd.Flags().StringVar(&modelURL, "model-url", "", "model endpoint base URL")
+	cmd.Flags().StringVar(&toolEffect, "tool-effect", "read", "the tool's effect class")
 	return cmd
 }
 

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cairnflow/cairn/activities"
 	"github.com/cairnflow/cairn/activities/llm"
 	"github.com/cairnflow/cairn/activities/llm/fakellm"
 	"github.com/cairnflow/cairn/engine"
@@ -62,8 +63,21 @@ func GrowingAgent(ctx sdk.Context, turns int) (agent.Result, error) {
 	return a.Run(ctx, "pad "+strconv.Itoa(turns)+" times")
 }
 
-// RegisterAgentWorker registers the benchmark agent on a worker.
-func RegisterAgentWorker(w *worker.Worker, modelURL string) error {
+// ToolEffects maps the names --tool-effect accepts to the effect class the
+// benchmark's tool is registered with.
+var ToolEffects = map[string]activities.Effect{
+	"read": activities.Read, "idempotent": activities.Idempotent, "side-effect": activities.SideEffect,
+}
+
+// RegisterAgentWorker registers the benchmark agent on a worker, its tool
+// Pad with the effect class named by toolEffect (ToolEffects; "" is read).
+// A side-effecting Pad is keyed on its arguments, which differ every turn:
+// every call is a new action with its own idempotency key.
+func RegisterAgentWorker(w *worker.Worker, modelURL, toolEffect string) error {
+	effect, ok := ToolEffects[toolEffect]
+	if !ok && toolEffect != "" {
+		return fmt.Errorf("bench: unknown tool effect %q (read, idempotent or side-effect)", toolEffect)
+	}
 	m, err := llm.New(llm.Config{BaseURL: modelURL, Model: "bench"})
 	if err != nil {
 		return err
@@ -74,13 +88,13 @@ func RegisterAgentWorker(w *worker.Worker, modelURL string) error {
 	if err := w.RegisterWorkflow(GrowingAgent); err != nil {
 		return err
 	}
-	return w.RegisterActivity(Pad)
+	return w.RegisterActivity(Pad, activities.Options{Effect: effect})
 }
 
 // RunAgentWorker is the worker process of `cairn bench agent` (cairn's
 // hidden `bench agent-worker`): it serves the benchmark's task queue from
 // the server at address, with the model at modelURL, until SIGTERM.
-func RunAgentWorker(address, modelURL string) error {
+func RunAgentWorker(address, modelURL, toolEffect string) error {
 	c, err := client.Dial(address, client.Options{}, client.DialOptions{})
 	if err != nil {
 		return err
@@ -89,7 +103,7 @@ func RunAgentWorker(address, modelURL string) error {
 	if err != nil {
 		return err
 	}
-	if err := RegisterAgentWorker(w, modelURL); err != nil {
+	if err := RegisterAgentWorker(w, modelURL, toolEffect); err != nil {
 		return err
 	}
 	return w.Run(context.Background())
@@ -106,6 +120,9 @@ type AgentOptions struct {
 	ModelCommand func(args ...string) *exec.Cmd
 	// Dir holds the data (default: a temporary directory).
 	Dir string
+	// ToolEffect is the effect class of the tool (ToolEffects; default
+	// read).
+	ToolEffect string
 }
 
 // AgentResult is what RunAgent measured.
@@ -124,13 +141,15 @@ type AgentResult struct {
 	// if each carried the whole conversation: the sum of the requests'
 	// sizes.
 	QuadraticEstimate int64 `json:"whole_transcript_every_turn_bytes"`
-	// TurnMS is the time of turns 1, 10, N/2 and N (schedule of model call
-	// k to schedule of model call k+1, from the history's event times).
-	TurnMS map[string]float64 `json:"turn_ms"`
-	// TurnMedianMS is the median over the 9 turns around each of them, and
-	// TurnMeanMS the mean over 50 (turns 10–59, N/2±25, N−49–N): less
-	// noise on a shared machine.
-	TurnMedianMS map[string]float64 `json:"turn_ms_median9"`
+	// TurnMS is the time of turns 1, 10, N/2 and N: a turn is from the
+	// schedule of model call k to the schedule of model call k+1 (the
+	// history's event times), and turn k's time is the median of the 50
+	// turns of its window (turns 1–50, 10–59, N/2−25…N/2+24, N−49…N): a
+	// single turn of a few milliseconds on a shared machine varies 2×, so
+	// one turn's time is TurnSingleMS. TurnMeanMS is the mean over the same
+	// windows (it counts the rare slow turn: a sync, a collection).
+	TurnMS       map[string]float64 `json:"turn_ms"`
+	TurnSingleMS map[string]float64 `json:"turn_ms_single"`
 	TurnMeanMS   map[string]float64 `json:"turn_ms_mean50"`
 	// ModelMeanMS is the model server's own time per call (from its
 	// request's headers to its answer written: receiving the request body
@@ -148,6 +167,16 @@ type AgentResult struct {
 	ReplayMS           float64                       `json:"replay_ms"`
 	PeakRSSMB          float64                       `json:"peak_rss_mb"`
 	TotalSeconds       float64                       `json:"total_s"`
+	// ToolEffect is the tool's effect class.
+	ToolEffect string `json:"tool_effect"`
+	// RunStateBytes is the size of the run's state record at the end (its
+	// value, as the engine encodes it); RecordBytesWritten adds up the
+	// records (key and value) the engine committed while the benchmark
+	// ran, by record space (events and the store's own framing not
+	// included), and Commits counts the batches.
+	RunStateBytes      int64            `json:"run_state_bytes"`
+	RecordBytesWritten map[string]int64 `json:"record_bytes_written"`
+	Commits            int64            `json:"commits"`
 }
 
 // cpuWindows returns the early and late windows of turns CPU is measured
@@ -318,7 +347,14 @@ func RunAgent(ctx context.Context, opts AgentOptions) (*AgentResult, error) {
 	if opts.WorkerCommand == nil || opts.ModelCommand == nil {
 		return nil, errors.New("bench: RunAgent needs a WorkerCommand and a ModelCommand")
 	}
-	eng, addr, closeServer, err := serve(opts.Dir, "cairn-bench-agent-", engine.Limits{SuggestContinueAsNewAt: 1 << 40})
+	if _, ok := ToolEffects[opts.ToolEffect]; !ok && opts.ToolEffect != "" {
+		return nil, fmt.Errorf("bench: unknown tool effect %q (read, idempotent or side-effect)", opts.ToolEffect)
+	}
+	if opts.ToolEffect == "" {
+		opts.ToolEffect = "read"
+	}
+	written := &countingStore{bytes: map[history.Space]int64{}}
+	eng, addr, closeServer, err := serve(opts.Dir, "cairn-bench-agent-", engine.Limits{SuggestContinueAsNewAt: 1 << 40}, written.wrap)
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +364,7 @@ func RunAgent(ctx context.Context, opts AgentOptions) (*AgentResult, error) {
 		return nil, err
 	}
 	defer stopWorker(mcmd)
-	cmd := opts.WorkerCommand("--address", addr, "--model-url", maddr+"/v1")
+	cmd := opts.WorkerCommand("--address", addr, "--model-url", maddr+"/v1", "--tool-effect", opts.ToolEffect)
 	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -354,6 +390,13 @@ func RunAgent(ctx context.Context, opts AgentOptions) (*AgentResult, error) {
 	out := &AgentResult{Turns: opts.Turns, ModelCalls: mstats.Calls, TotalSeconds: time.Since(start).Seconds(),
 		PeakRSSMB: peakRSS(cmd.Process.Pid), TranscriptBytes: mstats.LastSize}
 	out.CPUPerTurnMS, out.CPUWindows = cpuPerTurn(mstats.CPU, opts.Turns)
+	out.ToolEffect = opts.ToolEffect
+	out.RecordBytesWritten, out.Commits = written.snapshot()
+	state, err := written.Get(ctx, history.SpaceRunState, history.Key().Str("bench-agent").Str(run.RunID()).Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("bench: read the run state: %w", err)
+	}
+	out.RunStateBytes = int64(len(state))
 	for _, t := range mstats.Timings {
 		out.QuadraticEstimate += t.Size
 	}
@@ -364,7 +407,7 @@ func RunAgent(ctx context.Context, opts AgentOptions) (*AgentResult, error) {
 	if err := measureHistory(ctx, out, c, evs); err != nil {
 		return nil, err
 	}
-	out.TurnMS, out.TurnMedianMS, out.TurnMeanMS = turnTimes(evs, opts.Turns)
+	out.TurnSingleMS, out.TurnMS, out.TurnMeanMS = turnTimes(evs, opts.Turns)
 	out.ModelMeanMS, out.TurnWithoutModelMeanMS = modelTimes(mstats.Timings, opts.Turns, out.TurnMeanMS)
 	// A replay of the whole history, as a worker rebuilding the run does:
 	// no model call.
@@ -394,7 +437,7 @@ func RunAgent(ctx context.Context, opts AgentOptions) (*AgentResult, error) {
 // after prefix when dir is empty) and serves its HTTP API on a loopback
 // port. closeAll stops the server, the engine and the store and removes a
 // temporary directory.
-func serve(dir, prefix string, limits engine.Limits) (eng *engine.Engine, addr string, closeAll func(), err error) {
+func serve(dir, prefix string, limits engine.Limits, wrap func(history.Store) history.Store) (eng *engine.Engine, addr string, closeAll func(), err error) {
 	var undo []func()
 	closeAll = func() {
 		for i := len(undo) - 1; i >= 0; i-- {
@@ -418,7 +461,11 @@ func serve(dir, prefix string, limits engine.Limits) (eng *engine.Engine, addr s
 		return nil, "", nil, err
 	}
 	undo = append(undo, func() { _ = st.Close() })
-	if eng, err = engine.Open(engine.Options{Store: st, Limits: limits}); err != nil {
+	var store history.Store = st
+	if wrap != nil {
+		store = wrap(st)
+	}
+	if eng, err = engine.Open(engine.Options{Store: store, Limits: limits}); err != nil {
 		return nil, "", nil, err
 	}
 	undo = append(undo, func() { _ = eng.Close() })
@@ -428,6 +475,46 @@ func serve(dir, prefix string, limits engine.Limits) (eng *engine.Engine, addr s
 	}
 	undo = append(undo, func() { _ = srv.Close() })
 	return eng, addr, closeAll, nil
+}
+
+// countingStore adds up the record bytes (key and value) the engine
+// commits, by space.
+type countingStore struct {
+	history.Store
+	mu      sync.Mutex
+	bytes   map[history.Space]int64
+	commits int64
+}
+
+func (c *countingStore) wrap(s history.Store) history.Store {
+	c.Store = s
+	return c
+}
+
+// Commit counts b's record values and commits it.
+func (c *countingStore) Commit(ctx context.Context, b *history.Batch) error {
+	err := c.Store.Commit(ctx, b)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.commits++
+	for _, p := range b.Puts {
+		c.bytes[p.Space] += int64(len(p.Key) + len(p.Value))
+	}
+	return nil
+}
+
+// snapshot returns the bytes committed by space name, and the commits.
+func (c *countingStore) snapshot() (map[string]int64, int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int64{}
+	for sp, n := range c.bytes {
+		out[sp.String()] = n
+	}
+	return out, c.commits
 }
 
 // listen serves h on a loopback port.
@@ -466,8 +553,10 @@ func measureHistory(ctx context.Context, out *AgentResult, c client.Client, evs 
 	return nil
 }
 
-// turnTimes reads turn durations from the model calls' schedule times.
-func turnTimes(evs []history.Event, turns int) (exact, median, mean map[string]float64) {
+// turnTimes reads turn durations from the model calls' schedule times: for
+// turns 1, 10, N/2 and N, the single turn, and the median and the mean of
+// its 50-turn window (mean50Window).
+func turnTimes(evs []history.Event, turns int) (single, median, mean map[string]float64) {
 	var at []time.Time
 	for _, ev := range evs {
 		if s, ok := ev.Attrs.(*history.ActivityScheduled); ok && s.ActivityType == llm.ActivityName {
@@ -480,35 +569,27 @@ func turnTimes(evs []history.Event, turns int) (exact, median, mean map[string]f
 		}
 		return ms(at[k].Sub(at[k-1]))
 	}
-	window := func(lo, hi int) []float64 {
-		lo, hi = max(1, lo), min(turns, hi)
-		lo = max(1, min(lo, hi-(hi-lo))) // keep the window inside 1..turns
-		var w []float64
-		for j := lo; j <= hi; j++ {
-			w = append(w, dur(j))
-		}
-		return w
-	}
-	exact, median, mean = map[string]float64{}, map[string]float64{}, map[string]float64{}
+	single, median, mean = map[string]float64{}, map[string]float64{}, map[string]float64{}
 	for _, k := range []int{1, 10, turns / 2, turns} {
 		key := strconv.Itoa(k)
-		exact[key] = dur(k)
-		lo := k - 4
-		if k == turns {
-			lo = k - 8
+		single[key] = dur(k)
+		lo, hi := mean50Window(k, turns)
+		var w []float64
+		for j := max(1, lo); j <= min(turns, hi); j++ {
+			w = append(w, dur(j))
 		}
-		w := window(lo, lo+8)
-		slices.Sort(w)
-		median[key] = w[len(w)/2]
-		lo50, hi50 := mean50Window(k, turns)
+		if len(w) == 0 {
+			continue
+		}
 		var sum float64
-		w50 := window(lo50, hi50)
-		for _, v := range w50 {
+		for _, v := range w {
 			sum += v
 		}
-		mean[key] = sum / float64(len(w50))
+		mean[key] = sum / float64(len(w))
+		slices.Sort(w)
+		median[key] = (w[(len(w)-1)/2] + w[len(w)/2]) / 2
 	}
-	return exact, median, mean
+	return single, median, mean
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -528,7 +609,8 @@ func peakRSS(pid int) float64 {
 	return 0
 }
 
-// mean50Window returns the 50 turns turn_ms_mean50 averages for turn k:
+// mean50Window returns the 50 turns turn_ms and turn_ms_mean50 stand on
+// for turn k:
 // k..k+49 for turns 1 and 10, N−49..N for N, k−25..k+24 otherwise.
 func mean50Window(k, turns int) (lo, hi int) {
 	lo = k - 25

@@ -9,10 +9,15 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cairnflow/cairn/activities/llm"
+	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/history/badgerstore"
 )
 
 // The test binary doubles as the benchmark's worker and model processes
@@ -31,12 +36,13 @@ func runRole(role string, args []string) int {
 	address := fs.String("address", "", "")
 	modelURL := fs.String("model-url", "", "")
 	turns := fs.Int("turns", 0, "")
+	toolEffect := fs.String("tool-effect", "", "")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	var err error
 	if role == "worker" {
-		err = RunAgentWorker(*address, *modelURL)
+		err = RunAgentWorker(*address, *modelURL, *toolEffect)
 	} else {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 		defer stop()
@@ -104,5 +110,69 @@ func TestAgentBenchmarkReportsItsFigures(t *testing.T) {
 	if res.QuadraticEstimate < int64(turns)*res.TranscriptBytes/3 || res.QuadraticEstimate <= res.HistoryBytes {
 		t.Errorf("the whole transcript every turn would be %d bytes (the last request %d, history %d)",
 			res.QuadraticEstimate, res.TranscriptBytes, res.HistoryBytes)
+	}
+}
+
+// TestAgentBenchmarkSideEffectTool runs the benchmark with its tool
+// registered as a SideEffect activity (--tool-effect side-effect): every
+// call is a new action, so the effects ledger holds one entry per turn,
+// each under its own key, and the figures name the run state's size.
+func TestAgentBenchmarkSideEffectTool(t *testing.T) {
+	const turns = 12
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	res, err := RunAgent(ctx, AgentOptions{Turns: turns, Dir: dir, ToolEffect: "side-effect",
+		WorkerCommand: roleCommand("worker"), ModelCommand: roleCommand("model")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ToolEffect != "side-effect" || res.RunStateBytes <= 0 || res.RecordBytesWritten["runstate"] < res.RunStateBytes || res.Commits <= 0 {
+		t.Fatalf("tool effect %q, run state %d bytes, written %v in %d commits", res.ToolEffect, res.RunStateBytes,
+			res.RecordBytesWritten, res.Commits)
+	}
+	st, err := badgerstore.Open(badgerstore.Options{Dir: filepath.Join(dir, "data")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	recs, err := st.Scan(ctx, history.SpaceLedger, history.ScanOptions{Prefix: history.Key().Str("bench-agent").Bytes()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != turns {
+		t.Fatalf("the effects ledger holds %d entries; want one per tool call (%d)", len(recs), turns)
+	}
+	if _, err := RunAgent(ctx, AgentOptions{Turns: 1, ToolEffect: "twice", WorkerCommand: roleCommand("worker"),
+		ModelCommand: roleCommand("model")}); err == nil {
+		t.Fatal("an unknown tool effect was accepted")
+	}
+}
+
+// TestTurnTimesAreWindowMedians: turn_ms is the median of each turn's
+// 50-turn window, so one slow turn (a sync, a collection) moves
+// turn_ms_mean50 and turn_ms_single but not turn_ms.
+func TestTurnTimesAreWindowMedians(t *testing.T) {
+	const turns = 200
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	var evs []history.Event
+	at := t0
+	for k := 0; k <= turns; k++ {
+		evs = append(evs, history.Event{Time: at, Attrs: &history.ActivityScheduled{ActivityType: llm.ActivityName}},
+			history.Event{Time: at.Add(time.Millisecond), Attrs: &history.ActivityScheduled{ActivityType: "Pad"}})
+		d := 4*time.Millisecond + time.Duration(k%3)*time.Millisecond // turns of 4, 5 and 6 ms
+		if k == turns-1 {
+			d = 500 * time.Millisecond // turn N is slow
+		}
+		at = at.Add(d)
+	}
+	single, median, mean := turnTimes(evs, turns)
+	for _, k := range []string{"1", "10", "100", "200"} {
+		if median[k] != 5 {
+			t.Errorf("turn %s: median %v ms, want 5", k, median[k])
+		}
+	}
+	if single["200"] != 500 || mean["200"] < 14 || mean["10"] < 4.9 || mean["10"] > 5.1 {
+		t.Errorf("single %v, mean %v", single, mean)
 	}
 }

@@ -74,7 +74,7 @@ type Result struct {
 // starts the worker processes, measures sequential start→result latency,
 // then throughput with Concurrency loops.
 func Run(ctx context.Context, opts Options) (*Result, error) {
-	eng, addr, closeServer, err := serve(opts.Dir, "cairn-bench-", engine.Limits{})
+	eng, addr, closeServer, err := serve(opts.Dir, "cairn-bench-", engine.Limits{}, nil)
 	if err != nil {
 		return nil, err
 	}

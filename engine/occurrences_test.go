@@ -363,3 +363,44 @@ func TestOccurrencesThroughCrashPoints(t *testing.T) {
 		})
 	}
 }
+
+// TestDamagedOccurrenceCounterQuarantinesTheRun: a counter that does not
+// decode (or fails its checksum) could give a key twice: the completion
+// that needs it fails with ErrDataCorrupt, nothing is written, and the run
+// is quarantined; other runs go on.
+func TestDamagedOccurrenceCounterQuarantinesTheRun(t *testing.T) {
+	for _, how := range []string{"short value", "checksum"} {
+		t.Run(how, func(t *testing.T) {
+			h := newHarness(t)
+			ref := history.RunRef{WorkflowID: "wf", RunID: h.start("wf", "W")}
+			h.complete(h.pollWFT("q"), pay("a1", "INV-1"))
+			key := occurrenceRecordKey(ref, occurrenceKey("Pay", []byte(`{"invoice":"INV-1"}`)))
+			if how == "short value" {
+				if err := h.store.Commit(h.ctx(), &history.Batch{Puts: []history.Record{{Space: history.SpaceIndex, Key: key,
+					Value: []byte{0, 1}}}}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				h.fault.Inject(faultstore.Rule{Op: faultstore.OpGet, Match: faultstore.KeyIs(history.SpaceIndex, key),
+					Err: faultstore.Corrupt("checksum mismatch")})
+			}
+			h.signal("wf", "next", `1`)
+			task := h.pollWFT("q")
+			n := h.historyLen("wf")
+			wantErr(t, h.completeErr(task, pay("a2", "INV-1")), api.ErrDataCorrupt)
+			h.wantCorrupt("wf", "occurrence")
+			h.start("other", "W")
+			h.complete(h.pollWFT("q"), pay("a1", "INV-1"))
+			if keys := keysOf(h.history("other")); keys["a1"] != payKey("other", "INV-1", 1) {
+				t.Fatalf("the other run's key %q", keys["a1"])
+			}
+			h.fault.Clear()
+			h.close()
+			h.openStoreOnly()
+			evs, err := h.store.ReadEvents(h.ctx(), ref, 1, 0)
+			if err != nil || len(evs) != n {
+				t.Fatalf("the quarantined run has %d events (%v), had %d", len(evs), err, n)
+			}
+		})
+	}
+}

@@ -35,7 +35,7 @@ func (e *Engine) GetTranscript(ctx context.Context, req *api.GetTranscriptReques
 		return nil, err
 	}
 	return &api.GetTranscriptResponse{RunID: st.RunID, Status: st.EffectiveStatus(), Items: b.items,
-		Usage: *st.UsageSummary(e.opts.Pricing), Budget: st.BudgetStatus()}, nil
+		Usage: *st.UsageSummary(e.opts.Pricing), Budget: st.BudgetStatus(), Ignored: b.ignored}, nil
 }
 
 type transcriptBuilder struct {
@@ -54,6 +54,7 @@ type transcriptBuilder struct {
 	results map[string]int
 	last    *api.ModelCallInfo // the last model call, whose answer no chunk holds yet
 	lastMsg *history.ChatMessage
+	ignored []api.IgnoredApproval
 }
 
 func (b *transcriptBuilder) build(ctx context.Context, evs []history.Event) error {
@@ -93,7 +94,7 @@ func (b *transcriptBuilder) build(ctx context.Context, evs []history.Event) erro
 		case *history.ActivityCanceled:
 			b.closed(a.ScheduledEventID, api.CallFailed, a.Usage, &history.Failure{Type: "Canceled"}, history.Payload{})
 		case *history.MarkerRecorded:
-			b.marker(a)
+			b.marker(ev.ID, a)
 		}
 	}
 	if b.lastMsg != nil {
@@ -238,8 +239,16 @@ func (b *transcriptBuilder) closed(schedID int64, state string, u history.Usage,
 	}
 }
 
-// marker reads the agent's approval markers.
-func (b *transcriptBuilder) marker(m *history.MarkerRecorded) {
+// marker reads the agent's approval markers (recorded at event id).
+func (b *transcriptBuilder) marker(id int64, m *history.MarkerRecorded) {
+	if m.Name == history.MarkerApprovalIgnored {
+		var ig history.IgnoredApproval
+		if msgpack.Unmarshal(m.Data.Data, &ig) != nil {
+			ig = history.IgnoredApproval{CallID: m.ID, Why: "(the marker's data cannot be read)"}
+		}
+		b.ignored = append(b.ignored, api.IgnoredApproval{EventID: id, CallID: ig.CallID, Approved: ig.Approved, By: ig.By, Reason: ig.Reason, Why: ig.Why})
+		return
+	}
 	if m.Name != history.MarkerApprovalRequested && m.Name != history.MarkerApprovalDecided {
 		return
 	}

@@ -322,6 +322,9 @@ const (
 	MarkerApprovalRequested = "cairn.agent.approval-requested"
 	// MarkerApprovalDecided records the decision (data: an Approval).
 	MarkerApprovalDecided = "cairn.agent.approval-decided"
+	// MarkerApprovalIgnored records an approval signal that applied to no
+	// call (id: the call id it named; data: an IgnoredApproval).
+	MarkerApprovalIgnored = "cairn.agent.approval-ignored"
 )
 
 // ToolCallKey names calls[i], a tool call the model call number turn asked
@@ -348,4 +351,16 @@ type Approval struct {
 	Approved bool   `msgpack:"ok" json:"approved"`
 	By       string `msgpack:"by,omitempty" json:"by,omitempty"`
 	Reason   string `msgpack:"why,omitempty" json:"reason,omitempty"`
+}
+
+// IgnoredApproval is an approval signal the agent received and did not
+// apply: what it said (as far as it could be read) and why it was ignored.
+type IgnoredApproval struct {
+	CallID   string `msgpack:"id,omitempty" json:"call_id,omitempty"`
+	Approved bool   `msgpack:"ok" json:"approved"`
+	By       string `msgpack:"by,omitempty" json:"by,omitempty"`
+	Reason   string `msgpack:"r,omitempty" json:"reason,omitempty"`
+	// Why it applied to no call: no call with that id awaits approval, the
+	// call was already decided, the payload is not an Approval.
+	Why string `msgpack:"why" json:"why"`
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
 )
 
@@ -46,6 +47,9 @@ const (
 	// happened) but its result was over the engine's payload limit and was
 	// not recorded; see history.ActivityCompleted.ResultOmitted.
 	FailureTypeResultTooLarge = "ResultTooLarge"
+	// FailureTypeUnknownWorkflowType: a workflow task failed because the
+	// worker has no workflow of the run's type (ErrUnknownWorkflowType).
+	FailureTypeUnknownWorkflowType = "UnknownWorkflowType"
 )
 
 // ApplicationError is an error raised by workflow or activity code and
@@ -364,9 +368,10 @@ func FailureToError(f history.Failure) error {
 	return &ApplicationError{Type: f.Type, Message: f.Message, NonRetryable: f.NonRetryable, Details: f.Details, Stack: f.Stack}
 }
 
-// TaskFailure classifies an error returned by Execution.ProcessTask for
-// FailWorkflowTask: cause is "panic", "nondeterminism", "blocked" or
-// "error", and the failure carries the message and stack.
+// TaskFailure classifies an error returned by Execution.ProcessTask (or
+// NewExecution) for FailWorkflowTask: cause is "panic", "nondeterminism",
+// "blocked", api.CauseUnknownWorkflowType or "error", and the failure
+// carries the message and stack.
 func TaskFailure(err error) (cause string, f history.Failure) {
 	var (
 		pan *PanicError
@@ -380,6 +385,8 @@ func TaskFailure(err error) (cause string, f history.Failure) {
 		return "nondeterminism", history.Failure{Type: "NondeterminismError", Message: non.Error()}
 	case errors.As(err, &dl):
 		return "blocked", history.Failure{Type: "DeadlockError", Message: dl.Error(), Stack: dl.Stack}
+	case errors.Is(err, ErrUnknownWorkflowType):
+		return api.CauseUnknownWorkflowType, history.Failure{Type: FailureTypeUnknownWorkflowType, Message: err.Error()}
 	}
 	return "error", ErrorToFailure(err)
 }

@@ -254,6 +254,16 @@ func (ch *childState) fail(cause error) {
 	ch.fut.setValue(nil, err)
 }
 
+// unknownWorkflowType is the ErrUnknownWorkflowType of typ: it names the
+// types reg has.
+func unknownWorkflowType(reg *Registry, typ string) error {
+	known := "none is"
+	if types := reg.WorkflowTypes(); len(types) > 0 {
+		known = "registered: " + strings.Join(types, ", ")
+	}
+	return fmt.Errorf("%w %q: it is not registered (%s)", ErrUnknownWorkflowType, typ, known)
+}
+
 // NewExecution prepares an Execution for the run task names; task is used
 // for the run's identity only — pass it to ProcessTask next. It fails with
 // ErrUnknownWorkflowType when the registry has no such workflow.
@@ -266,7 +276,7 @@ func NewExecution(reg *Registry, task *api.WorkflowTask, opts ExecutionOptions) 
 	}
 	def, ok := reg.Workflow(task.WorkflowType)
 	if !ok {
-		return nil, fmt.Errorf("%w %q (registered: %s)", ErrUnknownWorkflowType, task.WorkflowType, strings.Join(reg.WorkflowTypes(), ", "))
+		return nil, unknownWorkflowType(reg, task.WorkflowType)
 	}
 	if opts.Converter == nil {
 		opts.Converter = DefaultConverter()

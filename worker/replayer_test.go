@@ -3,6 +3,7 @@ package worker_test
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -97,5 +98,21 @@ func TestReplayFileTrace(t *testing.T) {
 	err = r2.ReplayFile(path, worker.ReplayOptions{Trace: &trace})
 	if err == nil || !strings.Contains(trace.String(), "ERROR       sdk: nondeterminism at event") {
 		t.Fatalf("replay of changed code: %v\n%s", err, trace.String())
+	}
+}
+
+// A history of a workflow type the replayer has not registered fails with
+// sdk.ErrUnknownWorkflowType naming the type and those it has.
+func TestReplayUnknownWorkflowType(t *testing.T) {
+	evs := []history.Event{{ID: 1, Attrs: &history.WorkflowStarted{WorkflowType: "ShipOrder"}}}
+	r := worker.NewReplayer(worker.ReplayerOptions{})
+	err := r.ReplayHistory(history.RunRef{WorkflowID: "ship-1"}, evs, worker.ReplayOptions{})
+	if !errors.Is(err, sdk.ErrUnknownWorkflowType) || !strings.Contains(err.Error(), `"ShipOrder": it is not registered (none is)`) {
+		t.Fatalf("replay of an unregistered type with none registered: %v", err)
+	}
+	must(t, r.RegisterWorkflow(Traced))
+	err = r.ReplayHistory(history.RunRef{WorkflowID: "ship-1"}, evs, worker.ReplayOptions{})
+	if !errors.Is(err, sdk.ErrUnknownWorkflowType) || !strings.Contains(err.Error(), "(registered: Traced)") {
+		t.Fatalf("replay of an unregistered type: %v", err)
 	}
 }

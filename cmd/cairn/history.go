@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"github.com/cairnflow/cairn/examples/agent/payables"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/internal/demo"
+	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/sdk/client"
 	"github.com/cairnflow/cairn/worker"
 )
@@ -109,6 +111,9 @@ func replayCommand(g *globals) *cobra.Command {
 				}
 			}
 			if err := r.ReplayFile(file, ro); err != nil {
+				if errors.Is(err, sdk.ErrUnknownWorkflowType) {
+					return fmt.Errorf("%w; cairn replay knows only its built-in workflows: replay a history of yours with your worker binary's replay command (worker.Main)", err)
+				}
 				return err
 			}
 			return g.emit(map[string]any{"ok": true, "history": file}, func(w io.Writer) {

@@ -120,7 +120,7 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 		ok("history"),
 		ok("history", "export", "hold-1", "--inline", "-o", "@DIR/hold-1.json"),
 		fails(1, "not_found", "history", "export", "nobody"),
-		fails(1, "internal", "replay", "--history", "@DIR/hold-1.json"), // Hold is not a built-in workflow
+		fails(1, codeUnknownWorkflowType, "replay", "--history", "@DIR/hold-1.json"), // Hold is not a built-in workflow
 		fails(1, "not_found", "replay", "--history", "@DIR/no-such-history.json"),
 		ok("replay", "--history", "@DIR/pay.json"),
 		fails(2, "usage", "replay"),

@@ -38,6 +38,7 @@ import (
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/internal/view"
+	"github.com/cairnflow/cairn/sdk"
 )
 
 // emit prints a command's outcome: v as JSON with --json, else human.
@@ -60,9 +61,16 @@ func printJSON(w io.Writer, v any) error {
 }
 
 // errorCode is the code --json prints for err.
+// codeUnknownWorkflowType is the code of a replay of a history whose
+// workflow type the binary does not register (sdk.ErrUnknownWorkflowType).
+const codeUnknownWorkflowType api.Code = "unknown_workflow_type"
+
 func errorCode(err error, exit int) api.Code {
 	if exit == 2 {
 		return "usage"
+	}
+	if errors.Is(err, sdk.ErrUnknownWorkflowType) {
+		return codeUnknownWorkflowType
 	}
 	if c := api.TransportCode(err); c != api.CodeInternal || !errors.Is(err, fs.ErrNotExist) {
 		return c

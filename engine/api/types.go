@@ -739,6 +739,12 @@ const (
 	CauseBadCommands = "bad_commands"
 )
 
+// CauseUnknownWorkflowType: the worker that took the task has no workflow
+// registered under the run's type (the failure names the type and those
+// it has). Unlike the causes above the task is retried, with backoff: a
+// worker that has the type may yet poll the queue (a deploy in progress).
+const CauseUnknownWorkflowType = "unknown_workflow_type"
+
 // FailWorkflowTaskResponse is empty.
 type FailWorkflowTaskResponse struct{}
 
@@ -1065,6 +1071,20 @@ type GetTranscriptResponse struct {
 	Items  []TranscriptItem
 	Usage  UsageSummary
 	Budget *BudgetStatus
+	// Ignored lists, in the order received, the approval signals that
+	// applied to no tool call (sdk/agent records them; see docs/agents.md).
+	Ignored []IgnoredApproval `json:",omitempty"`
+}
+
+// IgnoredApproval is an approval signal the agent received and ignored:
+// what it said, why it applied to no call, and the event that records it.
+type IgnoredApproval struct {
+	EventID  int64
+	CallID   string
+	Approved bool
+	By       string
+	Reason   string
+	Why      string
 }
 
 // The transcript item kinds.

@@ -175,9 +175,22 @@ type Agent struct {
 	tr    Transcript
 	turn  int // model calls made by this agent (activity ids)
 
-	approvals map[string]Approval
-	waiting   []string
+	// Approvals (see receive): the calls awaiting one, in the order they
+	// started waiting; the last decision per call id; those received while
+	// a model call was in flight, for a call its answer may ask for.
+	waiting   []*approvalSlot
+	decided   map[string]Approval
+	early     []Approval
+	inFlight  bool // a model call is scheduled and not yet answered
+	active    bool // Run is running: approvals are received
 	listening bool
+}
+
+// approvalSlot is a tool call awaiting approval, and the approval that
+// decided it once one came.
+type approvalSlot struct {
+	callID string
+	ap     *Approval
 }
 
 // New returns an agent; with opts.Budget set it sets the run's budget.
@@ -185,7 +198,7 @@ func New(ctx sdk.Context, opts Options) *Agent {
 	if opts.MaxTurns <= 0 {
 		opts.MaxTurns = 20
 	}
-	a := &Agent{opts: opts, tools: map[string]*Tool{}, approvals: map[string]Approval{}}
+	a := &Agent{opts: opts, tools: map[string]*Tool{}, decided: map[string]Approval{}}
 	settings := &history.ChatConfig{Model: opts.Model, Temperature: opts.Temperature, MaxTokens: opts.MaxTokens, Stream: opts.Stream}
 	for i := range opts.Tools {
 		t := &opts.Tools[i]
@@ -213,6 +226,9 @@ func (a *Agent) Run(ctx sdk.Context, userMessage string) (Result, error) {
 	if userMessage != "" {
 		a.tr.Append(history.ChatMessage{Role: "user", Content: userMessage})
 	}
+	a.active = true
+	defer func() { a.active = false }()
+	a.listen(ctx)
 	var res Result
 	for {
 		if res.Turns >= a.opts.MaxTurns {
@@ -222,6 +238,7 @@ func (a *Agent) Run(ctx sdk.Context, userMessage string) (Result, error) {
 		answer, err := a.callModel(ctx)
 		res.Turns++
 		if err != nil {
+			a.settleEarly(ctx)
 			if isBudgetStop(err) {
 				res.StopReason = "budget"
 				return res, fmt.Errorf("%w: %w", ErrBudgetExceeded, err)
@@ -230,11 +247,13 @@ func (a *Agent) Run(ctx sdk.Context, userMessage string) (Result, error) {
 		}
 		res.Usage = res.Usage.Add(answer.Usage)
 		msg := answer.Message
+		calls := a.prepare(msg.ToolCalls)
+		a.settleEarly(ctx)
 		if len(msg.ToolCalls) == 0 {
 			res.Final, res.StopReason = msg.Content, "final"
 			return res, nil
 		}
-		for _, out := range a.runTools(ctx, msg.ToolCalls) {
+		for _, out := range a.runTools(ctx, msg.ToolCalls, calls) {
 			a.tr.appendResult(out)
 		}
 	}
@@ -255,7 +274,9 @@ func (a *Agent) callModel(ctx sdk.Context) (history.ModelResult, error) {
 	}
 	o.ActivityID = "model:" + strconv.Itoa(a.turn)
 	mctx := sdk.WithActivityOptions(ctx, o)
+	a.inFlight = true
 	p, err := sdk.ExecuteActivityByName[history.Payload](mctx, ModelActivity, a.tr.payload()).Get(ctx)
+	a.inFlight = false
 	if err != nil {
 		return history.ModelResult{}, err
 	}
@@ -271,15 +292,51 @@ type toolResult struct {
 	ref  *history.ContentRef
 }
 
+// preparedCall is a tool call checked before it runs: its tool and decoded
+// input, or the error the model is told; and its approval slot when the
+// call awaits a person.
+type preparedCall struct {
+	tool   *Tool
+	in     any
+	errMsg string
+	slot   *approvalSlot
+}
+
+// prepare checks the calls of a model's answer and registers, in call
+// order, those that await approval (before any runs: an approval received
+// meanwhile finds its call).
+func (a *Agent) prepare(calls []history.ToolCall) []preparedCall {
+	out := make([]preparedCall, len(calls))
+	for i, c := range calls {
+		p := &out[i]
+		p.tool = a.tools[c.Name]
+		if p.tool == nil {
+			p.errMsg = fmt.Sprintf("error: there is no tool %q; the tools are: %s", c.Name, strings.Join(a.toolNames(), ", "))
+			continue
+		}
+		in, err := p.tool.decode(c.Arguments)
+		if err != nil {
+			p.errMsg = fmt.Sprintf("error: the arguments of %s are invalid: %v", c.Name, err)
+			continue
+		}
+		p.in = in
+		if p.tool.RequiresApproval {
+			p.slot = &approvalSlot{callID: c.ID}
+			a.waiting = append(a.waiting, p.slot)
+		}
+	}
+	return out
+}
+
 // runTools runs the calls (each in its own coroutine, so they proceed
 // concurrently) and returns their results in call order.
-func (a *Agent) runTools(ctx sdk.Context, calls []history.ToolCall) []toolResult {
+func (a *Agent) runTools(ctx sdk.Context, calls []history.ToolCall, prepared []preparedCall) []toolResult {
 	out := make([]toolResult, len(calls))
 	done := 0
 	for i, c := range calls {
 		key := history.ToolCallKey(int64(a.turn), calls, i)
 		sdk.Go(ctx, func(ctx sdk.Context) {
-			text, ref := a.runTool(ctx, c, key)
+			text, ref := a.runTool(ctx, c, key, &prepared[i])
 			out[i] = toolResult{msg: history.ChatMessage{Role: "tool", ToolCallID: c.ID, Name: c.Name}, text: text, ref: ref}
 			done++
 		})
@@ -292,17 +349,13 @@ func (a *Agent) runTools(ctx sdk.Context, calls []history.ToolCall) []toolResult
 // model is told: the text,
 // and the reference of the tool's result when it is stored as a chunk of
 // its own (the transcript then records the reference, not a copy).
-func (a *Agent) runTool(ctx sdk.Context, c history.ToolCall, key string) (string, *history.ContentRef) {
-	t := a.tools[c.Name]
-	if t == nil {
-		return fmt.Sprintf("error: there is no tool %q; the tools are: %s", c.Name, strings.Join(a.toolNames(), ", ")), nil
+func (a *Agent) runTool(ctx sdk.Context, c history.ToolCall, key string, p *preparedCall) (string, *history.ContentRef) {
+	if p.errMsg != "" {
+		return p.errMsg, nil
 	}
-	in, err := t.decode(c.Arguments)
-	if err != nil {
-		return fmt.Sprintf("error: the arguments of %s are invalid: %v", c.Name, err), nil
-	}
-	if t.RequiresApproval {
-		ap := a.awaitApproval(ctx, key, c.ID)
+	t := p.tool
+	if p.slot != nil {
+		ap := a.awaitApproval(ctx, key, p.slot)
 		if !ap.Approved {
 			who := ap.By
 			if who == "" {
@@ -318,16 +371,16 @@ func (a *Agent) runTool(ctx sdk.Context, c history.ToolCall, key string) (string
 	o.ActivityID = history.ToolActivityPrefix + key
 	o.ShareResult = true // recorded once: the transcript references it
 	tctx := sdk.WithActivityOptions(ctx, o)
-	p, err := sdk.ExecuteActivityByName[history.Payload](tctx, t.Name, in).Get(ctx)
+	r, err := sdk.ExecuteActivityByName[history.Payload](tctx, t.Name, p.in).Get(ctx)
 	if err != nil {
 		return "error: " + toolError(err), nil
 	}
-	text, err := history.ToolResultText(p)
+	text, err := history.ToolResultText(r)
 	if err != nil {
 		return "error: the tool's result cannot be read: " + err.Error(), nil
 	}
-	if p.ByRef() && history.IsRoot(p.Ref) { // a chunk of its own (sdk.ActivityOptions.ShareResult)
-		return text, &history.ContentRef{Ref: p.StoredRef(), Encoding: p.Encoding}
+	if r.ByRef() && history.IsRoot(r.Ref) { // a chunk of its own (sdk.ActivityOptions.ShareResult)
+		return text, &history.ContentRef{Ref: r.StoredRef(), Encoding: r.Encoding}
 	}
 	return text, nil
 }
@@ -368,29 +421,34 @@ func (t *Tool) decode(args string) (any, error) {
 
 // awaitApproval records that the call waits, waits for its Approval (or
 // the timeout), and records the decision.
-func (a *Agent) awaitApproval(ctx sdk.Context, key, callID string) Approval {
+func (a *Agent) awaitApproval(ctx sdk.Context, key string, slot *approvalSlot) Approval {
 	_ = sdk.RecordMarker(ctx, history.MarkerApprovalRequested, key, marker(history.Approval{}))
-	a.listen(ctx)
-	a.waiting = append(a.waiting, callID)
-	has := func() bool { _, ok := a.approvals[callID]; return ok }
+	has := func() bool { return slot.ap != nil }
 	if a.opts.ApprovalTimeout > 0 {
 		_, _ = sdk.AwaitWithTimeout(ctx, a.opts.ApprovalTimeout, has)
 	} else {
 		_ = sdk.Await(ctx, has)
 	}
-	ap, ok := a.approvals[callID]
-	if !ok {
-		ap = Approval{CallID: callID, Reason: "no approval within " + a.opts.ApprovalTimeout.String()}
-	}
-	delete(a.approvals, callID)
-	for i, w := range a.waiting {
-		if w == callID {
-			a.waiting = append(a.waiting[:i], a.waiting[i+1:]...)
-			break
-		}
+	a.unwait(slot)
+	var ap Approval
+	if slot.ap != nil {
+		ap = *slot.ap
+	} else {
+		ap = Approval{CallID: slot.callID, Reason: "no approval within " + a.opts.ApprovalTimeout.String()}
+		a.decided[slot.callID] = ap
 	}
 	_ = sdk.RecordMarker(ctx, history.MarkerApprovalDecided, key, marker(history.Approval{Approved: ap.Approved, By: ap.By, Reason: ap.Reason}))
 	return ap
+}
+
+// unwait removes a call from those awaiting approval.
+func (a *Agent) unwait(slot *approvalSlot) {
+	for i, w := range a.waiting {
+		if w == slot {
+			a.waiting = append(a.waiting[:i], a.waiting[i+1:]...)
+			return
+		}
+	}
 }
 
 // marker encodes an approval the way the engine reads it (msgpack).
@@ -399,7 +457,9 @@ func marker(ap history.Approval) history.Payload {
 	return history.Payload{Encoding: sdk.EncodingMsgpack, Data: b}
 }
 
-// listen starts, once, the coroutine that receives approvals.
+// listen starts, once, the coroutine that receives approvals; it takes
+// them from the signal channel only while Run runs (another agent of the
+// same workflow, or a later Run, gets those sent meanwhile).
 func (a *Agent) listen(ctx sdk.Context) {
 	if a.listening {
 		return
@@ -408,37 +468,147 @@ func (a *Agent) listen(ctx sdk.Context) {
 	// Received as any, not as Approval: a signal is typed by a person (cairn
 	// workflow signal --input …), and one that is not an Approval must not
 	// fail every workflow task of the run (the SDK panics on a payload
-	// that does not decode into the channel's type). It is ignored; the
-	// signal itself stays in history.
+	// that does not decode into the channel's type).
 	ch := sdk.GetSignalChannel[any](ctx, ApprovalSignal)
 	sdk.GoNamed(ctx, "agent-approvals", func(ctx sdk.Context) {
 		for {
-			ap, ok := decodeApproval(ch.Receive(ctx))
-			if !ok {
-				continue
+			if sdk.Await(ctx, func() bool { return a.active && ch.Len() > 0 }) != nil {
+				return
 			}
-			if ap.CallID == "" && len(a.waiting) > 0 {
-				ap.CallID = a.waiting[0]
-			}
-			a.approvals[ap.CallID] = ap
+			v, _ := ch.ReceiveAsync()
+			a.receive(ctx, v)
 		}
 	})
 }
 
+// receive applies an approval signal's value: to the call it names (an
+// empty CallID: the oldest waiting) when that call awaits approval, or —
+// when a model call is in flight — holds it for a call the answer may ask
+// for (the live stream shows call ids before the answer is recorded).
+// Anything else is ignored and recorded as ignored, with why: it never
+// decides a later call, nor changes a decision made.
+func (a *Agent) receive(ctx sdk.Context, v any) {
+	ap, err := decodeApproval(v)
+	switch {
+	case err != nil:
+		a.ignore(ctx, ap, "the signal is not an agent.Approval: "+err.Error())
+	case a.assign(ap):
+	case ap.CallID != "" && a.wasDecided(ap.CallID):
+		a.ignore(ctx, ap, a.alreadyDecided(ap.CallID))
+	case ap.CallID != "" && a.inFlight:
+		a.early = append(a.early, ap)
+	default:
+		a.ignore(ctx, ap, a.notAwaiting(ap.CallID))
+	}
+}
+
+// assign gives ap to the first call awaiting approval it names, without
+// an approval yet; it reports whether there was one.
+func (a *Agent) assign(ap Approval) bool {
+	for _, w := range a.waiting {
+		if w.ap == nil && (ap.CallID == "" || ap.CallID == w.callID) {
+			ap.CallID = w.callID
+			w.ap = &ap
+			a.decided[w.callID] = ap
+			return true
+		}
+	}
+	return false
+}
+
+func (a *Agent) wasDecided(callID string) bool { _, ok := a.decided[callID]; return ok }
+
+// settleEarly applies the approvals held while the model call was in
+// flight to the calls of its answer; the others are ignored.
+func (a *Agent) settleEarly(ctx sdk.Context) {
+	early := a.early
+	a.early = nil
+	for _, ap := range early {
+		switch {
+		case a.assign(ap):
+		case a.wasDecided(ap.CallID):
+			a.ignore(ctx, ap, a.alreadyDecided(ap.CallID))
+		default:
+			a.ignore(ctx, ap, a.notAwaiting(ap.CallID))
+		}
+	}
+}
+
+func (a *Agent) alreadyDecided(callID string) string {
+	d := a.decided[callID]
+	switch {
+	case d.Approved:
+		return fmt.Sprintf("call %q was already approved by %s", callID, d.By)
+	case d.By == "":
+		return fmt.Sprintf("call %q was already rejected: %s", callID, d.Reason)
+	}
+	return fmt.Sprintf("call %q was already rejected by %s", callID, d.By)
+}
+
+func (a *Agent) notAwaiting(callID string) string {
+	why := "no tool call is awaiting approval"
+	if callID != "" {
+		why = fmt.Sprintf("no tool call %q is awaiting approval", callID)
+	}
+	var ids []string
+	for _, w := range a.waiting {
+		if w.ap == nil {
+			ids = append(ids, w.callID)
+		}
+	}
+	if len(ids) > 0 {
+		why += "; awaiting: " + strings.Join(ids, ", ")
+	}
+	return why
+}
+
+// approvalIgnoredChange versions recording ignored approvals: a run whose
+// history predates it replays without the markers.
+const approvalIgnoredChange = "cairn.agent.record-ignored-approvals"
+
+// ignore records an approval that applies to no call (the marker
+// MarkerApprovalIgnored: the transcript lists it).
+func (a *Agent) ignore(ctx sdk.Context, ap Approval, why string) {
+	if sdk.GetVersion(ctx, approvalIgnoredChange, sdk.DefaultVersion, 1) < 1 {
+		return
+	}
+	ig := history.IgnoredApproval{CallID: ap.CallID, Approved: ap.Approved, By: ap.By, Reason: ap.Reason, Why: why}
+	b, _ := msgpack.Marshal(&ig) // a plain struct: cannot fail
+	_ = sdk.RecordMarker(ctx, history.MarkerApprovalIgnored, ap.CallID, history.Payload{Encoding: sdk.EncodingMsgpack, Data: b})
+}
+
 // decodeApproval reads a received approval signal's value (as the
-// converter decoded it: a map for an object) into an Approval; ok is false
-// for anything else (a string, a number, a field of the wrong type).
-func decodeApproval(v any) (Approval, bool) {
+// converter decoded it: a map for an object) into an Approval; anything
+// else (a string, a number, a field of the wrong type) is an error.
+func decodeApproval(v any) (Approval, error) {
 	var ap Approval
 	if _, isMap := v.(map[string]any); !isMap {
-		return ap, false
+		return ap, fmt.Errorf("a %s, not an object", jsonKind(v))
 	}
 	conv := sdk.DefaultConverter()
 	p, err := conv.ToPayload(v)
 	if err != nil {
-		return ap, false
+		return ap, err
 	}
-	return ap, conv.FromPayload(p, &ap) == nil
+	if err := conv.FromPayload(p, &ap); err != nil {
+		return Approval{}, err
+	}
+	return ap, nil
+}
+
+// jsonKind names the JSON kind of a decoded value.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "string"
+	case bool:
+		return "boolean"
+	case []any:
+		return "list"
+	}
+	return "number"
 }
 
 // Transcript is the conversation the agent keeps: an append-only list of

@@ -66,6 +66,15 @@ type Client interface {
 	// happened (with its result, encoded by the client's converter), it did
 	// not happen (retry with the same key), or it failed.
 	ResolveActivity(ctx context.Context, req ResolveRequest) error
+	// UpdateBudget raises (or lowers) an agent run's budget, or stops its
+	// held model calls, and returns the budget's new status.
+	UpdateBudget(ctx context.Context, u BudgetUpdate) (*api.BudgetStatus, error)
+	// GetTranscript returns an agent run's conversation: messages, model
+	// calls and tool calls with their states, usage and budget.
+	GetTranscript(ctx context.Context, workflowID, runID string) (*api.GetTranscriptResponse, error)
+	// WatchStream follows a run's live stream (the tokens its model calls
+	// stream) from after afterSeq; read it with Stream.Next.
+	WatchStream(ctx context.Context, workflowID, runID string, afterSeq int64) *Stream
 	// Service returns the service contract underneath (workers use it).
 	Service() api.Service
 	// Converter returns the payload converter.

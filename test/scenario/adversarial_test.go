@@ -11,6 +11,7 @@ import (
 	"github.com/cairnflow/cairn/activities/llm/fakellm"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/sdk/agent"
 	"github.com/cairnflow/cairn/sdk/client"
 	"github.com/cairnflow/cairn/worker"
@@ -312,5 +313,121 @@ func TestBudgetStopWithNothingHeldIsRefused(t *testing.T) {
 	must(t, run.Get(ctx, &res))
 	if res.Final != "Paid." {
 		t.Fatalf("result %+v", res)
+	}
+}
+
+// An approval that applies to no call — a call id nobody asked about, a
+// call already decided, a payload that is not an Approval — is recorded as
+// ignored, with why, in history and in the transcript; it never decides or
+// flips a call. The proper approvals still work.
+func TestApprovalForNoPendingCallIsRecordedAsIgnored(t *testing.T) {
+	ctx := testCtx(t)
+	model := fakellm.New(fakellm.Script{
+		fakellm.CallTools(fakellm.ToolCall{ID: "0", Name: "SendPayment", Arguments: `{"invoice_id":"INV-I1","amount":1}`}),
+		// The server numbers calls per message: turn 2's call has id "0" too.
+		fakellm.CallTools(fakellm.ToolCall{ID: "0", Name: "SendPayment", Arguments: `{"invoice_id":"INV-I2","amount":2}`}),
+		fakellm.Say("Both paid."),
+	})
+	s := newScene(t, model, func(p *Provider) { p.hold, p.started = make(chan struct{}), make(chan struct{}) })
+	c := s.env.Client
+	const id = "ignored-approvals"
+	run := s.start(t, ctx, id, Task{Approve: true})
+	// ignored waits for the n-th ignored approval and returns it as the
+	// transcript shows it.
+	ignored := func(n int, what string) api.IgnoredApproval {
+		t.Helper()
+		seen := 0
+		waitEvent(t, ctx, c, id, "", what, func(ev history.Event) bool {
+			if isMarker(history.MarkerApprovalIgnored)(ev) {
+				seen++
+			}
+			return seen == n
+		})
+		tr, err := c.Service().GetTranscript(ctx, &api.GetTranscriptRequest{WorkflowID: id})
+		must(t, err)
+		if len(tr.Ignored) != n || tr.Ignored[n-1].EventID == 0 {
+			t.Fatalf("%s: the transcript's ignored approvals: %+v", what, tr.Ignored)
+		}
+		return tr.Ignored[n-1]
+	}
+	waitEvent(t, ctx, c, id, "", "approval requested", isMarker(history.MarkerApprovalRequested))
+	must(t, c.SignalWorkflow(ctx, id, "", agent.ApprovalSignal, agent.Approval{CallID: "call_9", Approved: true, By: "eve"}))
+	if ign := ignored(1, "the unknown call's approval ignored"); ign.CallID != "call_9" || ign.By != "eve" || !ign.Approved ||
+		!strings.Contains(ign.Why, `no tool call "call_9" is awaiting approval`) || !strings.Contains(ign.Why, "awaiting: 0") {
+		t.Fatalf("ignored approval %+v", ign)
+	}
+	must(t, c.SignalWorkflow(ctx, id, "", agent.ApprovalSignal, "yes"))
+	if ign := ignored(2, "the malformed approval ignored"); !strings.Contains(ign.Why, "not an agent.Approval") {
+		t.Fatalf("malformed approval ignored as %+v", ign)
+	}
+	if tc := toolCalls(t, ctx, c, id, "")["SendPayment"]; len(tc) != 1 || tc[0].State != api.CallAwaitingApproval {
+		t.Fatalf("after the ignored approvals: %+v", tc)
+	}
+	must(t, c.SignalWorkflow(ctx, id, "", agent.ApprovalSignal, agent.Approval{CallID: "0", Approved: true, By: "ada"}))
+	<-s.prov.started // the first payment runs (held): call "0" of turn 1 is decided
+	// Sent twice (a script retrying): the second one lands after the first
+	// call was decided; it must neither flip it nor decide turn 2's call
+	// that reuses the id.
+	must(t, c.SignalWorkflow(ctx, id, "", agent.ApprovalSignal, agent.Approval{CallID: "0", Approved: false, By: "mallory", Reason: "late"}))
+	if ign := ignored(3, "the duplicate approval ignored"); ign.By != "mallory" || !strings.Contains(ign.Why, `call "0" was already approved by ada`) {
+		t.Fatalf("duplicate approval ignored as %+v", ign)
+	}
+	close(s.prov.hold)
+	n := 0
+	waitEvent(t, ctx, c, id, "", "turn 2's approval requested", func(ev history.Event) bool {
+		if isMarker(history.MarkerApprovalRequested)(ev) {
+			n++
+		}
+		return n == 2
+	})
+	if tc := toolCalls(t, ctx, c, id, "")["SendPayment"]; len(tc) != 2 || tc[0].State != api.CallCompleted || tc[0].ApprovedBy != "ada" ||
+		tc[1].State != api.CallAwaitingApproval {
+		t.Fatalf("after the duplicate approval: %+v", tc)
+	}
+	must(t, c.SignalWorkflow(ctx, id, "", agent.ApprovalSignal, agent.Approval{CallID: "0", Approved: true, By: "ada"}))
+	<-s.prov.started
+	var res agent.Result
+	must(t, run.Get(ctx, &res))
+	if pay, _, _, _, _ := s.prov.snapshot(); pay != 2 || res.Final != "Both paid." {
+		t.Fatalf("%d payments, result %+v", pay, res)
+	}
+	// The ignored approvals replay: same markers, same decisions.
+	evs, err := c.GetHistory(ctx, id, run.RunID())
+	must(t, err)
+	r := worker.NewReplayer(worker.ReplayerOptions{})
+	must(t, r.RegisterWorkflow(Payables))
+	must(t, r.ReplayHistory(history.RunRef{WorkflowID: id, RunID: run.RunID()}, evs, worker.ReplayOptions{Chunks: client.NewChunkCache(c.Service(), 0)}))
+}
+
+// A task for a workflow type no worker on the queue registered fails
+// visibly and typed: WorkflowTaskFailed with the cause
+// unknown_workflow_type, naming the type and the registered ones, and the
+// run's describe says so — it does not loop on untyped errors.
+func TestTaskForUnregisteredWorkflowTypeFailsTyped(t *testing.T) {
+	ctx := testCtx(t)
+	s := newScene(t, fakellm.New(fakellm.Script{fakellm.Say("unused")}))
+	c := s.env.Client
+	_, err := c.StartWorkflow(ctx, client.StartOptions{ID: "unregistered", TaskQueue: s.env.TaskQueue()}, "ShipOrder", nil)
+	must(t, err)
+	var failed *history.WorkflowTaskFailed
+	for from := int64(1); failed == nil; {
+		resp, err := c.Service().GetHistory(ctx, &api.GetHistoryRequest{WorkflowID: "unregistered", FromEventID: from, WaitNewEvents: true})
+		must(t, err)
+		for _, ev := range resp.Events {
+			if f, ok := ev.Attrs.(*history.WorkflowTaskFailed); ok {
+				failed = f
+			}
+		}
+		from += int64(len(resp.Events))
+	}
+	if failed.Cause != api.CauseUnknownWorkflowType || failed.Failure.Type != sdk.FailureTypeUnknownWorkflowType ||
+		!strings.Contains(failed.Failure.Message, `"ShipOrder"`) || !strings.Contains(failed.Failure.Message, "Payables") {
+		t.Fatalf("the failed task: cause %q, failure %+v", failed.Cause, failed.Failure)
+	}
+	d, err := c.DescribeWorkflow(ctx, "unregistered", "")
+	must(t, err)
+	if d.Info.Status != api.StatusRunning || d.WorkflowTask == nil || d.WorkflowTask.LastFailure == nil ||
+		d.WorkflowTask.LastFailure.Type != sdk.FailureTypeUnknownWorkflowType {
+		t.Fatalf("describe: status %v, task %+v", d.Info.Status, d.WorkflowTask)
 	}
 }

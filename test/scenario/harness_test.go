@@ -305,6 +305,9 @@ func waitEvent(t *testing.T, ctx context.Context, c client.Client, id, runID str
 	from := int64(1)
 	for {
 		resp, err := c.Service().GetHistory(ctx, &api.GetHistoryRequest{WorkflowID: id, RunID: runID, FromEventID: from, WaitNewEvents: true})
+		if err == nil {
+			err = ctx.Err() // a long poll ends without events, and no error, when ctx does
+		}
 		if err != nil {
 			t.Fatalf("waiting for %s: %v", what, err)
 		}

@@ -85,6 +85,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 		{"LongPollWorkflowTask", testLongPoll},
 		{"LongPollCancel", testLongPollCancel},
 		{"PayloadChunks", testChunks},
+		{"AgentKit", testAgentKit},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -311,10 +311,10 @@ func (p *proc) waitLine(prefix string) []string {
 	for {
 		p.mu.Lock()
 		for i := p.next; i < len(p.lines); i++ {
-			if strings.HasPrefix(p.lines[i], prefix) {
+			if line := p.lines[i]; strings.HasPrefix(line, prefix) {
 				p.next = i + 1
-				p.mu.Unlock()
-				return strings.Fields(p.lines[i])
+				p.mu.Unlock() // line is read under the lock: Write appends to p.lines meanwhile
+				return strings.Fields(line)
 			}
 		}
 		exited, changed := p.exited, p.changed

@@ -147,6 +147,14 @@ func TestWebUIShowsDamage(t *testing.T) {
 	if row := textOf(t, ctx, `#runs-table tr[data-run="broken-1"]`); !strings.Contains(row, "quarantined") || !strings.Contains(row, "event 1 fails its checksum") {
 		t.Fatalf("the quarantined run is not flagged in the list:\n%s", row)
 	}
+	// Its status badge says so too, not "running" (the status the engine
+	// recorded before the damage was found), as cairn workflow describe does.
+	if st := textOf(t, ctx, `#runs-table tr[data-run="broken-1"] td:nth-child(2)`); strings.TrimSpace(st) != "quarantined" {
+		t.Fatalf("the quarantined run's status in the list: %q", st)
+	}
+	if st := textOf(t, ctx, `#runs-table tr[data-run="pay-twice"] td:nth-child(2)`); strings.TrimSpace(st) != "running" {
+		t.Fatalf("a healthy run's status in the list: %q", st)
+	}
 	shot(t, ctx, shots, "runs-damage")
 
 	run(t, ctx, "open the run with a duplicate",
@@ -167,6 +175,9 @@ func TestWebUIShowsDamage(t *testing.T) {
 	)
 	if c := textOf(t, ctx, "#corrupt"); !strings.Contains(c, "Quarantined") || !strings.Contains(c, "event 1 fails its checksum") {
 		t.Fatalf("the quarantine callout: %q", c)
+	}
+	if st := textOf(t, ctx, "#run-status"); strings.TrimSpace(st) != "quarantined" {
+		t.Fatalf("the quarantined run's status badge: %q", st)
 	}
 	if s := textOf(t, ctx, "#summary"); !strings.Contains(s, "PayInvoice") || !strings.Contains(s, "Quarantined") {
 		t.Fatalf("the quarantined run's summary is not shown:\n%s", s)

@@ -94,6 +94,12 @@ export function fmtMs(ms) {
   return Math.floor(ms / 3600000) + "h " + Math.round((ms % 3600000) / 60000) + "m";
 }
 export const status = (s) => html`<span class="pill ${s}">${(s || "").replace(/_/g, " ")}</span>`;
+// runStatus is a run's status badge: "quarantined" for a run whose stored
+// data is damaged (r.corrupt: every write to it is refused, whatever status
+// it had when the damage was found), else its status.
+export const runStatus = (r) => r.corrupt
+  ? html`<span class="pill corrupt" title="${"stored data damaged; recorded status " + (r.status || "").replace(/_/g, " ") + ": " + r.corrupt}">quarantined</span>`
+  : status(r.status);
 export const short = (id) => (id || "").slice(0, 12);
 // payload renders a payload ({"encoding", "json"|"base64"}) pretty-printed.
 export function payload(p) {

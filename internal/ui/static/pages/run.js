@@ -1,6 +1,6 @@
 // A run: its summary, what it waits for, its effects, and its history as a
 // live timeline (server-sent events).
-import { html, get, errorBox, post, when, status, short, payload, payloadText, runLink, toast, confirmDialog, who, durMs, fmtMs, setLive } from "../app.js";
+import { html, get, errorBox, post, when, status, runStatus, short, payload, payloadText, runLink, toast, confirmDialog, who, durMs, fmtMs, setLive } from "../app.js";
 import { resolveForm, wireResolve, budgetForm, wireBudget } from "./resolve.js";
 
 export async function render(main, [id, runId]) {
@@ -61,7 +61,7 @@ export async function render(main, [id, runId]) {
   const show = (v) => {
     const i = v.info;
     document.title = `${i.workflowId} · Cairn`;
-    main.querySelector("#run-status").innerHTML = html`${status(i.status)}`.s;
+    main.querySelector("#run-status").innerHTML = html`${runStatus(i)}`.s;
     main.querySelector("#run-id").textContent = i.runId;
     main.querySelector("#run-id").title = "run id";
     renderActions(main.querySelector("#actions"), i, v);
@@ -257,7 +257,7 @@ function renderChain(el, v) {
   el.innerHTML = html`<h2>Runs of ${v.info.workflowId}</h2>
     <table aria-label="Runs of this workflow id"><thead><tr><th>Run</th><th>Status</th><th>Started</th><th>Closed</th><th></th></tr></thead><tbody>
     ${runs.map((r) => html`<tr class="${r.runId === v.info.runId ? "sel" : ""}"><td class="mono">${runLink(r.workflowId, r.runId, short(r.runId))}</td>
-      <td>${status(r.status)}</td><td>${when(r.startTime)}</td><td>${r.closeTime ? when(r.closeTime) : "open"}</td>
+      <td>${runStatus(r)}</td><td>${when(r.startTime)}</td><td>${r.closeTime ? when(r.closeTime) : "open"}</td>
       <td>${r.runId === v.info.runId ? "this run" : r.continuedAsNewRunId ? "continued as new" : ""}</td></tr>`)}
     </tbody></table>`.s;
 }

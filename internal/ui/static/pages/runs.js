@@ -1,6 +1,6 @@
 // Runs: every run, newest first; filters by status, type, workflow id
 // prefix and start time; counts by status; paused runs stand out.
-import { html, get, when, status, short, every, go, rowKeys } from "../app.js";
+import { html, get, when, runStatus, short, every, go, rowKeys } from "../app.js";
 
 const STATUSES = ["running", "paused", "completed", "failed", "canceled", "terminated", "timed_out", "continued_as_new"];
 
@@ -58,7 +58,7 @@ export async function render(main, _params, q) {
               ${w.pause ? html`<div class="muted">waits for a person: ${w.pause.kind === "budget" ? "its budget is used up" : `${w.pause.activityType} outcome unknown`}</div>` : ""}
               ${w.corrupt ? html`<div class="error">quarantined: ${w.corrupt}</div>` : ""}
               ${w.duplicates ? html`<div class="error">${w.duplicates} duplicate effect(s)</div>` : ""}</td>
-            <td>${status(w.status)}</td>
+            <td>${runStatus(w)}</td>
             <td>${w.workflowType}</td>
             <td class="mono" title="${w.runId}">${short(w.runId)}</td>
             <td>${w.taskQueue}</td>

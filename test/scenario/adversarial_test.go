@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -429,5 +430,54 @@ func TestTaskForUnregisteredWorkflowTypeFailsTyped(t *testing.T) {
 	if d.Info.Status != api.StatusRunning || d.WorkflowTask == nil || d.WorkflowTask.LastFailure == nil ||
 		d.WorkflowTask.LastFailure.Type != sdk.FailureTypeUnknownWorkflowType {
 		t.Fatalf("describe: status %v, task %+v", d.Info.Status, d.WorkflowTask)
+	}
+}
+
+// An approval sent while the model's answer is still being written (the
+// live stream shows the call's id before the answer is recorded) is held
+// and applies to that call once the answer asks for it; one naming a call
+// the answer does not ask for, or naming none while nothing awaits, is
+// ignored with why.
+func TestApprovalSentBeforeTheAnswerIsRecorded(t *testing.T) {
+	ctx := testCtx(t)
+	asked, release := make(chan struct{}), make(chan struct{})
+	var askedOnce, releaseOnce sync.Once
+	model := fakellm.NewFunc(func(r fakellm.Request) fakellm.Reply {
+		if r.Turn > 0 {
+			return fakellm.Say("Paid.")
+		}
+		askedOnce.Do(func() { close(asked) })
+		<-release // the answer is being written
+		return fakellm.CallTools(fakellm.ToolCall{ID: "call_s", Name: "SendPayment", Arguments: `{"invoice_id":"INV-S","amount":3}`})
+	})
+	s := newScene(t, model)
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // before the model's server closes
+	c := s.env.Client
+	const id = "early-approval"
+	run := s.start(t, ctx, id, Task{Approve: true})
+	select {
+	case <-asked:
+	case <-ctx.Done():
+		t.Fatal("the model was never called")
+	}
+	must(t, c.SignalWorkflow(ctx, id, "", agent.ApprovalSignal, agent.Approval{CallID: "call_s", Approved: true, By: "ada"}))
+	must(t, c.SignalWorkflow(ctx, id, "", agent.ApprovalSignal, agent.Approval{CallID: "call_other", Approved: true, By: "ada"}))
+	must(t, c.SignalWorkflow(ctx, id, "", agent.ApprovalSignal, agent.Approval{Approved: true, By: "bob"}))
+	// The agent took the three, in order: the last is ignored at once.
+	waitEvent(t, ctx, c, id, "", "the approval naming no call ignored", isMarker(history.MarkerApprovalIgnored))
+	releaseOnce.Do(func() { close(release) })
+	var res agent.Result
+	must(t, run.Get(ctx, &res))
+	if pay, _, _, _, _ := s.prov.snapshot(); pay != 1 || res.Final != "Paid." {
+		t.Fatalf("%d payments, result %+v", pay, res)
+	}
+	tr, err := c.GetTranscript(ctx, id, "")
+	must(t, err)
+	if len(tr.Ignored) != 2 || tr.Ignored[0].By != "bob" || tr.Ignored[0].Why != "no tool call is awaiting approval" ||
+		tr.Ignored[1].CallID != "call_other" || tr.Ignored[1].Why != `no tool call "call_other" is awaiting approval` {
+		t.Fatalf("ignored approvals %+v", tr.Ignored)
+	}
+	if tc := toolCalls(t, ctx, c, id, "")["SendPayment"]; len(tc) != 1 || tc[0].State != api.CallCompleted || tc[0].ApprovedBy != "ada" {
+		t.Fatalf("the payment call %+v", tc)
 	}
 }

@@ -412,3 +412,29 @@ func TestBadCommandsFailTheTask(t *testing.T) {
 	h.advance(time.Hour)
 	h.complete(h.pollWFT("q"), completeWF(`1`))
 }
+
+// TestCommandReferencingAMissingChunkFailsTheTask: a command whose payload
+// extends a chunk that is not stored (a worker's transcript that moved its
+// tip past a model call never recorded) cannot be written; the task fails
+// durably with cause bad_commands, like any malformed command, instead of
+// being refused into a timeout that comes back with the same commands.
+func TestCommandReferencingAMissingChunkFailsTheTask(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.Limits.MaxWorkflowTaskRefusals = 100 })
+	h.start("wf", "W")
+	missing := bytes.Repeat([]byte{7}, 32)
+	cmd := api.Command{Type: api.CommandScheduleActivity, ScheduleActivity: &api.ScheduleActivityCommand{ActivityID: "model:2",
+		ActivityType: "llm.Chat", Input: history.Payload{Encoding: history.EncodingTranscript, Ref: missing, Data: []byte("more")},
+		Options: history.ActivityOptions{StartToCloseTimeout: time.Minute}}}
+	err := h.completeErr(h.pollWFT("q"), cmd)
+	wantErr(t, err, api.ErrInvalidArgument)
+	if !strings.Contains(err.Error(), "which is not stored") || !strings.Contains(err.Error(), "recorded as a failed workflow task") {
+		t.Fatalf("the refusal: %v", err)
+	}
+	evs := h.history("wf")
+	wantTypes(t, evs, "WorkflowStarted WorkflowTaskFailed")
+	if f, _ := find[*history.WorkflowTaskFailed](t, evs); f.Cause != api.CauseBadCommands || !strings.Contains(f.Failure.Message, "which is not stored") {
+		t.Fatalf("the failed task: %+v", f)
+	}
+	h.advance(time.Hour) // past the retry backoff: fixed code goes on
+	h.complete(h.pollWFT("q"), completeWF(`1`))
+}

@@ -236,6 +236,13 @@ func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *api.CompleteWork
 		}
 		return x.apply(ctx, tr, out)
 	})
+	if err != nil && refused == nil && !unhandled && errors.Is(err, api.ErrInvalidArgument) {
+		// Refused while the batch was built: a payload extends a chunk
+		// that is not stored. The same code would send the same commands
+		// again: fail the task durably, as for any malformed command.
+		refused = err
+		err = e.refuseWFT(ctx, ids, tok, refused, req.Identity)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -246,6 +253,23 @@ func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *api.CompleteWork
 		return nil, api.Errorf(api.ErrStaleTask, "new events arrived while the task ran; the workflow task was rescheduled")
 	}
 	return &api.CompleteWorkflowTaskResponse{}, nil
+}
+
+// refuseWFT records, in a transaction of its own, that the engine refused
+// the commands of the workflow task tok names (RefuseWFT).
+func (e *Engine) refuseWFT(ctx context.Context, ids []string, tok wftToken, refusal error, identity string) error {
+	return e.transact(ctx, ids, func(x *txn) error {
+		entry, err := e.currentWFT(tok)
+		if err != nil {
+			return err
+		}
+		tr := x.edit(entry)
+		out, err := e.m.RefuseWFT(tr.st, refusal, identity, x.now)
+		if err != nil {
+			return err
+		}
+		return x.apply(ctx, tr, out)
+	})
 }
 
 // currentWFT returns the open run whose started workflow task the token

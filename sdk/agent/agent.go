@@ -284,10 +284,18 @@ func (a *Agent) callModel(ctx sdk.Context) (history.ModelResult, error) {
 	}
 	o.ActivityID = "model:" + strconv.Itoa(a.turn)
 	mctx := sdk.WithActivityOptions(ctx, o)
+	tip, sent := a.tr.tip, a.tr.sent
 	a.inFlight = true
 	p, err := sdk.ExecuteActivityByName[history.Payload](mctx, ModelActivity, a.tr.payload()).Get(ctx)
 	a.inFlight = false
 	if err != nil {
+		var ae *sdk.ActivityError
+		if errors.As(err, &ae) && ae.ScheduledEventID == 0 {
+			// Never recorded (its context was canceled before it was
+			// scheduled or sent): the chunk its input carried is not
+			// stored, so the next call must not extend it.
+			a.tr.tip, a.tr.sent = tip, sent
+		}
 		return history.ModelResult{}, err
 	}
 	return a.tr.answer(p)
@@ -483,6 +491,7 @@ func (a *Agent) listen(ctx sdk.Context) {
 	sdk.GoNamed(ctx, "agent-approvals", func(ctx sdk.Context) {
 		for {
 			if sdk.Await(ctx, func() bool { return a.active && ch.Len() > 0 }) != nil {
+				a.listening = false // canceled: a later Run listens again
 				return
 			}
 			v, _ := ch.ReceiveAsync()

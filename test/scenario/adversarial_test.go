@@ -2,6 +2,7 @@ package scenario_test
 
 import (
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -544,5 +545,54 @@ func TestTwoAgentsOfOneWorkflowApprovedSeparately(t *testing.T) {
 	}
 	if a, b := told["desk a"], told["desk b"]; len(a) != 1 || a[0][1] != "pay_001" || len(b) != 1 || b[0][1] != "rejected by bob: not ours. The tool did not run." {
 		t.Fatalf("the desks' models were told %q", told)
+	}
+}
+
+// GiveUpOnce runs the agent on a context a "give-up" signal cancels, then
+// again on the workflow's own: a person's way to abandon a step and retry.
+func GiveUpOnce(ctx sdk.Context, _ Task) (string, error) {
+	var p *Provider
+	a := agent.New(ctx, agent.Options{Model: "fake-1", System: "You pay invoices.",
+		Tools: []agent.Tool{agent.NewTool(p.SendPayment, "Pay an invoice.", agent.RequireApproval())}})
+	cctx, cancel := sdk.WithCancel(ctx)
+	sdk.Go(ctx, func(ctx sdk.Context) {
+		sdk.GetSignalChannel[string](ctx, "give-up").Receive(ctx)
+		cancel()
+	})
+	if _, err := a.Run(cctx, "Pay INV-R1."); !errors.Is(err, sdk.ErrCanceled) {
+		return "", fmt.Errorf("the canceled Run returned %v", err)
+	}
+	res, err := a.Run(ctx, "Try again.")
+	return res.Final, err
+}
+
+// An agent whose Run was canceled still receives approvals in its next Run.
+func TestApprovalsAfterACanceledRun(t *testing.T) {
+	ctx := testCtx(t)
+	model := fakellm.New(fakellm.Script{
+		fakellm.CallTool("SendPayment", `{"invoice_id":"INV-R1","amount":1}`),
+		fakellm.CallTool("SendPayment", `{"invoice_id":"INV-R2","amount":2}`),
+		fakellm.Say("Paid."),
+	})
+	s := newScene(t, model, withWorker(func(w registrar) { must(t, w.RegisterWorkflow(GiveUpOnce)) }))
+	c := s.env.Client
+	run, err := c.StartWorkflow(ctx, client.StartOptions{ID: "give-up", TaskQueue: s.env.TaskQueue()}, GiveUpOnce, Task{})
+	must(t, err)
+	n := 0
+	requested := func(ev history.Event) bool {
+		if isMarker(history.MarkerApprovalRequested)(ev) {
+			n++
+		}
+		return n == 1
+	}
+	waitEvent(t, ctx, c, "give-up", "", "the first approval request", requested)
+	must(t, c.SignalWorkflow(ctx, "give-up", "", "give-up", "enough"))
+	n = 0
+	waitEvent(t, ctx, c, "give-up", "", "the second Run's approval request", func(ev history.Event) bool { requested(ev); return n == 2 })
+	must(t, c.SignalWorkflow(ctx, "give-up", "", agent.ApprovalSignal, agent.Approval{Approved: true, By: "ada"}))
+	var final string
+	must(t, run.Get(ctx, &final))
+	if pay, _, _, _, _ := s.prov.snapshot(); pay != 1 || final != "Paid." {
+		t.Fatalf("%d payments, final %q", pay, final)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/vmihailenco/msgpack/v5"
+
 	"github.com/cairnflow/cairn/history"
 )
 
@@ -167,6 +169,9 @@ func (t *timeline) row(ev history.Event) Row {
 	case *history.SignalExternalSent:
 		return Row{Name: a.Name, Detail: a.WorkflowID}
 	case *history.MarkerRecorded:
+		if r, ok := ignoredApproval(a); ok {
+			return r
+		}
 		return Row{Name: a.Name, Detail: a.ID + " " + PayloadText(a.Data)}
 	case *history.ChildWorkflowStarted:
 		t.types[ev.ID] = a.WorkflowType
@@ -205,4 +210,24 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// ignoredApproval renders the agent kit's record of an approval signal it
+// applied to no call (history.MarkerApprovalIgnored): what it said and why.
+func ignoredApproval(m *history.MarkerRecorded) (Row, bool) {
+	var ig history.IgnoredApproval
+	if m.Name != history.MarkerApprovalIgnored || m.Data.ByRef() || msgpack.Unmarshal(m.Data.Data, &ig) != nil {
+		return Row{}, false
+	}
+	verb := "reject"
+	if ig.Approved {
+		verb = "approve"
+	}
+	if ig.CallID != "" {
+		verb += " " + ig.CallID
+	}
+	if ig.By != "" {
+		verb += " by " + ig.By
+	}
+	return Row{Name: m.Name, Detail: verb + " ignored: " + ig.Why, Tone: "warn"}, true
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmihailenco/msgpack/v5"
+
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/sdk"
@@ -134,5 +136,18 @@ main.Watch.func1({0x8, 0x9})
 	}
 	if txt := StacksText(cs); !strings.Contains(txt, "coroutine root, waiting in sdk.(*Future[...]).Get:\n    agents.(*Agent).Pay\n        ann/agents/pay.go:41\n") {
 		t.Fatalf("StacksText:\n%s", txt)
+	}
+}
+
+// An approval the agent ignored reads as what it was and why, flagged.
+func TestTimelineIgnoredApproval(t *testing.T) {
+	data, err := msgpack.Marshal(&history.IgnoredApproval{CallID: "call_9", Approved: true, By: "eve", Why: `no tool call "call_9" is awaiting approval`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := Timeline([]history.Event{{ID: 1, Attrs: &history.MarkerRecorded{Name: history.MarkerApprovalIgnored, ID: "call_9",
+		Data: history.Payload{Encoding: sdk.EncodingMsgpack, Data: data}}}})
+	if r := rows[0]; r.Tone != "warn" || r.Detail != `approve call_9 by eve ignored: no tool call "call_9" is awaiting approval` {
+		t.Fatalf("row %+v", r)
 	}
 }

@@ -60,7 +60,8 @@ var (
 // ModelActivity is the activity type of model calls (llm.ActivityName).
 const ModelActivity = "llm.Chat"
 
-// ApprovalSignal is the signal that carries approvals (an Approval).
+// ApprovalSignal is the signal that carries approvals (an Approval), unless
+// Options.ApprovalSignal names another.
 const ApprovalSignal = "approve"
 
 // Options configure an Agent. Zero values take the defaults in the
@@ -93,6 +94,12 @@ type Options struct {
 	// ApprovalTimeout bounds the wait for an approval (0: no bound); a
 	// call not approved in time is reported to the model as rejected.
 	ApprovalTimeout time.Duration
+	// ApprovalSignal names the signal this agent takes approvals from
+	// (default ApprovalSignal, "approve"). An agent takes every approval
+	// sent while its Run runs, and records those for no call of its own as
+	// ignored: two agents of one workflow that run at once need a signal
+	// each.
+	ApprovalSignal string
 }
 
 // Tool is a tool the model may call: an activity, its name and
@@ -197,6 +204,9 @@ type approvalSlot struct {
 func New(ctx sdk.Context, opts Options) *Agent {
 	if opts.MaxTurns <= 0 {
 		opts.MaxTurns = 20
+	}
+	if opts.ApprovalSignal == "" {
+		opts.ApprovalSignal = ApprovalSignal
 	}
 	a := &Agent{opts: opts, tools: map[string]*Tool{}, decided: map[string]Approval{}}
 	settings := &history.ChatConfig{Model: opts.Model, Temperature: opts.Temperature, MaxTokens: opts.MaxTokens, Stream: opts.Stream}
@@ -469,7 +479,7 @@ func (a *Agent) listen(ctx sdk.Context) {
 	// workflow signal --input …), and one that is not an Approval must not
 	// fail every workflow task of the run (the SDK panics on a payload
 	// that does not decode into the channel's type).
-	ch := sdk.GetSignalChannel[any](ctx, ApprovalSignal)
+	ch := sdk.GetSignalChannel[any](ctx, a.opts.ApprovalSignal)
 	sdk.GoNamed(ctx, "agent-approvals", func(ctx sdk.Context) {
 		for {
 			if sdk.Await(ctx, func() bool { return a.active && ch.Len() > 0 }) != nil {

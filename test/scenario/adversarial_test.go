@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -429,5 +430,119 @@ func TestTaskForUnregisteredWorkflowTypeFailsTyped(t *testing.T) {
 	if d.Info.Status != api.StatusRunning || d.WorkflowTask == nil || d.WorkflowTask.LastFailure == nil ||
 		d.WorkflowTask.LastFailure.Type != sdk.FailureTypeUnknownWorkflowType {
 		t.Fatalf("describe: status %v, task %+v", d.Info.Status, d.WorkflowTask)
+	}
+}
+
+// An approval sent while the model's answer is still being written (the
+// live stream shows the call's id before the answer is recorded) is held
+// and applies to that call once the answer asks for it; one naming a call
+// the answer does not ask for, or naming none while nothing awaits, is
+// ignored with why.
+func TestApprovalSentBeforeTheAnswerIsRecorded(t *testing.T) {
+	ctx := testCtx(t)
+	asked, release := make(chan struct{}), make(chan struct{})
+	var askedOnce, releaseOnce sync.Once
+	model := fakellm.NewFunc(func(r fakellm.Request) fakellm.Reply {
+		if r.Turn > 0 {
+			return fakellm.Say("Paid.")
+		}
+		askedOnce.Do(func() { close(asked) })
+		<-release // the answer is being written
+		return fakellm.CallTools(fakellm.ToolCall{ID: "call_s", Name: "SendPayment", Arguments: `{"invoice_id":"INV-S","amount":3}`})
+	})
+	s := newScene(t, model)
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) }) // before the model's server closes
+	c := s.env.Client
+	const id = "early-approval"
+	run := s.start(t, ctx, id, Task{Approve: true})
+	select {
+	case <-asked:
+	case <-ctx.Done():
+		t.Fatal("the model was never called")
+	}
+	must(t, c.SignalWorkflow(ctx, id, "", agent.ApprovalSignal, agent.Approval{CallID: "call_s", Approved: true, By: "ada"}))
+	must(t, c.SignalWorkflow(ctx, id, "", agent.ApprovalSignal, agent.Approval{CallID: "call_other", Approved: true, By: "ada"}))
+	must(t, c.SignalWorkflow(ctx, id, "", agent.ApprovalSignal, agent.Approval{Approved: true, By: "bob"}))
+	// The agent took the three, in order: the last is ignored at once.
+	waitEvent(t, ctx, c, id, "", "the approval naming no call ignored", isMarker(history.MarkerApprovalIgnored))
+	releaseOnce.Do(func() { close(release) })
+	var res agent.Result
+	must(t, run.Get(ctx, &res))
+	if pay, _, _, _, _ := s.prov.snapshot(); pay != 1 || res.Final != "Paid." {
+		t.Fatalf("%d payments, result %+v", pay, res)
+	}
+	tr, err := c.GetTranscript(ctx, id, "")
+	must(t, err)
+	if len(tr.Ignored) != 2 || tr.Ignored[0].By != "bob" || tr.Ignored[0].Why != "no tool call is awaiting approval" ||
+		tr.Ignored[1].CallID != "call_other" || tr.Ignored[1].Why != `no tool call "call_other" is awaiting approval` {
+		t.Fatalf("ignored approvals %+v", tr.Ignored)
+	}
+	if tc := toolCalls(t, ctx, c, id, "")["SendPayment"]; len(tc) != 1 || tc[0].State != api.CallCompleted || tc[0].ApprovedBy != "ada" {
+		t.Fatalf("the payment call %+v", tc)
+	}
+}
+
+// TwoDesks runs two agents at once in one workflow, each paying its own
+// invoice after a person's approval on its own signal.
+func TwoDesks(ctx sdk.Context, _ Task) ([]string, error) {
+	var p *Provider
+	out := make([]string, 2)
+	var errs [2]error
+	done := 0
+	for i, desk := range []string{"a", "b"} {
+		sdk.Go(ctx, func(ctx sdk.Context) {
+			a := agent.New(ctx, agent.Options{Model: "fake-1", System: "desk " + desk,
+				Tools:          []agent.Tool{agent.NewTool(p.SendPayment, "Pay an invoice.", agent.RequireApproval())},
+				ApprovalSignal: "approve-" + desk})
+			res, err := a.Run(ctx, "Pay the invoice of desk "+desk+".")
+			out[i], errs[i] = res.Final, err
+			done++
+		})
+	}
+	_ = sdk.Await(ctx, func() bool { return done == 2 })
+	return out, errors.Join(errs[:]...)
+}
+
+// Two agents of one workflow waiting for approvals at the same time, each
+// on its own signal (Options.ApprovalSignal), get their own decisions —
+// even for calls with the same id.
+func TestTwoAgentsOfOneWorkflowApprovedSeparately(t *testing.T) {
+	ctx := testCtx(t)
+	model := fakellm.NewFunc(func(r fakellm.Request) fakellm.Reply {
+		if r.Turn > 0 {
+			return fakellm.Say("done")
+		}
+		inv := "INV-B"
+		if msgs, err := r.Messages(); err == nil && len(msgs) > 0 && msgs[0]["content"] == "desk a" {
+			inv = "INV-A"
+		}
+		return fakellm.CallTools(fakellm.ToolCall{ID: "pay", Name: "SendPayment", Arguments: `{"invoice_id":"` + inv + `","amount":5}`})
+	}).KeepRequests()
+	s := newScene(t, model, withWorker(func(w registrar) { must(t, w.RegisterWorkflow(TwoDesks)) }))
+	c := s.env.Client
+	run, err := c.StartWorkflow(ctx, client.StartOptions{ID: "two-desks", TaskQueue: s.env.TaskQueue()}, TwoDesks, Task{})
+	must(t, err)
+	n := 0
+	waitEvent(t, ctx, c, "two-desks", "", "both desks' approval requests", func(ev history.Event) bool {
+		if isMarker(history.MarkerApprovalRequested)(ev) {
+			n++
+		}
+		return n == 2
+	})
+	must(t, c.SignalWorkflow(ctx, "two-desks", "", "approve-b", agent.Approval{CallID: "pay", Approved: false, By: "bob", Reason: "not ours"}))
+	must(t, c.SignalWorkflow(ctx, "two-desks", "", "approve-a", agent.Approval{CallID: "pay", Approved: true, By: "ada"}))
+	var out []string
+	must(t, run.Get(ctx, &out))
+	if pay, _, _, _, _ := s.prov.snapshot(); pay != 1 {
+		t.Fatalf("%d payments, want desk a's only", pay)
+	}
+	told := map[string][][2]string{} // desk's system prompt → the tool results its model was told
+	for _, r := range model.Requests() {
+		if msgs, err := r.Messages(); err == nil && r.Turn == 1 {
+			told[msgs[0]["content"].(string)] = requestToolMessages(t, r)
+		}
+	}
+	if a, b := told["desk a"], told["desk b"]; len(a) != 1 || a[0][1] != "pay_001" || len(b) != 1 || b[0][1] != "rejected by bob: not ours. The tool did not run." {
+		t.Fatalf("the desks' models were told %q", told)
 	}
 }

@@ -180,6 +180,9 @@ func (s *suite) waitEvent(id, runID string, from int64, typ history.EventType) h
 	from = max(from, 1)
 	for {
 		resp, err := s.svc.GetHistory(s.ctx, &api.GetHistoryRequest{WorkflowID: id, RunID: runID, FromEventID: from, WaitNewEvents: true})
+		if err == nil {
+			err = s.ctx.Err() // a long poll ends without events, and no error, when its context does
+		}
 		if err != nil {
 			s.t.Fatalf("waiting for %s in %s: GetHistory: %v", typ, id, err)
 		}

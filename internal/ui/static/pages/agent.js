@@ -100,7 +100,15 @@ function summary(id, t) {
       ${b ? html`<dt>Budget</dt><dd>${[b.budget?.maxTokens && `${b.budget.maxTokens} tokens`, b.budget?.maxCostUSD && `$${b.budget.maxCostUSD}`,
         b.budget?.maxTurns && `${b.budget.maxTurns} turns`].filter(Boolean).join(", ") || "none"}
         ${b.exceeded ? html`<div class="error">exceeded: ${b.exceeded}</div>` : ""}</dd>` : ""}
-    </dl>`;
+    </dl>${ignored(t.ignored || [])}`;
+}
+
+// ignored lists the approval signals the agent received and applied to no
+// call (sdk/agent records them, with why; docs/agents.md).
+function ignored(list) {
+  if (!list.length) return "";
+  return html`<div class="callout warn" id="ignored-approvals"><strong>${list.length} approval signal(s) ignored</strong>
+    <ul>${list.map((a) => html`<li data-event="${a.eventId}">${a.approved ? "approve" : "reject"}${a.callId ? html` <span class="mono">${a.callId}</span>` : ""}${a.by ? " by " + a.by : ""}${a.reason ? ` (${a.reason})` : ""}: ${a.why}</li>`)}</ul></div>`;
 }
 
 function item(it) {

@@ -348,7 +348,7 @@ func (c *checker) indexes(ctx context.Context) error {
 // whose key kr has read up to the family).
 func (c *checker) occurrence(r history.Record, kr *history.KeyReader) {
 	ref := history.RunRef{WorkflowID: kr.Str(), RunID: kr.Str()}
-	_ = kr.Str() // occurrenceKey
+	okey := kr.Str()
 	n, err := decodeOccurrence(r.Value)
 	switch {
 	case kr.Err() != nil || len(kr.Rest()) > 0:
@@ -357,11 +357,17 @@ func (c *checker) occurrence(r history.Record, kr *history.KeyReader) {
 		c.damagedRecord(history.SpaceIndex, r.Key, err)
 	case c.runs[ref] == nil:
 		c.problem("occurrence", ref, "an occurrence counter belongs to a run that has no run state")
-	case c.runs[ref].st.Occurrences != nil:
-		c.problem("occurrence", ref, "the run state still holds its occurrence counts in the earlier form, and the run has counter records too")
+	case hasKey(c.runs[ref].st.Occurrences, okey):
+		c.problem("occurrence", ref, "an occurrence counter is both in the run state's earlier form and in a record of its own")
 	default:
 		c.runs[ref].counted += int64(n)
 	}
+}
+
+// hasKey reports whether m has k.
+func hasKey(m map[string]int32, k string) bool {
+	_, ok := m[k]
+	return ok
 }
 
 // occurrencesAgree checks that the run's occurrence counters add up to the

@@ -35,9 +35,9 @@ import (
 //
 // Run states written before the counters had records carry them in
 // RunState.Occurrences. They are read as the committed counts, and moved
-// to records in the run's next write (the map is then dropped from the
-// state, in the same batch): the keys are those the earlier engine would
-// have assigned. Counters are per run: a new run of the workflow id
+// to records a chunk at a time, in the run's next writes (each counter
+// leaves the map in the batch that writes its record; the map is dropped
+// once empty): the keys are those the earlier engine would have assigned. Counters are per run: a new run of the workflow id
 // (continue-as-new, a reused id) counts from zero, so it repeats the keys
 // of the earlier run on purpose and the ledger deduplicates them.
 
@@ -100,14 +100,13 @@ func (t *transition) nextKey(activityType string, material []byte) string {
 }
 
 // committedOccurrence is the count of okey as of the run's last commit:
-// from a run state of the earlier form while it is not migrated, else from
-// the counter's record.
+// from the map of a run state of the earlier form while the counter is
+// still there, else from the counter's record. A counter is in one of the
+// two, never both: a migration moves it in one batch (occurrences).
 func (t *transition) committedOccurrence(okey string) (int32, error) {
 	st := t.st
-	if st.Occurrences != nil {
-		// Not migrated yet: the map holds every counter of the run and no
-		// record exists (both are written in one batch).
-		return st.Occurrences[okey], nil
+	if n, ok := st.Occurrences[okey]; ok {
+		return n, nil
 	}
 	if t.m.Occurrence == nil {
 		return 0, nil
@@ -115,9 +114,19 @@ func (t *transition) committedOccurrence(okey string) (int32, error) {
 	return t.m.Occurrence(st.Ref(), okey)
 }
 
+// migrateChunk bounds the counters of a run state of the earlier form that
+// one transaction moves to records. Each record's key carries the run's ids
+// (a workflow id may be 1,000 bytes), so a map of thousands of counters
+// moved at once would not fit in one store batch, and the run could then
+// never be written again; moved a chunk per write, the run is wholly
+// migrated within a few writes, each a few hundred KB at most.
+const migrateChunk = 256
+
 // occurrences adds the counters tr's transitions advanced to the batch,
-// and migrates those of a run state of the earlier form (its map is
-// dropped from the state written in the same batch).
+// and migrates up to migrateChunk more of a run state of the earlier form:
+// each counter written as a record leaves the map of the state written in
+// the same batch (tr.st is a working copy: the installed state keeps its
+// map until the batch is committed), and the map is dropped once empty.
 func (x *txn) occurrences(tr *txnRun) {
 	st := tr.st
 	ref := st.Ref()
@@ -125,13 +134,18 @@ func (x *txn) occurrences(tr *txnRun) {
 	put := func(ok string, n int32) {
 		x.batch.Puts = append(x.batch.Puts, history.Record{Space: history.SpaceIndex, Key: occurrenceRecordKey(ref, ok), Value: encodeOccurrence(n)})
 	}
-	for _, ok := range slices.Sorted(maps.Keys(st.Occurrences)) {
-		if _, pending := st.occ[ok]; !pending {
-			put(ok, st.Occurrences[ok])
-		}
-	}
-	st.Occurrences = nil
 	for _, ok := range slices.Sorted(maps.Keys(st.occ)) {
 		put(ok, st.occ[ok])
+		delete(st.Occurrences, ok)
+	}
+	if len(st.Occurrences) > 0 {
+		earlier := slices.Sorted(maps.Keys(st.Occurrences))
+		for _, ok := range earlier[:min(migrateChunk, len(earlier))] {
+			put(ok, st.Occurrences[ok])
+			delete(st.Occurrences, ok)
+		}
+	}
+	if len(st.Occurrences) == 0 {
+		st.Occurrences = nil
 	}
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -402,5 +403,78 @@ func TestDamagedOccurrenceCounterQuarantinesTheRun(t *testing.T) {
 				t.Fatalf("the quarantined run has %d events (%v), had %d", len(evs), err, n)
 			}
 		})
+	}
+}
+
+// TestLargeEarlierFormMigratesInChunks: a run state of the earlier form
+// with thousands of counters and a long workflow id (each record's key
+// carries it) is moved to records migrateChunk counters per write. Moved
+// in one batch, it did not fit in one store transaction, and every write
+// to the run — a signal, even a terminate — failed for good. While it is
+// partly moved, every counter is read from wherever it is: an invoice still
+// in the map and one already moved both get occurrence 2.
+func TestLargeEarlierFormMigratesInChunks(t *testing.T) {
+	const extra = 3000
+	h := newHarness(t)
+	wf := strings.Repeat("w", 900)
+	ref := history.RunRef{WorkflowID: wf, RunID: h.start(wf, "W")}
+	h.complete(h.pollWFT("q"), pay("a1", "INV-1"))
+	h.close()
+	h.openStoreOnly()
+	invoice := map[string]string{}
+	for i := range extra {
+		inv := fmt.Sprintf("X-%d", i)
+		invoice[occurrenceKey("Pay", []byte(fmt.Sprintf(`{"invoice":%q}`, inv)))] = inv
+	}
+	toEarlierForm(t, h, ref)
+	st := readState(t, h, ref)
+	for ok := range invoice {
+		st.Occurrences[ok] = 1 // as if each had been paid once
+	}
+	b, err := encodeState(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.store.Commit(h.ctx(), &history.Batch{Puts: []history.Record{{Space: history.SpaceRunState, Key: stateKey(ref), Value: b}}}); err != nil {
+		t.Fatal(err)
+	}
+	h.close()
+	h.open()
+	if _, err := h.eng.SignalWorkflow(h.ctx(), &api.SignalWorkflowRequest{WorkflowID: wf, SignalName: "next", Input: jsonPayload(`1`)}); err != nil {
+		t.Fatalf("the first write after the upgrade: %v", err)
+	}
+	h.close()
+	h.openStoreOnly()
+	left, moved := readState(t, h, ref).Occurrences, occurrenceRecords(t, h, ref)
+	if len(left) != extra+1-migrateChunk || len(moved) != migrateChunk {
+		t.Fatalf("after one write: %d counters left in the map, %d records (want %d, %d)", len(left), len(moved), extra+1-migrateChunk, migrateChunk)
+	}
+	for _, p := range check(t, h).Problems {
+		if strings.Contains(p.Message, "both in the run state's earlier form and in a record") {
+			t.Fatalf("check of a run partly moved: %+v", p)
+		}
+	}
+	var stay, gone string // an invoice still in the map, one moved
+	for ok, inv := range invoice {
+		if _, in := left[ok]; in {
+			stay = inv
+		} else {
+			gone = inv
+		}
+	}
+	h.close()
+	h.open()
+	h.turn(wf, pay("s2", stay), pay("g2", gone), pay("a2", "INV-1"))
+	wantKeys(t, keysOf(h.history(wf)), map[string]string{"a1": payKey(wf, "INV-1", 1), "a2": payKey(wf, "INV-1", 2),
+		"s2": payKey(wf, stay, 2), "g2": payKey(wf, gone, 2)})
+	for range extra / migrateChunk {
+		if _, err := h.eng.SignalWorkflow(h.ctx(), &api.SignalWorkflowRequest{WorkflowID: wf, SignalName: "next", Input: jsonPayload(`1`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.close()
+	h.openStoreOnly()
+	if st, recs := readState(t, h, ref), occurrenceRecords(t, h, ref); st.Occurrences != nil || len(recs) != extra+1 || recs[occurrenceKey("Pay", []byte(`{"invoice":"INV-1"}`))] != 2 {
+		t.Fatalf("after %d writes: %d counters left in the map, %d records", extra/migrateChunk+2, len(st.Occurrences), len(recs))
 	}
 }

@@ -111,6 +111,7 @@ func (t *transition) cancelActivity(schedID int64, wtc int64) func() {
 	}
 	return func() {
 		delete(t.st.Activities, schedID)
+		t.keysAfter(a)
 		t.add(&history.ActivityCanceled{ScheduledEventID: schedID, Usage: a.Usage})
 		t.needWFT()
 	}
@@ -229,6 +230,7 @@ func (t *transition) startedForRead(a *ActivityInfo) {
 
 func (t *transition) finishActivity(a *ActivityInfo, ls LedgerState, result history.Payload) {
 	delete(t.st.Activities, a.ScheduledEventID)
+	t.keysAfter(a)
 	t.ledger(a, ls, result)
 	t.needWFT()
 }

@@ -96,6 +96,16 @@ func (t *transition) keyReport(a *ActivityInfo, r AttemptReport) {
 	}
 }
 
+// keysAfter assigns the keys that waited behind a, an activity leaving the
+// run (failed, timed out, cancelled) while its own key still waited for its
+// material: the activities of its type scheduled after it would otherwise
+// wait for good. a never had a key, so it counts no occurrence.
+func (t *transition) keysAfter(a *ActivityInfo) {
+	if a.KeyPending {
+		t.assignKeys(a.ActivityType, "")
+	}
+}
+
 // assignKeys assigns, in schedule order, the keys of the activities of
 // type typ whose key material is known, up to the first one that still
 // waits for it (the later ones then wait too: an occurrence depends on the

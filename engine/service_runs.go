@@ -288,6 +288,7 @@ func (e *Engine) GetHistory(ctx context.Context, req *api.GetHistoryRequest) (*a
 	}
 	defer e.leave()
 	from := max(req.FromEventID, 1)
+	caller := ctx
 	ctx, cancel := context.WithTimeout(ctx, e.opts.PollTimeout)
 	defer cancel()
 	for {
@@ -312,6 +313,12 @@ func (e *Engine) GetHistory(ctx context.Context, req *api.GetHistoryRequest) (*a
 			return resp, nil
 		}
 		if !waitChange(ctx, changed, e.stop) {
+			// The poll's own timeout answers "nothing new yet"; the
+			// caller's context ending is the caller's error, so that a
+			// loop polling on it ends instead of spinning.
+			if err := caller.Err(); err != nil {
+				return nil, fmt.Errorf("cairn: get history: %w", err)
+			}
 			return resp, nil
 		}
 	}

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -173,6 +175,25 @@ func TestGetHistoryLongPoll(t *testing.T) {
 	resp = await(t, ch)
 	if len(resp.Events) != 1 || resp.Events[0].Type() != history.TypeWorkflowTerminated || !resp.Closed {
 		t.Fatalf("long poll at close %+v", resp)
+	}
+}
+
+// TestLongPollsEndWithTheCallersContext: a long poll (GetHistory with
+// WaitNewEvents, WatchStream with Wait) whose caller's context has ended
+// returns the context's error, not an empty answer: a loop polling on that
+// context would otherwise spin (it did, in the agent kit's own tests). The
+// poll's own timeout still answers "nothing new yet".
+func TestLongPollsEndWithTheCallersContext(t *testing.T) {
+	h := newHarness(t)
+	h.start("wf", "W")
+	h.complete(h.pollWFT("q"), startTimer("t", time.Hour))
+	ctx, cancel := context.WithCancel(h.ctx())
+	cancel()
+	if resp, err := h.eng.GetHistory(ctx, &api.GetHistoryRequest{WorkflowID: "wf", FromEventID: 4, WaitNewEvents: true}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("GetHistory on an ended context: %+v, %v", resp, err)
+	}
+	if resp, err := h.eng.WatchStream(ctx, &api.WatchStreamRequest{WorkflowID: "wf", Wait: true}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WatchStream on an ended context: %+v, %v", resp, err)
 	}
 }
 

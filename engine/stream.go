@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -220,6 +221,7 @@ func (e *Engine) WatchStream(ctx context.Context, req *api.WatchStreamRequest) (
 		return nil, err
 	}
 	ref := st.Ref()
+	caller := ctx
 	ctx, cancel := context.WithTimeout(ctx, e.opts.PollTimeout)
 	defer cancel()
 	for {
@@ -231,6 +233,9 @@ func (e *Engine) WatchStream(ctx context.Context, req *api.WatchStreamRequest) (
 		select {
 		case <-changed:
 		case <-ctx.Done():
+			if err := caller.Err(); err != nil { // as GetHistory: the caller's end is its error
+				return nil, fmt.Errorf("cairn: watch stream: %w", err)
+			}
 			return &api.WatchStreamResponse{RunID: ref.RunID, NextSeq: next}, nil
 		case <-e.stop:
 			return &api.WatchStreamResponse{RunID: ref.RunID, NextSeq: next}, nil

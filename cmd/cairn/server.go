@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/oklog/run"
@@ -174,7 +175,7 @@ func serve(ctx context.Context, g *globals, f serverFlags, hooks serveHooks) err
 		return err
 	}
 	defer eng.Close()
-	ln, err := net.Listen("tcp", f.listen)
+	ln, err := listenOn("--listen", f.listen)
 	if err != nil {
 		return err
 	}
@@ -187,9 +188,9 @@ func serve(ctx context.Context, g *globals, f serverFlags, hooks serveHooks) err
 	}
 	var uiLn net.Listener
 	if f.uiListen != "" && f.uiListen != "off" {
-		if uiLn, err = net.Listen("tcp", f.uiListen); err != nil {
+		if uiLn, err = listenOn("--ui-listen", f.uiListen); err != nil {
 			_ = ln.Close()
-			return fmt.Errorf("--ui-listen: %w", err)
+			return err
 		}
 	}
 	scheme := "http://"
@@ -273,4 +274,19 @@ func serve(ctx context.Context, g *globals, f serverFlags, hooks serveHooks) err
 		return nil
 	}, func(error) {})
 	return g2.Run()
+}
+
+// listenOn listens on addr, given by flag. An address already in use says
+// which flag chooses another: the usual cause is another cairn server or
+// cairn dev on this machine's default ports.
+func listenOn(flag, addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("%w: %s is already in use (another cairn server or cairn dev?): choose another address with %s, "+
+			"for example %s 127.0.0.1:0 for any free port", api.ErrUnavailable, addr, flag, flag)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", flag, addr, err)
+	}
+	return ln, nil
 }

@@ -208,7 +208,7 @@ func testWorker(t *testing.T, addr string, env ...string) *proc {
 // server starts `cairn server` and waits until it is ready.
 func server(t *testing.T, data, listen string, extra ...string) *proc {
 	t.Helper()
-	p := start(t, nil, bin.cairn, append([]string{"server", "--data", data, "--listen", listen}, extra...)...)
+	p := start(t, nil, bin.cairn, append([]string{"server", "--data", data, "--listen", listen, "--ui-listen", "127.0.0.1:0"}, extra...)...)
 	p.waitLine(t, "cairn server ready")
 	return p
 }

@@ -10,10 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cairnflow/cairn/cmd/cairn/internal/view"
 	"github.com/cairnflow/cairn/engine"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
-	"github.com/cairnflow/cairn/internal/view"
 )
 
 // wfBudget raises a run's budget or stops its held model calls.

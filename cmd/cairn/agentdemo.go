@@ -16,8 +16,8 @@ import (
 
 	"github.com/cairnflow/cairn/activities/llm"
 	"github.com/cairnflow/cairn/activities/llm/fakellm"
-	"github.com/cairnflow/cairn/examples/agent/payables"
-	"github.com/cairnflow/cairn/internal/demo"
+	"github.com/cairnflow/cairn/cmd/cairn/internal/demo"
+	"github.com/cairnflow/cairn/demo/payables"
 	"github.com/cairnflow/cairn/sdk/client"
 	"github.com/cairnflow/cairn/worker"
 )

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cairnflow/cairn/internal/bench"
+	"github.com/cairnflow/cairn/cmd/cairn/internal/bench"
 	"github.com/cairnflow/cairn/internal/gctune"
 	"github.com/cairnflow/cairn/sdk/client"
 	"github.com/cairnflow/cairn/worker"

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cairnflow/cairn/internal/demo"
+	"github.com/cairnflow/cairn/cmd/cairn/internal/demo"
 	"github.com/cairnflow/cairn/sdk/client"
 	"github.com/cairnflow/cairn/worker"
 )

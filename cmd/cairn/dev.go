@@ -11,10 +11,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cairnflow/cairn/activities/llm"
+	"github.com/cairnflow/cairn/cmd/cairn/internal/demo"
 	"github.com/cairnflow/cairn/engine"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
-	"github.com/cairnflow/cairn/internal/demo"
 	"github.com/cairnflow/cairn/sdk/client"
 	"github.com/cairnflow/cairn/worker"
 )

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cairnflow/cairn/cmd/cairn/internal/view"
 	"github.com/cairnflow/cairn/engine/api"
-	"github.com/cairnflow/cairn/internal/view"
 )
 
 // effectsCommand reads the effects ledger: every action with an

@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cairnflow/cairn/examples/agent/payables"
+	"github.com/cairnflow/cairn/cmd/cairn/internal/demo"
+	"github.com/cairnflow/cairn/demo/payables"
 	"github.com/cairnflow/cairn/history"
-	"github.com/cairnflow/cairn/internal/demo"
 	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/sdk/client"
 	"github.com/cairnflow/cairn/worker"

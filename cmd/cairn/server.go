@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/cairnflow/cairn/cmd/cairn/internal/ui"
 	"github.com/cairnflow/cairn/engine"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/engine/httpapi"
@@ -25,7 +26,6 @@ import (
 	"github.com/cairnflow/cairn/history/badgerstore"
 	"github.com/cairnflow/cairn/internal/crashpoint"
 	"github.com/cairnflow/cairn/internal/gctune"
-	"github.com/cairnflow/cairn/internal/ui"
 )
 
 type serverFlags struct {

@@ -1,5 +1,5 @@
 // Command agent is the accounts-payable agent's worker program: the
-// founding article's agent, driven by a model (examples/agent/payables).
+// founding article's agent, driven by a model (demo/payables).
 //
 // By default the model is the scripted fake, served by this process; set
 // CAIRN_MODEL_URL to an OpenAI-compatible endpoint (and CAIRN_MODEL to its
@@ -21,7 +21,7 @@ import (
 
 	"github.com/cairnflow/cairn/activities/llm"
 	"github.com/cairnflow/cairn/activities/llm/fakellm"
-	"github.com/cairnflow/cairn/examples/agent/payables"
+	"github.com/cairnflow/cairn/demo/payables"
 	"github.com/cairnflow/cairn/worker"
 )
 

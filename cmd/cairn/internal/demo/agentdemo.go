@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/cairnflow/cairn/activities/llm/fakellm"
+	"github.com/cairnflow/cairn/demo/payables"
 	"github.com/cairnflow/cairn/engine"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/engine/httpapi"
-	"github.com/cairnflow/cairn/examples/agent/payables"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/history/badgerstore"
 	"github.com/cairnflow/cairn/sdk/agent"

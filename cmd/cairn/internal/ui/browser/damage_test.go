@@ -1,4 +1,4 @@
-package ui
+package browser
 
 import (
 	"context"
@@ -10,13 +10,13 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/cairnflow/cairn/cmd/cairn/internal/ui"
 	"github.com/cairnflow/cairn/engine"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/history/badgerstore"
 	"github.com/cairnflow/cairn/history/faultstore"
 	"github.com/cairnflow/cairn/internal/clock"
-	"github.com/cairnflow/cairn/internal/ui"
 )
 
 // damaged is an engine (on an injected clock, over a fault-injecting

@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cairnflow/cairn/cmd/cairn/internal/view"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
-	"github.com/cairnflow/cairn/internal/view"
 )
 
 // A run page follows its run over server-sent events

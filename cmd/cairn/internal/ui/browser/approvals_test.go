@@ -1,4 +1,4 @@
-package ui
+package browser
 
 import (
 	"context"
@@ -9,11 +9,11 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/cairnflow/cairn/cmd/cairn/internal/ui"
 	"github.com/cairnflow/cairn/engine"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/history/badgerstore"
-	"github.com/cairnflow/cairn/internal/ui"
 )
 
 // The conversation page lists the approval signals the agent ignored

@@ -12,10 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairnflow/cairn/cmd/cairn/internal/view"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/engine/httpapi"
 	"github.com/cairnflow/cairn/history"
-	"github.com/cairnflow/cairn/internal/view"
 )
 
 // The JSON the pages read: GET /api/… answers by internal/view's

@@ -1,4 +1,4 @@
-// Package ui tests the web UI end to end in a real browser: `cairn dev
+// Package browser tests the web UI end to end in a real browser: `cairn dev
 // --demo` as a process, driven by Debian's headless Chromium through the
 // DevTools protocol (chromedp). It lists runs, opens one and reads its
 // history, resolves a paused effect and watches the run complete,
@@ -8,7 +8,7 @@
 //
 // Without chromium on PATH (or CAIRN_CHROMIUM) the test skips, unless
 // CAIRN_UI_BROWSER=required (as .ci/run sets it), when it fails.
-package ui
+package browser
 
 import (
 	"bufio"
@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	cairnBin = filepath.Join(dir, "cairn")
-	cmd := exec.Command("go", "build", "-o", cairnBin, "../../cmd/cairn")
+	cmd := exec.Command("go", "build", "-o", cairnBin, "../../..")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build cairn:", err)

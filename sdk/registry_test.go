@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cairnflow/cairn/converter"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
 )
@@ -187,8 +188,8 @@ func TestKeyMaterial(t *testing.T) {
 			t.Fatalf("business key: %+v", byKey)
 		}
 		want, _ := CanonicalEncoding(Payment{Invoice: "INV-9", Amount: 4200})
-		switch conv.(type) {
-		case msgpackConverter: // the input payload is the canonical encoding: the engine uses it
+		switch {
+		case converter.IsCanonical(conv): // the input payload is the canonical encoding: the engine uses it
 			if canonical.KeyMaterial != nil || !bytes.Equal(canonical.Input.Data, want) {
 				t.Fatalf("msgpack key material %x, input %x", canonical.KeyMaterial, canonical.Input.Data)
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cairnflow/cairn/converter"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
 )
@@ -319,7 +320,7 @@ func (e *Execution) keyMaterial(def *ActivityDefinition, in any, input history.P
 	if input.ByRef() {
 		return input.StoredRef(), nil // names the whole bytes, however they are chunked
 	}
-	if _, canonical := e.conv.(msgpackConverter); canonical {
+	if converter.IsCanonical(e.conv) {
 		return nil, nil // the engine uses Input.Data, which is canonical
 	}
 	return CanonicalEncoding(in)

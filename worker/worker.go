@@ -427,3 +427,10 @@ func backoff(ctx context.Context, failures int) bool {
 		return false
 	}
 }
+
+// Registrar is what a worker binary's register function receives: the live
+// Worker (workercli's `run`) or a Replayer (`replay`).
+type Registrar interface {
+	RegisterWorkflow(fn any, opts ...sdk.RegisterOptions) error
+	RegisterActivity(fn any, opts ...activities.Options) error
+}

@@ -38,7 +38,6 @@ import (
 
 	"github.com/cairnflow/cairn/activities"
 	"github.com/cairnflow/cairn/history"
-	"github.com/cairnflow/cairn/sdk"
 )
 
 // The conversation types are the stored transcript format.
@@ -148,7 +147,7 @@ func (m *Model) Register(w Registrar) error {
 // Decode it with Answer.
 func (m *Model) Chat(ctx context.Context, in history.Payload) (history.Payload, error) {
 	if in.Encoding != history.EncodingTranscript {
-		return history.Payload{}, sdk.NewNonRetryableError(fmt.Sprintf("the model call's input is %q, not a transcript", in.Encoding), FailureTranscript)
+		return history.Payload{}, activities.NewNonRetryableError(fmt.Sprintf("the model call's input is %q, not a transcript", in.Encoding), FailureTranscript)
 	}
 	r, err := m.call(ctx, in)
 	if err != nil {
@@ -205,7 +204,7 @@ func (m *Model) call(ctx context.Context, in history.Payload) (Result, error) {
 // resultOf turns the endpoint's answer into a Result.
 func resultOf(resp *openai.ChatCompletion) (Result, error) {
 	if resp == nil || len(resp.Choices) == 0 {
-		return Result{}, sdk.NewApplicationError("the model answered without a choice", FailureMalformed)
+		return Result{}, activities.NewApplicationError("the model answered without a choice", FailureMalformed)
 	}
 	c := resp.Choices[0]
 	msg := Message{Role: "assistant", Content: c.Message.Content}
@@ -248,7 +247,7 @@ func (m *Model) stream(ctx context.Context, req *request) (Result, error) {
 	}
 	if !sawDone(&acc) {
 		activities.RecordUsage(ctx, usage)
-		return Result{}, sdk.NewApplicationError("the stream ended before the answer was complete", FailureMalformed)
+		return Result{}, activities.NewApplicationError("the stream ended before the answer was complete", FailureMalformed)
 	}
 	r, err := resultOf(&acc.ChatCompletion)
 	if err != nil {
@@ -273,18 +272,18 @@ func classify(err error) error {
 	if errors.As(err, &apiErr) {
 		msg := fmt.Sprintf("model endpoint answered %d: %s", apiErr.StatusCode, apiErr.Message)
 		if apiErr.StatusCode == http.StatusTooManyRequests || apiErr.StatusCode >= 500 {
-			return activities.WithRetryAfter(sdk.NewApplicationError(msg, FailureUnavailable), retryAfter(apiErr.Response))
+			return activities.WithRetryAfter(activities.NewApplicationError(msg, FailureUnavailable), retryAfter(apiErr.Response))
 		}
-		return sdk.NewNonRetryableError(msg, FailureRejected)
+		return activities.NewNonRetryableError(msg, FailureRejected)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return sdk.NewApplicationError("the model call timed out: "+err.Error(), FailureUnavailable)
+		return activities.NewApplicationError("the model call timed out: "+err.Error(), FailureUnavailable)
 	}
 	var se interface{ Timeout() bool }
 	if errors.As(err, &se) && se.Timeout() {
-		return sdk.NewApplicationError("the model call timed out: "+err.Error(), FailureUnavailable)
+		return activities.NewApplicationError("the model call timed out: "+err.Error(), FailureUnavailable)
 	}
-	return sdk.NewApplicationError("the model call failed: "+err.Error(), FailureMalformed)
+	return activities.NewApplicationError("the model call failed: "+err.Error(), FailureMalformed)
 }
 
 // retryAfter reads a Retry-After header: seconds, or an HTTP date.

@@ -13,8 +13,8 @@ import (
 	"github.com/cairnflow/cairn/activities"
 	"github.com/cairnflow/cairn/activities/llm"
 	"github.com/cairnflow/cairn/activities/llm/fakellm"
+	"github.com/cairnflow/cairn/converter"
 	"github.com/cairnflow/cairn/history"
-	"github.com/cairnflow/cairn/sdk"
 )
 
 // transcript stores entries as a chain of one chunk per turn and returns
@@ -66,9 +66,9 @@ func newModel(t *testing.T, srv *fakellm.Server) *llm.Model {
 	return m
 }
 
-func appErr(t *testing.T, err error) *sdk.ApplicationError {
+func appErr(t *testing.T, err error) *activities.ApplicationError {
 	t.Helper()
-	var app *sdk.ApplicationError
+	var app *activities.ApplicationError
 	if !errors.As(err, &app) {
 		t.Fatalf("error %v (%T) is not an ApplicationError", err, err)
 	}
@@ -203,7 +203,7 @@ func TestInputMustBeATranscript(t *testing.T) {
 func TestToolResultByReference(t *testing.T) {
 	srv := fakellm.New(fakellm.Script{fakellm.Say("ok")}).KeepRequests()
 	chunks := history.MemChunks{}
-	result, err := sdk.DefaultConverter().ToPayload(map[string]any{"id": "DOC-1", "text": strings.Repeat("lorem ", 50)})
+	result, err := converter.Default().ToPayload(map[string]any{"id": "DOC-1", "text": strings.Repeat("lorem ", 50)})
 	if err != nil {
 		t.Fatal(err)
 	}

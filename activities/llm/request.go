@@ -15,7 +15,6 @@ import (
 
 	"github.com/cairnflow/cairn/activities"
 	"github.com/cairnflow/cairn/history"
-	"github.com/cairnflow/cairn/sdk"
 )
 
 // Building the request. A transcript is a chain of chunks; the request's
@@ -54,7 +53,7 @@ func (p prefix) extend(ctx context.Context, src history.ChunkSource, entries []h
 			m, err := history.EntryMessage(ctx, src, e)
 			if err != nil {
 				if errors.Is(err, history.ErrInvalid) {
-					return prefix{}, sdk.NewNonRetryableError(err.Error(), FailureTranscript)
+					return prefix{}, activities.NewNonRetryableError(err.Error(), FailureTranscript)
 				}
 				return prefix{}, fmt.Errorf("llm: read the transcript: %w", err)
 			}
@@ -187,7 +186,7 @@ func (m *Model) build(ctx context.Context, in history.Payload) (*request, error)
 		s.Model = m.cfg.Model
 	}
 	if s.Model == "" {
-		return nil, sdk.NewNonRetryableError("no model named: set llm.Config.Model or the agent's Model", FailureTranscript)
+		return nil, activities.NewNonRetryableError("no model named: set llm.Config.Model or the agent's Model", FailureTranscript)
 	}
 	head, err := requestHead(s)
 	if err != nil {
@@ -227,7 +226,7 @@ func (m *Model) prefixFor(ctx context.Context, in history.Payload) (prefix, erro
 	for i := len(chain) - 1; i >= 0; i-- {
 		entries, err := history.DecodeTranscript(chain[i].Data)
 		if err != nil {
-			return prefix{}, sdk.NewNonRetryableError(err.Error(), FailureTranscript)
+			return prefix{}, activities.NewNonRetryableError(err.Error(), FailureTranscript)
 		}
 		if p, err = p.extend(ctx, src, entries); err != nil {
 			return prefix{}, err
@@ -289,7 +288,7 @@ func requestHead(s Settings) ([]byte, error) {
 				params = `{"type":"object"}`
 			}
 			if !json.Valid([]byte(params)) {
-				return nil, sdk.NewNonRetryableError(fmt.Sprintf("tool %s: its parameters are not a JSON schema", t.Name), FailureTranscript)
+				return nil, activities.NewNonRetryableError(fmt.Sprintf("tool %s: its parameters are not a JSON schema", t.Name), FailureTranscript)
 			}
 			b.WriteString(`,"parameters":`)
 			b.WriteString(params)
@@ -329,7 +328,7 @@ type wireFunction struct {
 // messageJSON encodes one message, deterministically.
 func messageJSON(m *history.ChatMessage) ([]byte, error) {
 	if m == nil || m.Role == "" {
-		return nil, sdk.NewNonRetryableError("a transcript message has no role", FailureTranscript)
+		return nil, activities.NewNonRetryableError("a transcript message has no role", FailureTranscript)
 	}
 	w := wireMessage{Role: m.Role, Name: m.Name, ToolCallID: m.ToolCallID}
 	if m.Content != "" || len(m.ToolCalls) == 0 {
@@ -345,7 +344,7 @@ func messageJSON(m *history.ChatMessage) ([]byte, error) {
 	}
 	b, err := json.Marshal(w)
 	if err != nil {
-		return nil, errors.Join(sdk.NewNonRetryableError("a transcript message cannot be encoded", FailureTranscript), err)
+		return nil, errors.Join(activities.NewNonRetryableError("a transcript message cannot be encoded", FailureTranscript), err)
 	}
 	return b, nil
 }

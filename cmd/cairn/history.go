@@ -76,7 +76,7 @@ type exportOut struct {
 
 // replayCommand replays exported histories of the workflows built into
 // cairn (the demo agent). User workers get the same command from
-// worker.Main.
+// workercli.Main.
 func replayCommand(g *globals) *cobra.Command {
 	var file string
 	var trace bool
@@ -112,7 +112,7 @@ func replayCommand(g *globals) *cobra.Command {
 			}
 			if err := r.ReplayFile(file, ro); err != nil {
 				if errors.Is(err, sdk.ErrUnknownWorkflowType) {
-					return fmt.Errorf("%w; cairn replay knows only its built-in workflows: replay a history of yours with your worker binary's replay command (worker.Main)", err)
+					return fmt.Errorf("%w; cairn replay knows only its built-in workflows: replay a history of yours with your worker binary's replay command (workercli.Main)", err)
 				}
 				return err
 			}

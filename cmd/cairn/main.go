@@ -29,7 +29,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cairnflow/cairn/sdk/client"
-	"github.com/cairnflow/cairn/worker"
+	"github.com/cairnflow/cairn/worker/workercli"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -169,7 +169,7 @@ const (
 // clientFlags gives a command (and its subcommands) the flags of the
 // commands that talk to a server: --address and --token.
 func clientFlags(cmd *cobra.Command, g *globals) *cobra.Command {
-	cmd.PersistentFlags().StringVar(&g.address, "address", worker.Env("CAIRN_ADDRESS", DefaultAddress),
+	cmd.PersistentFlags().StringVar(&g.address, "address", workercli.Env("CAIRN_ADDRESS", DefaultAddress),
 		"server address; without a port, "+DefaultPort+" (CAIRN_ADDRESS)")
 	cmd.PersistentFlags().StringVar(&g.token, "token", os.Getenv("CAIRN_TOKEN"), "bearer token (CAIRN_TOKEN)")
 	return cmd

@@ -23,12 +23,13 @@ import (
 	"github.com/cairnflow/cairn/activities/llm/fakellm"
 	"github.com/cairnflow/cairn/demo/payables"
 	"github.com/cairnflow/cairn/worker"
+	"github.com/cairnflow/cairn/worker/workercli"
 )
 
 func main() {
-	os.Exit(worker.Main(func(r worker.Registrar) error {
-		dir := worker.Env("PAYABLES_DIR", ".")
-		url, model := os.Getenv("CAIRN_MODEL_URL"), worker.Env("CAIRN_MODEL", payables.FakeModel)
+	os.Exit(workercli.Main(func(r worker.Registrar) error {
+		dir := workercli.Env("PAYABLES_DIR", ".")
+		url, model := os.Getenv("CAIRN_MODEL_URL"), workercli.Env("CAIRN_MODEL", payables.FakeModel)
 		if url == "" {
 			u, err := serveFake()
 			if err != nil {
@@ -41,7 +42,7 @@ func main() {
 			return err
 		}
 		return payables.Register(r, &payables.Tools{Dir: dir}, m)
-	}, worker.MainOptions{Name: "agent", TaskQueue: payables.TaskQueue}))
+	}, workercli.Options{Name: "agent", TaskQueue: payables.TaskQueue}))
 }
 
 // serveFake serves the scripted model on a loopback port of this process.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/worker"
+	"github.com/cairnflow/cairn/worker/workercli"
 )
 
 // Greeting waits up to a day for someone to approve (the "approve" signal
@@ -52,10 +53,10 @@ func Compose(_ context.Context, r Request) (string, error) {
 }
 
 func main() {
-	os.Exit(worker.Main(func(r worker.Registrar) error {
+	os.Exit(workercli.Main(func(r worker.Registrar) error {
 		if err := r.RegisterWorkflow(Greeting); err != nil {
 			return err
 		}
 		return r.RegisterActivity(Compose)
-	}, worker.MainOptions{Name: "hello", TaskQueue: "hello"}))
+	}, workercli.Options{Name: "hello", TaskQueue: "hello"}))
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/sdk/client"
 	"github.com/cairnflow/cairn/worker"
+	"github.com/cairnflow/cairn/worker/workercli"
 )
 
 // bin holds the binaries TestMain builds once.
@@ -36,7 +37,7 @@ var bin struct {
 // worker process, runs the test worker.
 func TestMain(m *testing.M) {
 	if os.Getenv("CAIRN_E2E_WORKER") == "1" {
-		os.Exit(worker.Main(registerTestWorker, worker.MainOptions{Name: "e2e-worker", TaskQueue: "e2e"}))
+		os.Exit(workercli.Main(registerTestWorker, workercli.Options{Name: "e2e-worker", TaskQueue: "e2e"}))
 	}
 	dir, err := os.MkdirTemp("", "cairn-e2e-bin-")
 	if err != nil {

@@ -1,4 +1,19 @@
-package worker
+// Package workercli is the standard entry point of a worker binary: two
+// commands, `run` (connect to a server and work until SIGINT/SIGTERM) and
+// `replay` (replay an exported history through the binary's workflows).
+// It is a package of its own so that the worker library links no CLI
+// framework: a program that builds its own command line uses worker
+// directly.
+//
+//	func main() {
+//		os.Exit(workercli.Main(func(r worker.Registrar) error {
+//			if err := r.RegisterWorkflow(PayInvoice); err != nil {
+//				return err
+//			}
+//			return r.RegisterActivity(SendPayment, activities.Options{Effect: activities.SideEffect})
+//		}, workercli.Options{TaskQueue: "agents"}))
+//	}
+package workercli
 
 import (
 	"context"
@@ -10,21 +25,13 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
-	"github.com/cairnflow/cairn/activities"
 	"github.com/cairnflow/cairn/internal/gctune"
-	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/sdk/client"
+	"github.com/cairnflow/cairn/worker"
 )
 
-// Registrar is what Main hands to a worker binary's register function: the
-// live Worker for `run`, a Replayer for `replay`.
-type Registrar interface {
-	RegisterWorkflow(fn any, opts ...sdk.RegisterOptions) error
-	RegisterActivity(fn any, opts ...activities.Options) error
-}
-
-// MainOptions configure Main.
-type MainOptions struct {
+// Options configure Main.
+type Options struct {
 	// Name is the binary's name in usage text (default: os.Args[0]).
 	Name string
 	// TaskQueue is the default of --task-queue.
@@ -35,23 +42,13 @@ type MainOptions struct {
 	Stdout, Stderr io.Writer
 }
 
-// Main is the standard entry point of a worker binary:
-//
-//	func main() {
-//		os.Exit(worker.Main(func(r worker.Registrar) error {
-//			if err := r.RegisterWorkflow(PayInvoice); err != nil {
-//				return err
-//			}
-//			return r.RegisterActivity(SendPayment, activities.Options{Effect: activities.SideEffect})
-//		}, worker.MainOptions{TaskQueue: "agents"}))
-//	}
-//
-// It provides two commands: `run` (connect to a server and work until
+// Main is the standard entry point of a worker binary (see the package
+// doc). It provides two commands: `run` (connect to a server and work until
 // SIGINT/SIGTERM; flags --address, --token, --task-queue, --log-level, with
 // CAIRN_ADDRESS and CAIRN_TOKEN as fallbacks) and `replay --history FILE
 // [--trace]` (replay an exported history through this binary's workflows).
 // It returns the process exit code: 0 ok, 1 failed, 2 usage.
-func Main(register func(Registrar) error, opts MainOptions) int {
+func Main(register func(worker.Registrar) error, opts Options) int {
 	if opts.Args == nil {
 		opts.Args = os.Args[1:]
 	}
@@ -100,7 +97,7 @@ func Env(name, def string) string {
 	return def
 }
 
-func runCommand(register func(Registrar) error, opts MainOptions) *cobra.Command {
+func runCommand(register func(worker.Registrar) error, opts Options) *cobra.Command {
 	var address, token, queue, level string
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -117,7 +114,7 @@ func runCommand(register func(Registrar) error, opts MainOptions) *cobra.Command
 			if err != nil {
 				return err
 			}
-			w, err := New(c, Options{TaskQueue: queue, Logger: &log, StopOnSignals: true})
+			w, err := worker.New(c, worker.Options{TaskQueue: queue, Logger: &log, StopOnSignals: true})
 			if err != nil {
 				return err
 			}
@@ -134,7 +131,7 @@ func runCommand(register func(Registrar) error, opts MainOptions) *cobra.Command
 	return cmd
 }
 
-func replayCommand(register func(Registrar) error) *cobra.Command {
+func replayCommand(register func(worker.Registrar) error) *cobra.Command {
 	var file, address, token string
 	var trace bool
 	cmd := &cobra.Command{
@@ -142,11 +139,11 @@ func replayCommand(register func(Registrar) error) *cobra.Command {
 		Short: "Replay an exported history (cairn history export) through this binary's workflow code",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			r := NewReplayer(ReplayerOptions{})
+			r := worker.NewReplayer(worker.ReplayerOptions{})
 			if err := register(r); err != nil {
 				return err
 			}
-			var ro ReplayOptions
+			var ro worker.ReplayOptions
 			if trace {
 				ro.Trace = cmd.OutOrStdout()
 			}

@@ -1,4 +1,4 @@
-package sdk
+package converter
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"slices"
 )
 
-var errBadMsgpack = errors.New("sdk: malformed msgpack")
+var errBadMsgpack = errors.New("converter: malformed msgpack")
 
 // canonicalizeMsgpack returns data with the entries of every map sorted by
 // their encoded key bytes (recursively). It returns data itself when it is

@@ -1,30 +1,18 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/oklog/run"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
-	"github.com/cairnflow/cairn/cmd/cairn/internal/ui"
 	"github.com/cairnflow/cairn/engine"
 	"github.com/cairnflow/cairn/engine/api"
-	"github.com/cairnflow/cairn/engine/httpapi"
-	"github.com/cairnflow/cairn/engine/metrics"
-	"github.com/cairnflow/cairn/history"
-	"github.com/cairnflow/cairn/history/badgerstore"
-	"github.com/cairnflow/cairn/internal/crashpoint"
 	"github.com/cairnflow/cairn/internal/gctune"
 )
 
@@ -118,162 +106,6 @@ type serveHooks struct {
 type actor struct {
 	run       func() error
 	interrupt func(error)
-}
-
-func serve(ctx context.Context, g *globals, f serverFlags, hooks serveHooks) error {
-	lvl, err := zerolog.ParseLevel(f.logLevel)
-	if err != nil {
-		return usagef("--log-level %q: %v", f.logLevel, err)
-	}
-	log := zerolog.New(g.stderr).Level(lvl).With().Timestamp().Logger()
-	if point, err := crashpoint.FromEnv(); err != nil {
-		return usageError{err}
-	} else if point != "" {
-		log.Warn().Str("point", point).Msg("fault test: this server kills itself (SIGKILL) at crash point " + point + " (" + crashpoint.EnvVar + ")")
-	}
-	token, err := serverToken(f, g)
-	if err != nil {
-		return err
-	}
-	for _, l := range []struct{ flag, addr string }{{"--listen", f.listen}, {"--ui-listen", f.uiListen}} {
-		if l.addr == "" || l.addr == "off" && l.flag == "--ui-listen" {
-			continue
-		}
-		loopback, err := isLoopback(l.flag, l.addr)
-		if err != nil {
-			return err
-		}
-		if !loopback && token == "" {
-			return fmt.Errorf("%w: refusing to listen on %s without a token: set --token-file or CAIRN_TOKEN (or listen on 127.0.0.1)", api.ErrInvalidArgument, l.addr)
-		}
-	}
-	if (f.tlsCert == "") != (f.tlsKey == "") {
-		return usagef("--tls-cert and --tls-key go together")
-	}
-	st, err := badgerstore.Open(badgerstore.Options{Dir: f.data, Logger: &log, AcceptDataLoss: f.acceptDataLoss})
-	if errors.Is(err, history.ErrCorrupt) {
-		log.Error().Err(err).Str("data", f.data).Msg("refusing to serve: the data directory is damaged or lost acknowledged commits; " +
-			"restore a backup (cairn restore), or start with --accept-data-loss to go on without the lost data (the loss is recorded)")
-		return corruptError{err}
-	}
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	pricing, err := readPricing(f.pricing)
-	if err != nil {
-		return err
-	}
-	if f.driftMargin < 0 {
-		return usagef("--lease-drift-margin must not be negative")
-	}
-	if pricing == nil {
-		pricing = hooks.pricing
-	}
-	eng, err := engine.Open(engine.Options{Store: st, Logger: &log, Pricing: pricing, LeaseDriftMargin: f.driftMargin})
-	if err != nil {
-		return err
-	}
-	defer eng.Close()
-	ln, err := listenOn("--listen", f.listen)
-	if err != nil {
-		return err
-	}
-	backup := func(ctx context.Context, w io.Writer) error {
-		info, err := st.Backup(ctx, w)
-		if err == nil {
-			log.Info().Int64("bytes", info.Bytes).Int64("keys", info.Keys).Uint64("seq", info.Seq).Msg("backup served")
-		}
-		return err
-	}
-	var uiLn net.Listener
-	if f.uiListen != "" && f.uiListen != "off" {
-		if uiLn, err = listenOn("--ui-listen", f.uiListen); err != nil {
-			_ = ln.Close()
-			return err
-		}
-	}
-	scheme := "http://"
-	if f.tlsCert != "" {
-		scheme = "https://"
-	}
-	uiURL := ""
-	if uiLn != nil {
-		uiURL = scheme + uiLn.Addr().String() + "/"
-	}
-	handler := httpapi.NewHandler(eng, httpapi.Options{Token: token, Logger: &log, MaxSessions: f.maxSessions, UIURL: uiURL, Backup: backup,
-		Collectors: []prometheus.Collector{metrics.NewCollector(eng, metrics.Options{Queues: eng.TaskQueues})}})
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		WriteTimeout:      90 * time.Second, // long polls answer within a minute
-		IdleTimeout:       2 * time.Minute,
-	}
-	var g2 run.Group
-	serveOn := func(srv *http.Server, ln net.Listener) func() error {
-		return func() error {
-			var err error
-			if f.tlsCert != "" {
-				err = srv.ServeTLS(ln, f.tlsCert, f.tlsKey)
-			} else {
-				err = srv.Serve(ln)
-			}
-			if errors.Is(err, http.ErrServerClosed) {
-				return nil
-			}
-			return err
-		}
-	}
-	g2.Add(serveOn(srv, ln), func(error) {
-		// Stop accepting, let in-flight requests (and their commits) finish.
-		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		_ = eng.Close() // long polls return at once
-		_ = srv.Shutdown(sctx)
-		_ = handler.Shutdown(sctx) // sessions: answer the calls in flight, then close
-	})
-	if uiLn != nil {
-		uiSrv := &http.Server{
-			Handler:           ui.New(eng, ui.Options{Token: token, Secure: f.tlsCert != "", Logger: &log}),
-			ReadHeaderTimeout: 10 * time.Second,
-			ReadTimeout:       60 * time.Second,
-			IdleTimeout:       2 * time.Minute, // no WriteTimeout: a run page streams while it is open
-		}
-		g2.Add(serveOn(uiSrv, uiLn), func(error) {
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = uiSrv.Shutdown(sctx)
-			_ = uiSrv.Close() // streams do not end by themselves
-		})
-	}
-	if hooks.actors != nil {
-		actors, err := hooks.actors(eng, ln.Addr().String())
-		if err != nil {
-			_ = ln.Close()
-			if uiLn != nil {
-				_ = uiLn.Close()
-			}
-			return err
-		}
-		for _, a := range actors {
-			g2.Add(a.run, a.interrupt)
-		}
-	}
-	ev := log.Info().Str("listen", ln.Addr().String()).Str("data", f.data).Bool("auth", token != "").Bool("tls", f.tlsCert != "")
-	if uiURL != "" {
-		ev = ev.Str("ui", uiURL)
-	}
-	ev.Msg("cairn server ready")
-	if hooks.ready != nil {
-		hooks.ready(ln.Addr().String(), uiURL)
-	}
-	g2.Add(func() error {
-		<-ctx.Done()
-		log.Info().Msg("shutting down")
-		return nil
-	}, func(error) {})
-	return g2.Run()
 }
 
 // listenOn listens on addr, given by flag. An address already in use says

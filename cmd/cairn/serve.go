@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/oklog/run"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/cairnflow/cairn/cmd/cairn/internal/ui"
+	"github.com/cairnflow/cairn/engine"
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/httpapi"
+	"github.com/cairnflow/cairn/engine/metrics"
+	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/history/badgerstore"
+	"github.com/cairnflow/cairn/internal/crashpoint"
+)
+
+// Server is one `cairn server` (or `cairn dev`) process: its store, its
+// engine, the API and UI listeners and the group of actors that run until
+// the context ends. serve builds it step by step; each step undoes what it
+// opened when a later one fails (close).
+type Server struct {
+	g     *globals
+	f     serverFlags
+	hooks serveHooks
+	log   zerolog.Logger
+	token string
+
+	store   *badgerstore.Store
+	eng     *engine.Engine
+	ln      net.Listener // the API
+	uiLn    net.Listener // the web UI, nil when off
+	uiURL   string
+	handler *httpapi.Handler
+	group   run.Group
+}
+
+// serve runs a server until ctx ends or one of its actors fails.
+func serve(ctx context.Context, g *globals, f serverFlags, hooks serveHooks) error {
+	s := &Server{g: g, f: f, hooks: hooks}
+	defer s.close()
+	for _, step := range []func() error{s.configure, s.openStore, s.openEngine, s.listen, s.serveAPI, s.serveUI, s.addActors} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	s.announce()
+	s.group.Add(func() error {
+		<-ctx.Done()
+		s.log.Info().Msg("shutting down")
+		return nil
+	}, func(error) {})
+	return s.group.Run()
+}
+
+// configure checks the flags that need no resource: the log level, the
+// crash point of a fault test, the token and TLS.
+func (s *Server) configure() error {
+	f := s.f
+	lvl, err := zerolog.ParseLevel(f.logLevel)
+	if err != nil {
+		return usagef("--log-level %q: %v", f.logLevel, err)
+	}
+	s.log = zerolog.New(s.g.stderr).Level(lvl).With().Timestamp().Logger()
+	if point, err := crashpoint.FromEnv(); err != nil {
+		return usageError{err}
+	} else if point != "" {
+		s.log.Warn().Str("point", point).Msg("fault test: this server kills itself (SIGKILL) at crash point " + point + " (" + crashpoint.EnvVar + ")")
+	}
+	if s.token, err = serverToken(f, s.g); err != nil {
+		return err
+	}
+	if err := s.checkExposure(); err != nil {
+		return err
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return usagef("--tls-cert and --tls-key go together")
+	}
+	if f.driftMargin < 0 {
+		return usagef("--lease-drift-margin must not be negative")
+	}
+	return nil
+}
+
+// checkExposure refuses to listen beyond loopback without a token.
+func (s *Server) checkExposure() error {
+	for _, l := range []struct{ flag, addr string }{{"--listen", s.f.listen}, {"--ui-listen", s.f.uiListen}} {
+		if l.addr == "" || l.addr == "off" && l.flag == "--ui-listen" {
+			continue
+		}
+		loopback, err := isLoopback(l.flag, l.addr)
+		if err != nil {
+			return err
+		}
+		if !loopback && s.token == "" {
+			return fmt.Errorf("%w: refusing to listen on %s without a token: set --token-file or CAIRN_TOKEN (or listen on 127.0.0.1)", api.ErrInvalidArgument, l.addr)
+		}
+	}
+	return nil
+}
+
+// openStore opens the data directory, refusing one that is damaged.
+func (s *Server) openStore() error {
+	st, err := badgerstore.Open(badgerstore.Options{Dir: s.f.data, Logger: &s.log, AcceptDataLoss: s.f.acceptDataLoss})
+	if errors.Is(err, history.ErrCorrupt) {
+		s.log.Error().Err(err).Str("data", s.f.data).Msg("refusing to serve: the data directory is damaged or lost acknowledged commits; " +
+			"restore a backup (cairn restore), or start with --accept-data-loss to go on without the lost data (the loss is recorded)")
+		return corruptError{err}
+	}
+	if err != nil {
+		return err
+	}
+	s.store = st
+	return nil
+}
+
+// openEngine starts the engine over the store, with the price table.
+func (s *Server) openEngine() error {
+	pricing, err := readPricing(s.f.pricing)
+	if err != nil {
+		return err
+	}
+	if pricing == nil {
+		pricing = s.hooks.pricing
+	}
+	s.eng, err = engine.Open(engine.Options{Store: s.store, Logger: &s.log, Pricing: pricing, LeaseDriftMargin: s.f.driftMargin})
+	return err
+}
+
+// listen opens the API listener and, unless it is off, the UI's.
+func (s *Server) listen() error {
+	var err error
+	if s.ln, err = listenOn("--listen", s.f.listen); err != nil {
+		return err
+	}
+	if s.f.uiListen == "" || s.f.uiListen == "off" {
+		return nil
+	}
+	if s.uiLn, err = listenOn("--ui-listen", s.f.uiListen); err != nil {
+		return err
+	}
+	scheme := "http://"
+	if s.f.tlsCert != "" {
+		scheme = "https://"
+	}
+	s.uiURL = scheme + s.uiLn.Addr().String() + "/"
+	return nil
+}
+
+// serveAPI adds the API server to the group. Stopping it closes the engine
+// first, so long polls return at once, then lets the requests in flight
+// (and their commits) finish.
+func (s *Server) serveAPI() error {
+	s.handler = httpapi.NewHandler(s.eng, httpapi.Options{Token: s.token, Logger: &s.log, MaxSessions: s.f.maxSessions, UIURL: s.uiURL,
+		Backup: s.backup, Collectors: []prometheus.Collector{metrics.NewCollector(s.eng, metrics.Options{Queues: s.eng.TaskQueues})}})
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      90 * time.Second, // long polls answer within a minute
+		IdleTimeout:       2 * time.Minute,
+	}
+	s.group.Add(s.serveOn(srv, s.ln), func(error) {
+		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		_ = s.eng.Close()
+		_ = srv.Shutdown(sctx)
+		_ = s.handler.Shutdown(sctx) // sessions: answer the calls in flight, then close
+	})
+	return nil
+}
+
+// serveUI adds the web UI's server to the group, when it listens.
+func (s *Server) serveUI() error {
+	if s.uiLn == nil {
+		return nil
+	}
+	uiSrv := &http.Server{
+		Handler:           ui.New(s.eng, ui.Options{Token: s.token, Secure: s.f.tlsCert != "", Logger: &s.log}),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		IdleTimeout:       2 * time.Minute, // no WriteTimeout: a run page streams while it is open
+	}
+	s.group.Add(s.serveOn(uiSrv, s.uiLn), func(error) {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = uiSrv.Shutdown(sctx)
+		_ = uiSrv.Close() // streams do not end by themselves
+	})
+	return nil
+}
+
+// addActors adds what the hooks run beside the server (cairn dev's demo
+// worker).
+func (s *Server) addActors() error {
+	if s.hooks.actors == nil {
+		return nil
+	}
+	actors, err := s.hooks.actors(s.eng, s.ln.Addr().String())
+	if err != nil {
+		return err
+	}
+	for _, a := range actors {
+		s.group.Add(a.run, a.interrupt)
+	}
+	return nil
+}
+
+// announce logs the ready line (tests and scripts wait for it) and tells
+// the hooks where the server listens.
+func (s *Server) announce() {
+	ev := s.log.Info().Str("listen", s.ln.Addr().String()).Str("data", s.f.data).Bool("auth", s.token != "").Bool("tls", s.f.tlsCert != "")
+	if s.uiURL != "" {
+		ev = ev.Str("ui", s.uiURL)
+	}
+	ev.Msg("cairn server ready")
+	if s.hooks.ready != nil {
+		s.hooks.ready(s.ln.Addr().String(), s.uiURL)
+	}
+}
+
+// serveOn returns an actor serving srv on ln (with TLS when configured).
+func (s *Server) serveOn(srv *http.Server, ln net.Listener) func() error {
+	return func() error {
+		var err error
+		if s.f.tlsCert != "" {
+			err = srv.ServeTLS(ln, s.f.tlsCert, s.f.tlsKey)
+		} else {
+			err = srv.Serve(ln)
+		}
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
+	}
+}
+
+// backup streams a backup of the store (GET /api/v1/backup).
+func (s *Server) backup(ctx context.Context, w io.Writer) error {
+	info, err := s.store.Backup(ctx, w)
+	if err == nil {
+		s.log.Info().Int64("bytes", info.Bytes).Int64("keys", info.Keys).Uint64("seq", info.Seq).Msg("backup served")
+	}
+	return err
+}
+
+// close releases what the steps opened, in reverse order. Listeners the
+// group served are closed already; closing them again is harmless.
+func (s *Server) close() {
+	if s.uiLn != nil {
+		_ = s.uiLn.Close()
+	}
+	if s.ln != nil {
+		_ = s.ln.Close()
+	}
+	if s.eng != nil {
+		_ = s.eng.Close()
+	}
+	if s.store != nil {
+		_ = s.store.Close()
+	}
+}

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cairnflow/cairn/cmd/cairn/internal/view"
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/sdk/client"
+)
+
+// signalOut is signal's --json.
+type signalOut struct {
+	WorkflowID string
+	RunID      string
+	Signal     string
+}
+
+func wfSignal(g *globals) *cobra.Command {
+	var run, name string
+	cmd := &cobra.Command{
+		Use:   "signal WORKFLOW_ID --name NAME [--input JSON | --input-file FILE]",
+		Short: "Send a signal to a run",
+		Args:  cobra.ExactArgs(1),
+	}
+	input := inputFlags(cmd, g, "input", "the signal's argument")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		in, err := input()
+		if err != nil {
+			return err
+		}
+		c, runID, err := g.dialRun(cmd.Context(), args[0], run)
+		if err != nil {
+			return err
+		}
+		if err := c.SignalWorkflow(cmd.Context(), args[0], runID, name, in); err != nil {
+			return err
+		}
+		return g.emit(signalOut{args[0], runID, name}, func(w io.Writer) { fmt.Fprintf(w, "signalled %s: %s\n", args[0], name) })
+	}
+	runFlag(cmd, &run)
+	cmd.Flags().StringVar(&name, "name", "", "signal name")
+	_ = cmd.MarkFlagRequired("name")
+	return cmd
+}
+
+// actionOut is the --json of cancel and terminate.
+type actionOut struct {
+	WorkflowID string
+	RunID      string
+	Action     string
+}
+
+func wfCancel(g *globals) *cobra.Command {
+	return reasonCommand(g, "cancel", "Ask a run to cancel (its code decides how)", "cancel requested for",
+		func(c client.Client, ctx context.Context, id, run, reason string) error {
+			return c.CancelWorkflow(ctx, id, run, reason)
+		})
+}
+
+func wfTerminate(g *globals) *cobra.Command {
+	return reasonCommand(g, "terminate", "Close a run at once, without running its code", "terminated",
+		func(c client.Client, ctx context.Context, id, run, reason string) error {
+			return c.TerminateWorkflow(ctx, id, run, reason)
+		})
+}
+
+// reasonCommand builds a `workflow VERB WORKFLOW_ID [--run] [--reason]`
+// command that calls act and reports done.
+func reasonCommand(g *globals, verb, short, done string, act func(c client.Client, ctx context.Context, id, run, reason string) error) *cobra.Command {
+	var run, reason string
+	cmd := &cobra.Command{
+		Use:   verb + " WORKFLOW_ID",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, runID, err := g.dialRun(cmd.Context(), args[0], run)
+			if err != nil {
+				return err
+			}
+			if err := act(c, cmd.Context(), args[0], runID, reason); err != nil {
+				return err
+			}
+			return g.emit(actionOut{args[0], runID, verb}, func(w io.Writer) { fmt.Fprintf(w, "%s %s\n", done, args[0]) })
+		},
+	}
+	runFlag(cmd, &run)
+	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded)")
+	return cmd
+}
+
+// silentError fails a command whose output already said why (exit 1,
+// nothing more printed).
+type silentError struct{ error }
+
+func wfResult(g *globals) *cobra.Command {
+	var run string
+	var noWait bool
+	cmd := &cobra.Command{
+		Use:   "result WORKFLOW_ID",
+		Short: "Wait for a run's result (following continue-as-new) and print it",
+		Long: `Waits for the run to close, following continue-as-new to the last run, and
+prints its result. A run that did not complete is an error (exit 1); with
+--json its outcome is printed on stdout either way.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, runID, err := g.dialRun(cmd.Context(), args[0], run)
+			if err != nil {
+				return err
+			}
+			r, err := finalResult(cmd.Context(), c, args[0], runID, !noWait)
+			if err != nil {
+				return err
+			}
+			if !r.Closed {
+				return fmt.Errorf("%s is still %s", args[0], r.Status)
+			}
+			if g.json {
+				if err := printJSON(g.stdout, r); err != nil {
+					return err
+				}
+				if r.Status != api.StatusCompleted {
+					return silentError{fmt.Errorf("%s %s", args[0], r.Status)}
+				}
+				return nil
+			}
+			if r.Status != api.StatusCompleted {
+				msg := ""
+				if r.Failure != nil {
+					msg = ": " + r.Failure.Error()
+				}
+				return fmt.Errorf("%s %s%s", args[0], r.Status, msg)
+			}
+			fmt.Fprintln(g.stdout, view.PayloadText(r.Result))
+			return nil
+		},
+	}
+	runFlag(cmd, &run)
+	cmd.Flags().BoolVar(&noWait, "no-wait", false, "fail at once if the run is still open")
+	return cmd
+}
+
+// finalResult returns the outcome of the run, following continue-as-new;
+// with wait it long-polls until the run closes.
+func finalResult(ctx context.Context, c client.Client, workflowID, runID string, wait bool) (*api.GetResultResponse, error) {
+	for {
+		r, err := c.Service().GetResult(ctx, &api.GetResultRequest{WorkflowID: workflowID, RunID: runID, Wait: wait})
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case !r.Closed && wait:
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			runID = r.RunID
+		case r.Status == api.StatusContinuedAsNew:
+			runID = r.ContinuedAsNewRunID
+		default:
+			return r, nil
+		}
+	}
+}
+
+// resolveOut is resolve's --json.
+type resolveOut struct {
+	WorkflowID string
+	RunID      string
+	Resolution history.Resolution
+}
+
+func wfResolve(g *globals) *cobra.Command {
+	var run, activityID, reason, by, message string
+	var happened, notHappened, fail bool
+	cmd := &cobra.Command{
+		Use:   "resolve WORKFLOW_ID (--happened [--result JSON] | --not-happened | --fail) --reason WHY",
+		Short: "Decide an activity whose outcome is unknown, so the paused run can go on",
+		Long: `A SideEffect activity whose attempt may or may not have taken effect pauses its
+run: check the downstream system, then say what happened.
+
+  --happened       it took effect; --result (or --result-file) gives its result (JSON) for the workflow
+  --not-happened   it did not; it is retried with the same idempotency key
+  --fail           fail the activity; the workflow code handles the error
+
+Who decided (--by, default $USER) and why (--reason) go into the history.`,
+		Args: cobra.ExactArgs(1),
+	}
+	result := inputFlags(cmd, g, "result", "the action's result (with --happened)")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		req := client.ResolveRequest{WorkflowID: args[0], ActivityID: activityID, By: by, Reason: reason}
+		switch {
+		case happened && !notHappened && !fail:
+			req.Resolution = history.ResolvedHappened
+			p, err := result()
+			if err != nil {
+				return err
+			}
+			req.Result = p
+		case notHappened && !happened && !fail:
+			req.Resolution = history.ResolvedNotHappened
+		case fail && !happened && !notHappened:
+			req.Resolution = history.ResolvedFailed
+			if message == "" {
+				message = reason
+			}
+			req.Failure = &history.Failure{Type: "ResolvedFailed", Message: message, NonRetryable: true}
+		default:
+			return usagef("say exactly one of --happened, --not-happened, --fail")
+		}
+		if strings.TrimSpace(reason) == "" {
+			return usagef("--reason is required: the history records why")
+		}
+		c, err := g.dial()
+		if err != nil {
+			return err
+		}
+		if req.RunID, err = g.runID(cmd.Context(), c, args[0], run); err != nil {
+			return err
+		}
+		if err := c.ResolveActivity(cmd.Context(), req); err != nil {
+			if errors.Is(err, api.ErrNotPaused) {
+				return fmt.Errorf("%w (see: cairn workflow describe %s)", err, args[0])
+			}
+			return err
+		}
+		return g.emit(resolveOut{args[0], req.RunID, req.Resolution}, func(w io.Writer) {
+			fmt.Fprintf(w, "resolved %s: %s\n", args[0], req.Resolution)
+		})
+	}
+	runFlag(cmd, &run)
+	f := cmd.Flags()
+	f.StringVar(&activityID, "activity", "", "activity id (default: the one the run is paused on)")
+	f.BoolVar(&happened, "happened", false, "the action took effect")
+	f.BoolVar(&notHappened, "not-happened", false, "the action did not take effect: retry it with the same key")
+	f.BoolVar(&fail, "fail", false, "fail the activity")
+	f.StringVar(&message, "message", "", "failure message (with --fail; default: the reason)")
+	f.StringVar(&reason, "reason", "", "why you decided so (recorded)")
+	f.StringVar(&by, "by", os.Getenv("USER"), "who decided (recorded)")
+	return cmd
+}

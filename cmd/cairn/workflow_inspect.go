@@ -1,0 +1,365 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cairnflow/cairn/cmd/cairn/internal/view"
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/sdk"
+	"github.com/cairnflow/cairn/sdk/client"
+)
+
+// describeOut is describe's --json: the engine's description of the run,
+// with its outcome once it closed.
+type describeOut struct {
+	*api.DescribeWorkflowResponse
+	Result  history.Payload
+	Failure *history.Failure
+}
+
+func wfDescribe(g *globals) *cobra.Command {
+	var run string
+	cmd := &cobra.Command{
+		Use:   "describe WORKFLOW_ID",
+		Short: "Show a run's status, pending work, and its result or failure once closed",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, runID, err := g.dialRun(cmd.Context(), args[0], run)
+			if err != nil {
+				return err
+			}
+			d, err := c.DescribeWorkflow(cmd.Context(), args[0], runID)
+			if err != nil {
+				return err
+			}
+			out := describeOut{DescribeWorkflowResponse: d}
+			if !d.Info.Status.Open() {
+				r, err := c.Service().GetResult(cmd.Context(), &api.GetResultRequest{WorkflowID: args[0], RunID: d.Info.RunID})
+				if err != nil {
+					return err
+				}
+				out.Result, out.Failure = r.Result, r.Failure
+			}
+			return g.emit(out, func(w io.Writer) { printDescribe(g, w, out) })
+		},
+	}
+	runFlag(cmd, &run)
+	return cmd
+}
+
+func printDescribe(g *globals, w io.Writer, out describeOut) {
+	d := out.DescribeWorkflowResponse
+	now := time.Now()
+	i := d.Info
+	fmt.Fprintf(w, "Workflow  %s\nRun       %s\nType      %s\nQueue     %s\nStatus    %s\nStarted   %s (%s)\n",
+		i.WorkflowID, i.RunID, i.WorkflowType, i.TaskQueue, g.statusText(i.Status), i.StartTime.Format(time.RFC3339), relative(i.StartTime, now))
+	if !i.CloseTime.IsZero() {
+		fmt.Fprintf(w, "Closed    %s (%s)\n", i.CloseTime.Format(time.RFC3339), relative(i.CloseTime, now))
+	}
+	fmt.Fprintf(w, "Events    %d\n", i.HistoryLength)
+	if i.ParentWorkflowID != "" {
+		fmt.Fprintf(w, "Parent    %s run %s\n", i.ParentWorkflowID, i.ParentRunID)
+	}
+	if i.ContinuedAsNewRunID != "" {
+		fmt.Fprintf(w, "Next run  %s\n", i.ContinuedAsNewRunID)
+	}
+	if i.Corrupt != "" {
+		fmt.Fprintf(w, "\nCORRUPT: this run is quarantined: its stored data is damaged, its writes are refused\n  found:  %s\n  next:   cairn check --data DIR (server stopped), then restore from a backup (docs/reliability.md)\n",
+			i.Corrupt)
+	}
+	if !out.Result.IsZero() {
+		fmt.Fprintf(w, "Result    %s\n", view.PayloadText(out.Result))
+	} else if i.Status == api.StatusCompleted {
+		fmt.Fprintf(w, "Result    (none)\n")
+	}
+	if out.Failure != nil {
+		fmt.Fprintf(w, "Failure   %s\n", out.Failure.Error())
+	}
+	if d.CancelRequested && i.Status.Open() {
+		fmt.Fprintf(w, "Cancel    requested\n")
+	}
+	if p := i.Pause; p != nil && p.Kind == api.PauseBudget {
+		fmt.Fprintf(w, "\nPAUSED: %s is held since %s\n  reason: %s\n  raise:  cairn workflow budget %s --max-tokens N | --max-cost USD | --max-turns N --reason WHY\n  or:     cairn workflow budget %s --stop --reason WHY\n",
+			p.ActivityType, relative(p.Since, now), p.Reason, i.WorkflowID, i.WorkflowID)
+	} else if p != nil {
+		fmt.Fprintf(w, "\nPAUSED on %s (activity %s, event %d, attempt %d) since %s\n  reason: %s\n  args:   %s\n  key:    %s\n  resolve: cairn workflow resolve %s --happened [--result JSON] | --not-happened | --fail --reason WHY\n",
+			p.ActivityType, p.ActivityID, p.ScheduledEventID, p.Attempt, relative(p.Since, now), p.Reason, view.PayloadText(p.Input),
+			p.IdempotencyKey, i.WorkflowID)
+	}
+	printUsage(w, d)
+	if i.Duplicates > 0 || i.EffectConflicts > 0 {
+		fmt.Fprintf(w, "\n%s: see cairn effects list --workflow %s --duplicates\n", g.effectFlag(&i), i.WorkflowID)
+	}
+	for _, r := range d.EffectReports {
+		printReport(g, w, r)
+	}
+	if i.Duplicates > 0 || i.EffectConflicts > 0 {
+		fmt.Fprintf(w, "\n%s: see cairn effects list --workflow %s --duplicates\n", g.effectFlag(&i), i.WorkflowID)
+	}
+	for _, r := range d.EffectReports {
+		printReport(g, w, r)
+	}
+	if len(d.PendingActivities) > 0 {
+		fmt.Fprintln(w, "\nPending activities:")
+		rows := [][]string{}
+		for _, a := range d.PendingActivities {
+			last := ""
+			if a.LastFailure != nil {
+				last = abbreviate(a.LastFailure.Error(), 50)
+			}
+			lease := "-"
+			if a.State == api.ActivityStateStarted {
+				lease = relative(a.LeaseExpires, now)
+			}
+			rows = append(rows, []string{"  " + fmt.Sprint(a.ScheduledEventID), a.ActivityType, a.Effect.String(), a.State.String(),
+				fmt.Sprint(a.Attempt), lease, relative(a.LastHeartbeat, now), last})
+		}
+		table(w, []string{"  EVENT", "ACTIVITY", "EFFECT", "STATE", "ATTEMPT", "LEASE ENDS", "HEARTBEAT", "LAST FAILURE"}, rows)
+	}
+	if len(d.PendingTimers) > 0 {
+		fmt.Fprintln(w, "\nPending timers:")
+		for _, t := range d.PendingTimers {
+			fmt.Fprintf(w, "  %s fires %s\n", t.TimerID, relative(t.FireAt, now))
+		}
+	}
+	if len(d.PendingChildren) > 0 {
+		fmt.Fprintln(w, "\nChildren:")
+		for _, ch := range d.PendingChildren {
+			fmt.Fprintf(w, "  %s (%s) run %s\n", ch.WorkflowID, ch.WorkflowType, ch.RunID)
+		}
+	}
+	if t := d.WorkflowTask; t != nil && t.LastFailure != nil {
+		fmt.Fprintf(w, "\nWorkflow task failing (attempt %d): %s\n", t.Attempt, t.LastFailure.Error())
+	}
+}
+
+// historyOut is show's --json: the history export's document.
+type historyOut struct {
+	WorkflowID string
+	RunID      string
+	Events     []history.Event
+}
+
+// effectFlag names a run's duplicate and conflict counts, for list and
+// describe.
+func (g *globals) effectFlag(w *api.WorkflowInfo) string {
+	var parts []string
+	if w.Duplicates > 0 {
+		parts = append(parts, fmt.Sprintf("DUPLICATE EFFECT ×%d", w.Duplicates))
+	}
+	if w.EffectConflicts > 0 {
+		parts = append(parts, fmt.Sprintf("EFFECT CONFLICT ×%d", w.EffectConflicts))
+	}
+	return g.alarm(strings.Join(parts, ", "))
+}
+
+func wfShow(g *globals) *cobra.Command {
+	var run string
+	var full bool
+	cmd := &cobra.Command{
+		Use:   "show WORKFLOW_ID",
+		Short: "Show a run's history, one line per event",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.dial()
+			if err != nil {
+				return err
+			}
+			runID, evs, err := g.history(cmd.Context(), c, args[0], run)
+			if err != nil {
+				return err
+			}
+			var late []api.EffectReport // reports that arrived after the run closed are not in its history
+			if d, err := c.DescribeWorkflow(cmd.Context(), args[0], runID); err == nil {
+				for _, r := range d.EffectReports {
+					if r.AfterClose {
+						late = append(late, r)
+					}
+				}
+			}
+			return g.emit(historyOut{args[0], runID, evs}, func(w io.Writer) {
+				showHistory(w, evs, full)
+				for _, r := range late {
+					printReport(g, w, r)
+				}
+			})
+		},
+	}
+	runFlag(cmd, &run)
+	cmd.Flags().BoolVar(&full, "full", false, "show every attribute of every event")
+	return cmd
+}
+
+// history reads a run's whole history, resolving the run id first.
+func (g *globals) history(ctx context.Context, c client.Client, workflowID, run string) (string, []history.Event, error) {
+	runID, err := g.runID(ctx, c, workflowID, run)
+	if err != nil {
+		return "", nil, err
+	}
+	if runID == "" {
+		d, err := c.DescribeWorkflow(ctx, workflowID, "")
+		if err != nil {
+			return "", nil, err
+		}
+		runID = d.Info.RunID
+	}
+	evs, err := c.GetHistory(ctx, workflowID, runID)
+	return runID, evs, err
+}
+
+// defaultQueryTimeout bounds a query: a worker answers at once or not at
+// all (nobody polls the run's queue).
+const defaultQueryTimeout = 10 * time.Second
+
+// query asks a run a question, and says plainly when no worker answered
+// within timeout.
+func (g *globals) query(ctx context.Context, c client.Client, workflowID, runID, queryType string, args history.Payload, timeout time.Duration) (history.Payload, error) {
+	qctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var out history.Payload
+	err := c.QueryWorkflow(qctx, workflowID, runID, queryType, args, &out)
+	if err == nil || ctx.Err() != nil {
+		return out, err
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, api.ErrUnavailable) && qctx.Err() != nil {
+		return out, noAnswerError{fmt.Sprintf("no worker answered the %s query on %s within %s%s",
+			queryType, queueName(ctx, c, workflowID, runID), timeout, whyNoAnswer(ctx, c, workflowID, runID))}
+	}
+	return out, err
+}
+
+// queueName names the run's task queue for a message.
+func queueName(ctx context.Context, c client.Client, workflowID, runID string) string {
+	if d, err := c.DescribeWorkflow(ctx, workflowID, runID); err == nil {
+		return "task queue " + d.Info.TaskQueue
+	}
+	return "its task queue"
+}
+
+// whyNoAnswer says what the run's task queue looks like: nobody polls it,
+// or who does.
+func whyNoAnswer(ctx context.Context, c client.Client, workflowID, runID string) string {
+	d, err := c.DescribeWorkflow(ctx, workflowID, runID)
+	if err != nil {
+		return ""
+	}
+	q, err := c.DescribeTaskQueue(ctx, d.Info.TaskQueue)
+	if err != nil {
+		return ""
+	}
+	if len(q.WorkflowPollers) == 0 {
+		return fmt.Sprintf(": no worker polled it in the last %s (is one running? see: cairn task-queue describe %s)", api.PollerRetention, q.Name)
+	}
+	names := make([]string, len(q.WorkflowPollers))
+	for i, p := range q.WorkflowPollers {
+		names[i] = p.Identity
+	}
+	return fmt.Sprintf(": its workers (%s) did not answer in time", strings.Join(names, ", "))
+}
+
+// noAnswerError says no worker answered a query in time; it wraps
+// context.DeadlineExceeded (code deadline_exceeded).
+type noAnswerError struct{ msg string }
+
+func (e noAnswerError) Error() string { return e.msg }
+
+func (e noAnswerError) Unwrap() error { return context.DeadlineExceeded }
+
+// queryOut is query's --json.
+type queryOut struct {
+	Result history.Payload
+}
+
+func wfQuery(g *globals) *cobra.Command {
+	var run, typ string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "query WORKFLOW_ID --type QUERY [--input JSON | --input-file FILE] [--timeout D]",
+		Short: "Ask a run a question (answered by a worker; nothing is written)",
+		Args:  cobra.ExactArgs(1),
+	}
+	input := inputFlags(cmd, g, "input", "the query's argument")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		in, err := input()
+		if err != nil {
+			return err
+		}
+		if timeout <= 0 {
+			return usagef("--timeout must be positive")
+		}
+		c, runID, err := g.dialRun(cmd.Context(), args[0], run)
+		if err != nil {
+			return err
+		}
+		out, err := g.query(cmd.Context(), c, args[0], runID, typ, in, timeout)
+		if err != nil {
+			return err
+		}
+		return g.emit(queryOut{out}, func(w io.Writer) { fmt.Fprintln(w, view.PayloadText(out)) })
+	}
+	runFlag(cmd, &run)
+	cmd.Flags().StringVar(&typ, "type", "", "query type")
+	cmd.Flags().DurationVar(&timeout, "timeout", defaultQueryTimeout, "give up when no worker answers within this")
+	_ = cmd.MarkFlagRequired("type")
+	return cmd
+}
+
+// stackOut is stack's --json.
+type stackOut struct {
+	WorkflowID string
+	RunID      string
+	Coroutines []view.Coroutine
+	Raw        string
+}
+
+func wfStack(g *globals) *cobra.Command {
+	var run string
+	var raw bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "stack WORKFLOW_ID [--raw]",
+		Short: "Show where each of a run's coroutines waits, in its workflow code (asks a worker)",
+		Long: `Asks a worker for the run's coroutine stacks (the built-in __stack_trace query)
+and shows, for each coroutine, the workflow code's frames and the SDK call it
+waits in. --raw prints the Go stacks as the worker sent them.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, runID, err := g.dialRun(cmd.Context(), args[0], run)
+			if err != nil {
+				return err
+			}
+			p, err := g.query(cmd.Context(), c, args[0], runID, sdk.QueryTypeStackTrace, history.Payload{}, timeout)
+			if err != nil {
+				return err
+			}
+			var text string
+			if err := c.Converter().FromPayload(p, &text); err != nil {
+				return fmt.Errorf("the worker's stack trace: %w", err)
+			}
+			cs := view.Stacks(text)
+			return g.emit(stackOut{args[0], runID, cs, text}, func(w io.Writer) {
+				if raw {
+					fmt.Fprint(w, text)
+					return
+				}
+				if len(cs) == 0 {
+					fmt.Fprintln(w, "no live coroutines (the run's code has returned)")
+					return
+				}
+				fmt.Fprint(w, view.StacksText(cs))
+			})
+		},
+	}
+	runFlag(cmd, &run)
+	cmd.Flags().BoolVar(&raw, "raw", false, "print the Go stacks as they are")
+	cmd.Flags().DurationVar(&timeout, "timeout", defaultQueryTimeout, "give up when no worker answers within this")
+	return cmd
+}

@@ -74,9 +74,7 @@ func TestCheckMsgpackAcceptsWhatMsgpackWrites(t *testing.T) {
 		big[i] = true
 	}
 	values = append(values, big)
-	for _, r := range sampleRequests() {
-		values = append(values, r)
-	}
+	values = append(values, sampleRequests()...)
 	for _, v := range values {
 		b, err := msgpack.Marshal(v)
 		if err != nil {

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 	"github.com/vmihailenco/msgpack/v5"
@@ -120,7 +121,7 @@ func NewHandler(svc api.Service, opts Options) *Handler {
 	}
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()
-		opts.Registry.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{})) // a fresh registry: cannot clash
+		opts.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})) // a fresh registry: cannot clash
 	}
 	h := &Handler{svc: svc, opts: opts, log: *opts.Logger, mux: http.NewServeMux(), metrics: newHTTPMetrics(opts.Registry), runners: runpool.New(maxIdleRunners)}
 	for _, c := range opts.Collectors {

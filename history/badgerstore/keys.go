@@ -82,16 +82,12 @@ func prefixed(prefix byte, t []byte, extra int) []byte {
 	return append(append(k, prefix), t...)
 }
 
-// headKey names a run in the heads cache and in a batch's set of runs. It
-// is no longer a stored record: a run's last event id is the key of its
-// last event (lastEvent); stores written by earlier builds may hold such
-// records, which are ignored.
-func headKey(run history.RunRef) []byte { return prefixed(prefixHead, runTuple(run), 0) }
-
 // eventPrefix is the common prefix of a run's event keys.
 func eventPrefix(run history.RunRef) []byte { return prefixed(prefixEvent, runTuple(run), 8) }
 
-// runKeys returns headKey(run) and eventPrefix(run).
+// runKeys returns a run's head key (its name in the heads cache and in a
+// batch's set of runs; no longer a stored record: stores written by earlier
+// builds may hold such records, which are ignored) and eventPrefix(run).
 func runKeys(run history.RunRef) (head, events []byte) {
 	t := runTuple(run)
 	return prefixed(prefixHead, t, 0), prefixed(prefixEvent, t, 8)

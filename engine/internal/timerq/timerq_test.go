@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -226,11 +227,25 @@ func TestStop(t *testing.T) {
 	}
 }
 
+// TestStopWithoutStart: a queue stopped before it started returns from
+// Stop (twice), and nothing it holds fires, even once its time has come
+// and it is asked to start.
 func TestStopWithoutStart(t *testing.T) {
-	q := New(clock.NewFake(epoch), func(int) {})
+	clk := clock.NewFake(epoch)
+	var fired atomic.Int32
+	q := New(clk, func(int) { fired.Add(1) })
 	q.Add(epoch.Add(time.Second), 1)
 	q.Stop()
 	q.Stop()
+	q.Start() // refused: a stopped queue stays stopped
+	clk.Advance(time.Hour)
+	q.Add(epoch, 2)
+	if n := fired.Load(); n != 0 {
+		t.Fatalf("%d entries fired after Stop", n)
+	}
+	if got := q.Len(); got != 2 {
+		t.Fatalf("Len = %d after Stop, want the 2 entries kept", got)
+	}
 }
 
 func TestRealClock1ms(t *testing.T) {

@@ -2,7 +2,7 @@
 // (system, user, assistant, tool calls and their results), tokens and cost
 // per model call and in total, the answer streaming live; and two runs of
 // one workflow id side by side (?compare=RUN).
-import { html, get, go, status, short, runLink, errorBox, setLive, APIError } from "../app.js";
+import { html, get, go, status, short, runLink, errorBox, setLive, APIError } from "../lib.js";
 
 export async function render(main, [id, runId], q) {
   const v = await get("/api/run", { id, run: runId || "" });

@@ -2,7 +2,7 @@
 // called with, its key, why the outcome is unknown, and a form to resolve
 // it. A resolved run leaves the list and visibly goes on. The page polls
 // the list of paused runs (one call); a card's details are asked once.
-import { html, get, when, payload, runLink, every, status, errorBox } from "../app.js";
+import { html, get, when, payload, runLink, every, status, errorBox } from "../lib.js";
 import { resolveForm, wireResolve, budgetForm, wireBudget } from "./resolve.js";
 
 export async function render(main) {

@@ -1,7 +1,7 @@
 // The form that resolves a paused effect: happened (with its result), did
 // not happen (retried with the same key), or fail — with a reason and the
 // name of who decided, both recorded in the run's history.
-import { html, post, who, toast, errorBox } from "../app.js";
+import { html, post, who, toast, errorBox } from "../lib.js";
 
 export function resolveForm(run, pause) {
   const k = `${run.workflowId}-${pause.scheduledEventId}`.replace(/[^\w-]/g, "_");

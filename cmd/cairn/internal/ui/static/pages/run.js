@@ -1,6 +1,6 @@
 // A run: its summary, what it waits for, its effects, and its history as a
 // live timeline (server-sent events).
-import { html, get, errorBox, post, when, status, runStatus, short, payload, payloadText, runLink, toast, confirmDialog, who, durMs, fmtMs, setLive } from "../app.js";
+import { html, get, errorBox, post, when, status, runStatus, short, payload, payloadText, runLink, toast, confirmDialog, who, durMs, fmtMs, setLive } from "../lib.js";
 import { resolveForm, wireResolve, budgetForm, wireBudget } from "./resolve.js";
 
 export async function render(main, [id, runId]) {

@@ -1,6 +1,6 @@
 // Runs: every run, newest first; filters by status, type, workflow id
 // prefix and start time; counts by status; paused runs stand out.
-import { html, get, when, runStatus, short, every, go, rowKeys } from "../app.js";
+import { html, get, when, runStatus, short, every, go, rowKeys } from "../lib.js";
 
 const STATUSES = ["running", "paused", "completed", "failed", "canceled", "terminated", "timed_out", "continued_as_new"];
 

@@ -15,7 +15,8 @@ import (
 func TestKey(t *testing.T) {
 	for in, want := range map[string]string{
 		"WorkflowID": "workflowId", "ID": "id", "ScheduledEventID": "scheduledEventId", "IdempotencyKey": "idempotencyKey",
-		"HTTPCode": "httpCode", "RunID": "runId", "IDs": "iDs", "Status": "status", "TTL": "ttl", "ContinuedAsNewRunID": "continuedAsNewRunId",
+		"HTTPCode": "httpCode", "RunID": "runId", "IDs": "ids", "RunIDs": "runIds", "IDsByRun": "idsByRun", "Status": "status", "TTL": "ttl",
+		"ContinuedAsNewRunID": "continuedAsNewRunId", "IDentity": "iDentity",
 	} {
 		if got := Key(in); got != want {
 			t.Errorf("Key(%q) = %q, want %q", in, got, want)

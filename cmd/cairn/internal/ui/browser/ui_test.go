@@ -167,6 +167,18 @@ func until(cond string) step {
 
 func css(s string) chromedp.CSS { return chromedp.CSS(s) }
 
+// check waits a few seconds for a JavaScript condition on the page and
+// reports it, without stopping the test, when it does not hold.
+func check(t *testing.T, ctx context.Context, what, cond string) {
+	t.Helper()
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := chromedp.Do(cctx, until(cond)); err != nil {
+		text, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("main")))
+		t.Errorf("%s: %v\n(the condition: %s; the page says:)\n%s", what, err, cond, text)
+	}
+}
+
 // tabTo presses Tab until the focused element matches the JavaScript
 // condition (on `el`, the focused element), as a keyboard user would, and
 // fails after max presses; the element it lands on must show its focus.
@@ -397,6 +409,8 @@ func TestWebUI(t *testing.T) {
 		chromedp.Navigate(base+"/effects"),
 		until(`document.querySelectorAll("#ledger-table tbody tr[data-href]").length >= 2`),
 	)
+	check(t, ctx, "every ledger entry links the runs that scheduled it",
+		`[...document.querySelectorAll("#ledger-table tbody tr[data-href]")].every((tr) => tr.children[6]?.querySelector("a[href^='/runs/']"))`)
 	shot(t, ctx, shots, "effects")
 	run(t, ctx, "search the ledger by workflow id",
 		chromedp.SetValue(css("#e-id"), "invoice-INV-2"),

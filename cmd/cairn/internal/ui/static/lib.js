@@ -62,9 +62,10 @@ export function ago(t, now = Date.now()) {
   if (!t) return "–";
   const d = now - new Date(t).getTime();
   const s = Math.abs(d) / 1000;
-  let txt;
-  if (s < 1) txt = Math.round(Math.abs(d)) + "ms";
-  else if (s < 60) txt = s.toFixed(s < 10 ? 1 : 0) + "s";
+  let txt; // each unit counted down (floor), so that it never reads 60
+  if (s < 1) txt = Math.floor(Math.abs(d)) + "ms";
+  else if (s < 10) txt = (Math.floor(s * 10) / 10).toFixed(1) + "s";
+  else if (s < 60) txt = Math.floor(s) + "s";
   else if (s < 3600) txt = Math.floor(s / 60) + "m" + (s < 600 ? " " + Math.floor(s % 60) + "s" : "");
   else if (s < 172800) txt = Math.floor(s / 3600) + "h " + Math.floor((s % 3600) / 60) + "m";
   else txt = Math.floor(s / 86400) + "d";
@@ -84,12 +85,20 @@ export function durMs(s) {
   }
   return ms;
 }
+// fmtMs writes a duration in milliseconds in its largest units: "250ms",
+// "1.23s", "12.5s", "11m 59s", "2h 5m". It rounds the duration to the
+// smallest unit it shows before splitting it, so that a unit never reads
+// 60 ("12m 0s", not "11m 60s"); a value that rounds up into the next
+// unit is written in it.
 export function fmtMs(ms) {
   if (ms < 1) return ms > 0 ? "<1ms" : "0";
-  if (ms < 1000) return Math.round(ms) + "ms";
-  if (ms < 60000) return (ms / 1000).toFixed(ms < 10000 ? 2 : 1) + "s";
-  if (ms < 3600000) return Math.floor(ms / 60000) + "m " + Math.round((ms % 60000) / 1000) + "s";
-  return Math.floor(ms / 3600000) + "h " + Math.round((ms % 3600000) / 60000) + "m";
+  if (Math.round(ms) < 1000) return Math.round(ms) + "ms";
+  if (Math.round(ms / 10) < 1000) return (Math.round(ms / 10) / 100).toFixed(2) + "s";
+  if (Math.round(ms / 100) < 600) return (Math.round(ms / 100) / 10).toFixed(1) + "s";
+  const s = Math.round(ms / 1000);
+  if (s < 3600) return Math.floor(s / 60) + "m " + (s % 60) + "s";
+  const m = Math.round(ms / 60000);
+  return Math.floor(m / 60) + "h " + (m % 60) + "m";
 }
 export const status = (s) => html`<span class="pill ${s}">${(s || "").replace(/_/g, " ")}</span>`;
 // runStatus is a run's status badge: "quarantined" for a run whose stored

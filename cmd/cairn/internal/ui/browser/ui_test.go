@@ -456,6 +456,13 @@ func TestWebUI(t *testing.T) {
 			t.Fatalf("the conversation lacks %q (before: %s):\n%s", want, second, convo)
 		}
 	}
+	// One card per tool call, with its arguments, state, effect class and
+	// result: neither the arguments nor the result shown twice.
+	check(t, ctx, "the conversation shows each tool call once, as one card",
+		`(() => { const chat = document.querySelector("[data-convo] .chat"); if (!chat) return false; const txt = chat.textContent, n = (s) => txt.split(s).length - 1;
+		  const cards = chat.querySelectorAll("[data-tool-call]"); if (cards.length !== 1) return false;
+		  const c = cards[0].textContent;
+		  return n('"invoice": "INV-7"') === 1 && n('"id": "INV-7"') === 1 && c.includes('"invoice": "INV-7"') && c.includes('"id": "INV-7"') && c.includes("completed") && c.includes("Read") })()`)
 	if strings.Contains(strings.ToLower(textOf(t, ctx, "[data-convo] .chat")), "lookup_invoice\nscheduled") {
 		t.Fatalf("the finished tool call is still shown as scheduled:\n%s", convo)
 	}

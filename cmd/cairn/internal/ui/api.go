@@ -339,6 +339,9 @@ type pausedRun struct {
 	Effect *api.EffectInfo
 	// Reconcile is what a Reconcile lookup answered, when one ran.
 	Reconcile string
+	// Budget is the run's budget and what it used (a run paused on its
+	// budget: the form shows the current limits).
+	Budget *api.BudgetStatus
 }
 
 // pausedView lists the runs waiting for a person, longest waiting first,
@@ -383,7 +386,7 @@ func (h *Handler) apiPause(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := pausedRun{Info: d.Info}
+	p := pausedRun{Info: d.Info, Budget: d.Budget}
 	pi := d.Info.Pause
 	if pi == nil {
 		return p, nil

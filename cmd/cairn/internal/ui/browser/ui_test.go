@@ -381,6 +381,9 @@ func TestWebUI(t *testing.T) {
 	if p := textOf(t, ctx, "#pause"); !strings.Contains(p, "budget is used up") || !strings.Contains(p, "turn budget exhausted") {
 		t.Fatalf("the budget pause is not explained:\n%s", p)
 	}
+	check(t, ctx, "the budget form shows the current limits",
+		`(() => { const f = document.querySelector("#pause form[data-budget]"); if (!f) return false; const c = (k) => f.querySelector('[data-current="' + k + '"]')?.textContent || "";
+		  return c("maxTurns").includes("1") && c("maxTokens").includes("no limit") && c("maxCostUSD").includes("no limit") && f.querySelector('input[name="maxTurns"]')?.placeholder === "1" })()`)
 	shot(t, ctx, shots, "run-budget")
 	bform := `#pause form[data-budget]`
 	run(t, ctx, "raise the budget",

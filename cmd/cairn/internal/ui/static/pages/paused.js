@@ -67,7 +67,7 @@ function card(r) {
     return html`<article class="panel" data-card="${i.runId}/${p.scheduledEventId}" data-wf="${i.workflowId}" aria-label="Paused run ${i.workflowId}">
       <div class="head"><h2>${runLink(i.workflowId, i.runId)}</h2>${status("paused")}<span class="muted">${i.workflowType} · budget used up ${when(p.since)}</span>
         <a href="/agent/${encodeURIComponent(i.workflowId)}/${i.runId}">Conversation</a></div>
-      ${budgetForm(i, p)}<div class="after"></div></article>`;
+      ${budgetForm(i, p, r.budget)}<div class="after"></div></article>`;
   }
   return html`<article class="panel" data-card="${i.runId}/${p.scheduledEventId}" data-wf="${i.workflowId}" aria-label="Paused run ${i.workflowId}">
     <div class="head"><h2>${runLink(i.workflowId, i.runId)}</h2>${status("paused")}<span class="muted">${i.workflowType} · waiting since ${when(p.since)}</span></div>

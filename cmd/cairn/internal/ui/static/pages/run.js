@@ -169,7 +169,7 @@ function renderPause(el, v) {
     el.innerHTML = html`<div class="callout" role="region" aria-label="Paused">
       <h2>Paused: the budget is used up</h2>
       <p>A model call (event ${p.scheduledEventId}) is held since ${when(p.since)}. <a href="/agent/${encodeURIComponent(v.info.workflowId)}/${v.info.runId}">See the conversation</a></p>
-      ${budgetForm(v.info, p)}</div>`.s;
+      ${budgetForm(v.info, p, v.budget)}</div>`.s;
     wireBudget(el);
     return;
   }

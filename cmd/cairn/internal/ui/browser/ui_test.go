@@ -361,6 +361,8 @@ func TestWebUI(t *testing.T) {
 		until(`document.querySelector('`+form+` .outcome').textContent.includes("Resolved")`),
 		until(`document.querySelector('[data-card][data-wf="invoice-INV-2"] .after').textContent.includes("completed")`),
 	)
+	check(t, ctx, "the resolved card's header says what the run is now, not paused",
+		`(() => { const h = document.querySelector('[data-card][data-wf="invoice-INV-2"] .head')?.textContent || ""; return h.includes("completed") && !h.includes("paused") })()`)
 	shot(t, ctx, shots, "paused-resolved")
 	run(t, ctx, "open the resolved run",
 		chromedp.Click(css(`[data-card][data-wf="invoice-INV-2"] .after a`)),

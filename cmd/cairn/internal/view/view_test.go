@@ -1,6 +1,7 @@
 package view
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -150,5 +151,63 @@ func TestTimelineIgnoredApproval(t *testing.T) {
 		Data: history.Payload{Encoding: sdk.EncodingMsgpack, Data: data}}}})
 	if r := rows[0]; r.Tone != "warn" || r.Detail != `approve call_9 by eve ignored: no tool call "call_9" is awaiting approval` {
 		t.Fatalf("row %+v", r)
+	}
+}
+
+// What the CLI and the UI show of a budget or a usage can be pasted back:
+// a payload holding them (a workflow's input, shown by its stored names),
+// the view's JSON of them and the history export's read back, through
+// --input, as the values they were.
+func TestDisplayedBudgetsPasteBack(t *testing.T) {
+	type question struct {
+		Text   string
+		Budget history.Budget
+		Usage  history.Usage
+	}
+	want := question{Text: "Can we pay INV-8?", Budget: history.Budget{MaxTokens: 500, MaxCostUSD: 0.25, MaxTurns: 1},
+		Usage: history.Usage{Model: "m", PromptTokens: 132, CompletionTokens: 16, CostUSD: 0.0001, Attempts: 1}}
+	p, err := sdk.DefaultConverter().ToPayload(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown struct{ JSON json.RawMessage }
+	if err := json.Unmarshal(Payload(p), &shown); err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{PayloadText(p), PayloadIndent(p), string(shown.JSON)} {
+		in, err := JSONInput("--input", text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got question
+		if err := sdk.DefaultConverter().FromPayload(in, &got); err != nil || got != want {
+			t.Errorf("pasted back %s: %+v %v, want %+v", text, got, err, want)
+		}
+	}
+
+	b, err := Marshal(api.BudgetStatus{Budget: want.Budget, Used: want.Usage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Budget history.Budget
+		Used   history.Usage
+	}
+	if err := json.Unmarshal(b, &st); err != nil || st.Budget != want.Budget || st.Used != want.Usage {
+		t.Errorf("the view's %s read back: %+v %v", b, st, err)
+	}
+
+	ev, err := json.Marshal(&history.Event{ID: 3, Attrs: &history.BudgetUpdated{Budget: want.Budget, By: "ada"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exported struct {
+		Attributes struct {
+			Budget history.Budget
+			By     string
+		}
+	}
+	if err := json.Unmarshal(ev, &exported); err != nil || exported.Attributes.Budget != want.Budget {
+		t.Errorf("the export's %s read back: %+v %v", ev, exported, err)
 	}
 }

@@ -70,9 +70,9 @@ func chromium(t *testing.T) string {
 }
 
 // dev starts `cairn dev --demo` on free loopback ports and returns the
-// UI's URL, and a function that stops the server (the test's cleanup stops
-// it too).
-func dev(t *testing.T) (string, func()) {
+// UI's URL, the API's address, and a function that stops the server (the
+// test's cleanup stops it too).
+func dev(t *testing.T) (string, string, func()) {
 	t.Helper()
 	cmd := exec.Command(cairnBin, "dev", "--demo", "--json", "--listen", "127.0.0.1:0", "--ui-listen", "127.0.0.1:0")
 	cmd.Stderr = os.Stderr
@@ -99,13 +99,14 @@ func dev(t *testing.T) (string, func()) {
 	}
 	t.Cleanup(stop)
 	var ready struct {
-		UI string `json:"ui"`
+		UI      string `json:"ui"`
+		Address string `json:"address"`
 	}
-	if err := json.NewDecoder(bufio.NewReader(out)).Decode(&ready); err != nil || ready.UI == "" {
+	if err := json.NewDecoder(bufio.NewReader(out)).Decode(&ready); err != nil || ready.UI == "" || ready.Address == "" {
 		t.Fatalf("cairn dev did not say where its UI is: %+v %v", ready, err)
 	}
 	go func() { _, _ = io.Copy(io.Discard, out) }()
-	return strings.TrimSuffix(ready.UI, "/"), stop
+	return strings.TrimSuffix(ready.UI, "/"), ready.Address, stop
 }
 
 func screenshotDir(t *testing.T) string {
@@ -266,7 +267,7 @@ func browse(t *testing.T, exe string) (context.Context, *atomic.Bool) {
 
 func TestWebUI(t *testing.T) {
 	exe := chromium(t)
-	base, stopServer := dev(t)
+	base, apiAddr, stopServer := dev(t)
 	shots := screenshotDir(t)
 
 	ctx, serverStopped := browse(t, exe)
@@ -387,6 +388,7 @@ func TestWebUI(t *testing.T) {
 		`(() => { const f = document.querySelector("#pause form[data-budget]"); if (!f) return false; const c = (k) => f.querySelector('[data-current="' + k + '"]')?.textContent || "";
 		  return c("maxTurns").includes("1") && c("maxTokens").includes("no limit") && c("maxCostUSD").includes("no limit") && f.querySelector('input[name="maxTurns"]')?.placeholder === "1" })()`)
 	shot(t, ctx, shots, "run-budget")
+	input := textOf(t, ctx, "#io pre") // the run's input as the page shows it: a budget of one model call
 	bform := `#pause form[data-budget]`
 	run(t, ctx, "raise the budget",
 		chromedp.SendKeys(css(bform+` input[name="maxTurns"]`), "4"),
@@ -400,6 +402,7 @@ func TestWebUI(t *testing.T) {
 	if io := textOf(t, ctx, "#io"); !strings.Contains(io, "INV-8 is $980 to Hooli") {
 		t.Fatalf("the run did not go on to its answer after the raise:\n%s", io)
 	}
+	pasteBack(t, ctx, base, apiAddr, input)
 
 	// Task queues: the queue nobody polls is visibly stuck.
 	run(t, ctx, "open the task queues",
@@ -507,6 +510,31 @@ func TestWebUI(t *testing.T) {
 	if b := textOf(t, ctx, "#offline"); !strings.Contains(b, "The server does not answer") {
 		t.Fatalf("the banner: %q", b)
 	}
+}
+
+// pasteBack starts a run with the input a run page showed (the assistant
+// paused on its budget of one model call), as a person copying it into
+// `cairn workflow start --input` would: the new run has the same budget,
+// so it pauses on it too, instead of running without one.
+func pasteBack(t *testing.T, ctx context.Context, base, apiAddr, input string) {
+	t.Helper()
+	if !strings.Contains(input, "Budget") {
+		t.Fatalf("the run page does not show the input's budget:\n%s", input)
+	}
+	out, err := exec.Command(cairnBin, "workflow", "start", "--address", apiAddr, "--type", "Assistant", "--id", "assistant-INV-8-pasted",
+		"--task-queue", "accounts-payable", "--input", input).CombinedOutput()
+	if err != nil {
+		t.Fatalf("start a run with the input shown (%s): %v\n%s", input, err, out)
+	}
+	run(t, ctx, "open the run started with the input shown",
+		chromedp.Navigate(base+"/runs/assistant-INV-8-pasted"),
+		until(`["paused", "completed", "failed"].some((s) => (document.querySelector("#run-status")?.textContent || "").includes(s))`),
+	)
+	if st := textOf(t, ctx, "#run-status"); !strings.Contains(st, "paused") {
+		t.Fatalf("the run started with the input shown is %q, not paused on its budget of one model call: the budget was dropped\n%s", st, input)
+	}
+	check(t, ctx, "the run started with the input shown has its budget",
+		`document.querySelector('#pause form[data-budget] [data-current="maxTurns"]')?.textContent.includes("now 1")`)
 }
 
 // jsString quotes s for a script.

@@ -1,7 +1,9 @@
 package view
 
 import (
+	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -201,8 +203,37 @@ func (t *timeline) row(ev history.Event) Row {
 		return Row{Name: a.Cause, Detail: a.Failure.Error(), Tone: "bad"}
 	case *history.WorkflowTaskCompleted:
 		return Row{Detail: fmt.Sprintf("decided having seen event %d", a.SeenEventID)}
+	case *history.BudgetUpdated:
+		return budgetUpdated(a)
+	case *history.BudgetExceeded:
+		return Row{Name: t.types[a.ScheduledEventID], Related: a.ScheduledEventID, Tone: "warn",
+			Detail: fmt.Sprintf("%s; held (used %d tokens, $%s)", a.Reason, a.Used.Tokens(), strconv.FormatFloat(a.Used.CostUSD, 'f', -1, 64))}
 	}
 	return Row{}
+}
+
+// budgetUpdated says what a BudgetUpdated set — the budget in its JSON
+// shape, the one --input and the API read ({"maxTurns":4}) — or that it
+// stopped the held calls, and who did and why.
+func budgetUpdated(a *history.BudgetUpdated) Row {
+	r := Row{Detail: "stop: the held calls fail", Tone: "bad"}
+	if !a.Stop {
+		b, _ := json.Marshal(a.Budget) // numbers only: cannot fail
+		r.Detail, r.Tone = string(b), "ok"
+		if a.Budget.IsZero() {
+			r.Detail += " (no limit)"
+		}
+		if a.WorkflowTaskCompletedEventID != 0 { // set by the workflow's code, not raised by a person
+			r.Tone = ""
+		}
+	}
+	if a.By != "" {
+		r.Detail += " by " + a.By
+	}
+	if a.Reason != "" {
+		r.Detail += ": " + a.Reason
+	}
+	return r
 }
 
 func orDefault(s, def string) string {

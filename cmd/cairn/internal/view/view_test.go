@@ -211,3 +211,30 @@ func TestDisplayedBudgetsPasteBack(t *testing.T) {
 		t.Errorf("the export's %s read back: %+v %v", ev, exported, err)
 	}
 }
+
+// A budget's events say what they did: the budget set (in the JSON shape
+// --input reads), a stop, by whom and why; the held call and why.
+func TestTimelineBudget(t *testing.T) {
+	t0 := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
+	rows := Timeline([]history.Event{
+		{ID: 1, Time: t0, Attrs: &history.WorkflowStarted{WorkflowType: "Assistant"}},
+		{ID: 2, Time: t0, Attrs: &history.WorkflowTaskCompleted{}},
+		{ID: 3, Time: t0, Attrs: &history.BudgetUpdated{Budget: history.Budget{MaxTurns: 1}, By: "workflow", WorkflowTaskCompletedEventID: 2}},
+		{ID: 4, Time: t0, Attrs: &history.ActivityScheduled{ActivityType: "llm.Chat"}},
+		{ID: 5, Time: t0, Attrs: &history.BudgetExceeded{ScheduledEventID: 4, Reason: "turn budget exhausted: model call 2 of at most 1",
+			Used: history.Usage{PromptTokens: 132, CompletionTokens: 16, CostUSD: 0.0000294}, Turns: 2}},
+		{ID: 6, Time: t0, Attrs: &history.BudgetUpdated{Budget: history.Budget{MaxTurns: 4, MaxCostUSD: 0.5}, By: "Ada (web UI)", Reason: "worth finishing"}},
+		{ID: 7, Time: t0, Attrs: &history.BudgetUpdated{Stop: true, By: "bob", Reason: "enough"}},
+	})
+	for i, want := range []Row{
+		{Detail: `{"maxTurns":1} by workflow`},
+		{Name: "llm.Chat", Related: 4, Tone: "warn", Detail: "turn budget exhausted: model call 2 of at most 1; held (used 148 tokens, $0.0000294)"},
+		{Detail: `{"maxCostUSD":0.5,"maxTurns":4} by Ada (web UI): worth finishing`, Tone: "ok"},
+		{Detail: "stop: the held calls fail by bob: enough", Tone: "bad"},
+	} {
+		r := rows[[]int{2, 4, 5, 6}[i]]
+		if r.Name != want.Name || r.Detail != want.Detail || r.Tone != want.Tone || r.Related != want.Related {
+			t.Errorf("event %d: %+v, want %+v", r.ID, r, want)
+		}
+	}
+}

@@ -387,6 +387,10 @@ func TestWebUI(t *testing.T) {
 	check(t, ctx, "the budget form shows the current limits",
 		`(() => { const f = document.querySelector("#pause form[data-budget]"); if (!f) return false; const c = (k) => f.querySelector('[data-current="' + k + '"]')?.textContent || "";
 		  return c("maxTurns").includes("1") && c("maxTokens").includes("no limit") && c("maxCostUSD").includes("no limit") && f.querySelector('input[name="maxTurns"]')?.placeholder === "1" })()`)
+	check(t, ctx, "the held call's BudgetExceeded has its reason in the timeline",
+		`[...document.querySelectorAll("#timeline tr.ev")].some((tr) => tr.querySelector(".type").textContent === "BudgetExceeded" && tr.children[6].textContent.includes("turn budget exhausted"))`)
+	check(t, ctx, "the BudgetUpdated of the agent loop shows its budget in the timeline",
+		`[...document.querySelectorAll("#timeline tr.ev")].some((tr) => tr.querySelector(".type").textContent === "BudgetUpdated" && tr.children[6].textContent.includes('{"maxTurns":1} by workflow'))`)
 	shot(t, ctx, shots, "run-budget")
 	input := textOf(t, ctx, "#io pre") // the run's input as the page shows it: a budget of one model call
 	bform := `#pause form[data-budget]`
@@ -399,6 +403,8 @@ func TestWebUI(t *testing.T) {
 		until(`document.querySelector("#timeline").textContent.includes("BudgetUpdated")`),
 		until(`document.querySelector("#pause").textContent === ""`),
 	)
+	check(t, ctx, "the raise's BudgetUpdated says what was raised, by whom and why",
+		`[...document.querySelectorAll("#timeline tr.ev")].some((tr) => tr.querySelector(".type").textContent === "BudgetUpdated" && tr.children[6].textContent.includes('{"maxTurns":4} by Ada (web UI): worth finishing'))`)
 	if io := textOf(t, ctx, "#io"); !strings.Contains(io, "INV-8 is $980 to Hooli") {
 		t.Fatalf("the run did not go on to its answer after the raise:\n%s", io)
 	}

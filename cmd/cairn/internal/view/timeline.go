@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -174,6 +175,9 @@ func (t *timeline) row(ev history.Event) Row {
 		if r, ok := ignoredApproval(a); ok {
 			return r
 		}
+		if r, ok := approvalMarker(a); ok {
+			return r
+		}
 		return Row{Name: a.Name, Detail: a.ID + " " + PayloadText(a.Data)}
 	case *history.ChildWorkflowStarted:
 		t.types[ev.ID] = a.WorkflowType
@@ -261,4 +265,50 @@ func ignoredApproval(m *history.MarkerRecorded) (Row, bool) {
 		verb += " by " + ig.By
 	}
 	return Row{Name: m.Name, Detail: verb + " ignored: " + ig.Why, Tone: "warn"}, true
+}
+
+// approvalMarker renders the agent kit's records of a tool call awaiting a
+// person's approval and of the decision (history.MarkerApprovalRequested,
+// MarkerApprovalDecided): what they mean, not their data's stored names
+// ({"ok":false} of a request read as a rejection; {"by","ok","why"} is not
+// what an approval signal takes).
+func approvalMarker(m *history.MarkerRecorded) (Row, bool) {
+	call := callOf(m.ID)
+	switch m.Name {
+	case history.MarkerApprovalRequested:
+		js, _ := json.Marshal(call) // a string: cannot fail
+		return Row{Name: m.Name, Tone: "warn",
+			Detail: fmt.Sprintf(`%s awaits a person's approval: {"CallID":%s,"Approved":true} on the approval signal`, call, js)}, true
+	case history.MarkerApprovalDecided:
+	default:
+		return Row{}, false
+	}
+	var ap history.Approval
+	if m.Data.ByRef() || msgpack.Unmarshal(m.Data.Data, &ap) != nil {
+		return Row{}, false
+	}
+	r := Row{Name: m.Name, Detail: call + " approved", Tone: "ok"}
+	if !ap.Approved {
+		r.Detail, r.Tone = call+" rejected", "bad"
+	}
+	if ap.By != "" {
+		r.Detail += " by " + ap.By
+	}
+	if ap.Reason != "" {
+		r.Detail += ": " + ap.Reason
+	}
+	return r, true
+}
+
+// callOf returns the tool call id of an approval marker's id, a
+// history.ToolCallKey ("<turn>:<call id>[#n]"): the id an approval names.
+func callOf(key string) string {
+	_, id, ok := strings.Cut(key, ":")
+	if !ok {
+		return key
+	}
+	if i := strings.LastIndex(id, "#"); i > 0 {
+		id = id[:i]
+	}
+	return id
 }

@@ -238,3 +238,26 @@ func TestTimelineBudget(t *testing.T) {
 		}
 	}
 }
+
+// The agent's approval markers read as what they mean, not as their
+// data's stored names.
+func TestTimelineApprovals(t *testing.T) {
+	mark := func(id int64, name, call string, ap history.Approval) history.Event {
+		data, err := msgpack.Marshal(&ap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return history.Event{ID: id, Attrs: &history.MarkerRecorded{Name: name, ID: call, Data: history.Payload{Encoding: sdk.EncodingMsgpack, Data: data}}}
+	}
+	rows := Timeline([]history.Event{
+		mark(1, history.MarkerApprovalRequested, "1:call_1", history.Approval{}),
+		mark(2, history.MarkerApprovalDecided, "1:call_1", history.Approval{Approved: true, By: "ada"}),
+		mark(3, history.MarkerApprovalDecided, "2:call_1#2", history.Approval{By: "bob", Reason: "duplicate invoice"}),
+	})
+	for i, want := range []string{`call_1 awaits a person's approval: {"CallID":"call_1","Approved":true} on the approval signal`,
+		"call_1 approved by ada", "call_1 rejected by bob: duplicate invoice"} {
+		if rows[i].Detail != want {
+			t.Errorf("marker %d: %q, want %q", i+1, rows[i].Detail, want)
+		}
+	}
+}

@@ -1,8 +1,10 @@
 package browser
 
 import (
+	"context"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +12,8 @@ import (
 
 	"github.com/cairnflow/cairn/cmd/cairn/internal/ui"
 	"github.com/cairnflow/cairn/engine"
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/history/badgerstore"
 )
 
@@ -17,19 +21,7 @@ import (
 // them: a value rounds up into the next unit ("12m 0s", not "11m 60s").
 func TestWebUIFormatsDurations(t *testing.T) {
 	exe := chromium(t)
-	st, err := badgerstore.Open(badgerstore.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.Open(engine.Options{Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = eng.Close()
-		_ = st.Close()
-	})
-	srv := httptest.NewServer(ui.New(eng, ui.Options{}))
+	srv := httptest.NewServer(ui.New(memEngine(t), ui.Options{}))
 	t.Cleanup(srv.Close)
 	ctx, _ := browse(t, exe)
 	run(t, ctx, "open the UI", chromedp.Navigate(srv.URL+"/runs"), until(`document.querySelector("#runs-table") !== null`))
@@ -78,3 +70,58 @@ func TestWebUIFormatsDurations(t *testing.T) {
 
 // jsNumber writes f for a script.
 func jsNumber(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// memEngine is an engine on an in-memory store, closed by the test's
+// cleanup.
+func memEngine(t *testing.T) *engine.Engine {
+	t.Helper()
+	st, err := badgerstore.Open(badgerstore.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.Open(engine.Options{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = eng.Close()
+		_ = st.Close()
+	})
+	return eng
+}
+
+// A payload's integers are shown as they are, also those a JavaScript
+// number cannot hold exactly (an int64 id, a time in nanoseconds): what
+// the run page shows can be pasted back as the same value.
+func TestWebUIShowsBigIntegersExactly(t *testing.T) {
+	exe := chromium(t)
+	eng := memEngine(t)
+	const input = `{"ID":9007199254740993,"At":1764627123456789012,"Small":42,"Ratio":0.1,"Neg":-9223372036854775808}`
+	if _, err := eng.StartWorkflow(context.Background(), &api.StartWorkflowRequest{WorkflowID: "big-1", WorkflowType: "Pay", TaskQueue: "q",
+		Input: history.Payload{Encoding: "json", Data: []byte(input)}}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(ui.New(eng, ui.Options{}))
+	t.Cleanup(srv.Close)
+	ctx, _ := browse(t, exe)
+	run(t, ctx, "open the run",
+		chromedp.Navigate(srv.URL+"/runs/big-1"),
+		until(`document.querySelector("#io pre") !== null && document.querySelector("#timeline tr[data-detail='1'] pre") !== null`),
+	)
+	shown, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#io pre").textContent`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	event, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#timeline tr[data-detail='1'] pre").textContent`)) // folded: not visible
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"ID": 9007199254740993`, `"At": 1764627123456789012`, `"Small": 42`, `"Ratio": 0.1`, `"Neg": -9223372036854775808`} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("the input shown lacks %s:\n%s", want, shown)
+		}
+		if !strings.Contains(event, want) {
+			t.Errorf("the expanded WorkflowStarted lacks %s:\n%s", want, event)
+		}
+	}
+}

@@ -19,6 +19,19 @@ export function html(strings, ...vals) {
   return new Raw(out);
 }
 
+// parseJSON parses the server's JSON, keeping the integers a JavaScript
+// number cannot hold exactly (an int64 id, a time in nanoseconds) as they
+// were written: JSON.stringify writes them back unchanged, so a payload
+// shown can be pasted back as the same value (JSON.parse alone would show
+// 9007199254740993 as 9007199254740992). Where the browser cannot (no
+// JSON.rawJSON), it is JSON.parse.
+const exactInt = /^-?\d+$/;
+export function parseJSON(text) {
+  if (typeof JSON.rawJSON !== "function") return JSON.parse(text);
+  return JSON.parse(text, (_k, v, ctx) =>
+    typeof v === "number" && !Number.isSafeInteger(v) && ctx?.source && exactInt.test(ctx.source) ? JSON.rawJSON(ctx.source) : v);
+}
+
 // ---- Talking to the server.
 let csrf = "";
 // setCSRF keeps the X-Cairn-CSRF token of actions (app.js reads it from /api/session).
@@ -29,7 +42,7 @@ export class APIError extends Error {
 async function answer(resp) {
   const text = await resp.text();
   let body = null;
-  try { body = text ? JSON.parse(text) : null; } catch { /* not JSON */ }
+  try { body = text ? parseJSON(text) : null; } catch { /* not JSON */ }
   if (resp.status === 401) { location.href = "/login?next=" + encodeURIComponent(location.pathname + location.search); }
   if (!resp.ok) throw new APIError(body?.code || "internal", body?.message || text || resp.statusText, resp.status);
   return body;

@@ -2,7 +2,7 @@
 // (system, user, assistant, tool calls and their results), tokens and cost
 // per model call and in total, the answer streaming live; and two runs of
 // one workflow id side by side (?compare=RUN).
-import { html, get, go, status, short, runLink, errorBox, setLive, APIError } from "../lib.js";
+import { html, get, go, status, short, runLink, errorBox, setLive, APIError, parseJSON } from "../lib.js";
 
 export async function render(main, [id, runId], q) {
   const v = await get("/api/run", { id, run: runId || "" });
@@ -35,7 +35,7 @@ function follow(el, id, run) {
   const streaming = new Map(); // "event:attempt" → the bubble of an answer being streamed
   const es = new EventSource("/api/stream/agent?" + new URLSearchParams({ id, run }));
   es.addEventListener("transcript", (e) => {
-    const t = JSON.parse(e.data);
+    const t = parseJSON(e.data);
     head.innerHTML = summary(id, t).s;
     chat.innerHTML = conversation(t.items || []).s || html`<p class="muted">No conversation yet.</p>`.s;
     // An answer now recorded replaces its stream.
@@ -44,7 +44,7 @@ function follow(el, id, run) {
     setLive(true);
   });
   es.addEventListener("delta", (e) => {
-    const d = JSON.parse(e.data);
+    const d = parseJSON(e.data);
     el.dataset.deltas = Number(el.dataset.deltas || 0) + 1;
     const k = `${d.scheduledEventId}:${d.attempt}`;
     let b = streaming.get(k);
@@ -71,7 +71,7 @@ function follow(el, id, run) {
   });
   es.addEventListener("end", () => { es.close(); el.dataset.complete = "1"; });
   es.addEventListener("failure", (e) => {
-    const err = JSON.parse(e.data);
+    const err = parseJSON(e.data);
     es.close();
     head.innerHTML = errorBox(new APIError(err.code, err.message)).s;
   });
@@ -184,5 +184,5 @@ function message(m) {
 
 function pretty(s) {
   if (!s) return "";
-  try { return JSON.stringify(JSON.parse(s), null, 2); } catch { return s; }
+  try { return JSON.stringify(parseJSON(s), null, 2); } catch { return s; }
 }

@@ -540,7 +540,7 @@ func pasteBack(t *testing.T, ctx context.Context, base, apiAddr, input string) {
 		t.Fatalf("the run started with the input shown is %q, not paused on its budget of one model call: the budget was dropped\n%s", st, input)
 	}
 	check(t, ctx, "the run started with the input shown has its budget",
-		`document.querySelector('#pause form[data-budget] [data-current="maxTurns"]')?.textContent.includes("now 1")`)
+		`document.querySelector('#pause form[data-budget] [data-current="maxTurns"]')?.textContent.includes("now: 1")`)
 }
 
 // jsString quotes s for a script.

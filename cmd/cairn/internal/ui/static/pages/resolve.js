@@ -67,7 +67,7 @@ export function budgetForm(run, pause, budget) {
   const k = `${run.workflowId}-budget`.replace(/[^\w-]/g, "_");
   const lim = budget?.budget || {}, used = budget?.used || {};
   const field = (name, label, id, step, show) => html`<div><label for="${id}">${label}
-      <span class="muted" data-current="${name}">now ${lim[name] ? show(lim[name]) : "no limit"}</span></label>
+      <span class="muted" data-current="${name}">(now: ${lim[name] ? show(lim[name]) : "no limit"})</span></label>
     <input id="${id}" name="${name}" type="number" min="0" step="${step}" placeholder="${lim[name] ? String(lim[name]) : "no limit"}"></div>`;
   return html`
   <form class="resolve" data-budget="${run.workflowId}" data-run="${run.runId}">
@@ -78,7 +78,7 @@ export function budgetForm(run, pause, budget) {
         ${field("maxTurns", "Max model calls", `bn-${k}`, "1", (n) => `${n}`)}
       </div>
       ${budget ? html`<p class="muted" data-used>Used so far: ${(used.promptTokens || 0) + (used.completionTokens || 0)} tokens,
-        $${(used.costUSD || 0).toFixed(used.costUSD < 0.01 ? 5 : 2)}, ${budget.turns || 0} model call(s).</p>` : ""}
+        $${(used.costUSD || 0).toFixed(used.costUSD < 0.01 ? 5 : 2)}, ${budget.turns || 0} model call(s) (a held one counted).</p>` : ""}
       <div class="row">
         <div class="wide"><label for="bw-${k}">Why (recorded)</label><input id="bw-${k}" name="reason" required placeholder="worth finishing"></div>
         <div><label for="bb-${k}">Your name (recorded)</label><input id="bb-${k}" name="by" required value="${who.get()}" autocomplete="name"></div>

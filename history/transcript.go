@@ -239,16 +239,18 @@ func DecodeTranscript(b []byte) ([]TranscriptEntry, error) {
 
 // Usage is what activity attempts consumed, as their workers reported it:
 // tokens, and their cost from the engine's price table when it was
-// recorded.
+// recorded. Its JSON is {"model", "promptTokens", "completionTokens",
+// "cachedTokens", "costUSD", "attempts"} everywhere, read strictly
+// (valuejson.go); its msgpack names are stored and never change.
 type Usage struct {
 	Model            string `msgpack:"m,omitempty" json:"model,omitempty"`
-	PromptTokens     int64  `msgpack:"p,omitempty" json:"prompt_tokens,omitempty"`
-	CompletionTokens int64  `msgpack:"c,omitempty" json:"completion_tokens,omitempty"`
+	PromptTokens     int64  `msgpack:"p,omitempty" json:"promptTokens,omitempty"`
+	CompletionTokens int64  `msgpack:"c,omitempty" json:"completionTokens,omitempty"`
 	// CachedTokens are the part of PromptTokens served from the
 	// provider's prompt cache.
-	CachedTokens int64 `msgpack:"k,omitempty" json:"cached_tokens,omitempty"`
+	CachedTokens int64 `msgpack:"k,omitempty" json:"cachedTokens,omitempty"`
 	// CostUSD is the price of the tokens; 0 when the model has no price.
-	CostUSD float64 `msgpack:"u,omitempty" json:"cost_usd,omitempty"`
+	CostUSD float64 `msgpack:"u,omitempty" json:"costUSD,omitempty"`
 	// Attempts counts the attempts whose usage is summed here.
 	Attempts int32 `msgpack:"a,omitempty" json:"attempts,omitempty"`
 }
@@ -286,10 +288,16 @@ func (u *Usage) fields(v fieldVisitor) {
 // MaxCostUSD, or scheduled MaxTurns metered activities, the next metered
 // activity is held and the run is paused until a person raises the budget
 // or stops the run.
+//
+// Its JSON is {"maxTokens", "maxCostUSD", "maxTurns"} everywhere (the
+// CLI, the web UI, the engine's JSON API, a JSON payload), and reading it
+// is strict: a member that names no limit is an error, not a budget
+// silently dropped (valuejson.go). Its msgpack names are stored and never
+// change.
 type Budget struct {
-	MaxTokens  int64   `msgpack:"t,omitempty" json:"max_tokens,omitempty"`
-	MaxCostUSD float64 `msgpack:"c,omitempty" json:"max_cost_usd,omitempty"`
-	MaxTurns   int64   `msgpack:"n,omitempty" json:"max_turns,omitempty"`
+	MaxTokens  int64   `msgpack:"t,omitempty" json:"maxTokens,omitempty"`
+	MaxCostUSD float64 `msgpack:"c,omitempty" json:"maxCostUSD,omitempty"`
+	MaxTurns   int64   `msgpack:"n,omitempty" json:"maxTurns,omitempty"`
 }
 
 // IsZero reports whether the budget sets no limit.

@@ -142,7 +142,11 @@ func filter(q map[string][]string) (*api.ListWorkflowsRequest, error) {
 		return ""
 	}
 	req := &api.ListWorkflowsRequest{WorkflowType: get("type"), WorkflowIDPrefix: get("prefix")}
-	if s := get("status"); s != "" {
+	switch s := get("status"); s {
+	case "":
+	case quarantined: // the runs whose stored data is damaged, whatever status they had
+		req.Corrupt = true
+	default:
 		st, ok := api.ParseStatus(s)
 		if !ok {
 			return nil, invalid("unknown status %q", s)
@@ -204,7 +208,30 @@ func (h *Handler) apiRuns(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return runsView{Workflows: resp.Workflows, Next: base64.RawURLEncoding.EncodeToString(resp.NextPageToken)}, nil
+	runs := resp.Workflows
+	if req.Status != api.StatusUnspecified {
+		// A quarantined run is counted as quarantined, not under the status
+		// it had when the damage was found: list it there, as the counts do.
+		runs = slices.DeleteFunc(slices.Clone(runs), func(w api.WorkflowInfo) bool { return w.Corrupt != "" })
+	}
+	return runsView{Workflows: runs, Next: base64.RawURLEncoding.EncodeToString(resp.NextPageToken)}, nil
+}
+
+// quarantined is the status filter and count of the runs whose stored
+// data is damaged (WorkflowInfo.Corrupt).
+const quarantined = "quarantined"
+
+// countsView counts the runs by status, as the runs list shows them: a
+// quarantined run under "quarantined", not under the status the engine
+// recorded before the damage was found.
+type countsView struct {
+	Total    int64
+	ByStatus []statusCount
+}
+
+type statusCount struct {
+	Status string
+	Count  int64
 }
 
 func (h *Handler) apiCounts(r *http.Request) (any, error) {
@@ -214,8 +241,55 @@ func (h *Handler) apiCounts(r *http.Request) (any, error) {
 	}
 	ctx, cancel := ctxOf(r)
 	defer cancel()
-	return h.svc.CountWorkflows(ctx, &api.CountWorkflowsRequest{WorkflowType: req.WorkflowType, WorkflowIDPrefix: req.WorkflowIDPrefix,
+	c, err := h.svc.CountWorkflows(ctx, &api.CountWorkflowsRequest{WorkflowType: req.WorkflowType, WorkflowIDPrefix: req.WorkflowIDPrefix,
 		StartedAfter: req.StartedAfter, StartedBefore: req.StartedBefore})
+	if err != nil {
+		return nil, err
+	}
+	bad, err := h.quarantinedByStatus(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	v := countsView{Total: c.Total, ByStatus: []statusCount{}}
+	for _, sc := range c.ByStatus {
+		if n := sc.Count - bad[sc.Status]; n > 0 {
+			v.ByStatus = append(v.ByStatus, statusCount{sc.Status.String(), n})
+		}
+	}
+	var nBad int64 // a run whose state record is damaged has no status: it is counted here too
+	for _, n := range bad {
+		nBad += n
+	}
+	if nBad > 0 {
+		v.ByStatus = append(v.ByStatus, statusCount{quarantined, nBad})
+	}
+	return v, nil
+}
+
+// maxQuarantinedPages bounds the pages of quarantined runs the counts
+// read (a few hundred runs each: a store with more has other problems).
+const maxQuarantinedPages = 10
+
+// quarantinedByStatus counts the quarantined runs the filter keeps by the
+// status recorded before their damage was found.
+func (h *Handler) quarantinedByStatus(ctx context.Context, f *api.ListWorkflowsRequest) (map[api.Status]int64, error) {
+	req := &api.ListWorkflowsRequest{Corrupt: true, WorkflowType: f.WorkflowType, WorkflowIDPrefix: f.WorkflowIDPrefix,
+		StartedAfter: f.StartedAfter, StartedBefore: f.StartedBefore, PageSize: 500}
+	out := map[api.Status]int64{}
+	for range maxQuarantinedPages {
+		resp, err := h.svc.ListWorkflows(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range resp.Workflows {
+			out[w.Status]++
+		}
+		if resp.NextPageToken == nil {
+			break
+		}
+		req.NextPageToken = resp.NextPageToken
+	}
+	return out, nil
 }
 
 // runView is a run's page: the engine's description with what the run
@@ -339,6 +413,9 @@ type pausedRun struct {
 	Effect *api.EffectInfo
 	// Reconcile is what a Reconcile lookup answered, when one ran.
 	Reconcile string
+	// Budget is the run's budget and what it used (a run paused on its
+	// budget: the form shows the current limits).
+	Budget *api.BudgetStatus
 }
 
 // pausedView lists the runs waiting for a person, longest waiting first,
@@ -383,7 +460,7 @@ func (h *Handler) apiPause(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := pausedRun{Info: d.Info}
+	p := pausedRun{Info: d.Info, Budget: d.Budget}
 	pi := d.Info.Pause
 	if pi == nil {
 		return p, nil

@@ -167,8 +167,14 @@ func TestPausedPagePollsOneCall(t *testing.T) {
 		Activity struct {
 			State string `json:"state"`
 		} `json:"activity"`
+		Budget struct { // the budget card shows the current limits
+			Budget struct {
+				MaxTurns int64 `json:"maxTurns"`
+			} `json:"budget"`
+		} `json:"budget"`
 	}
-	if code != 200 || json.Unmarshal([]byte(body), &card) != nil || card.Info.Pause.Kind != "budget" || card.Activity.State != "held" {
+	if code != 200 || json.Unmarshal([]byte(body), &card) != nil || card.Info.Pause.Kind != "budget" || card.Activity.State != "held" ||
+		card.Budget.Budget.MaxTurns != 1 {
 		t.Fatalf("/api/pause: %d %s", code, body)
 	}
 }

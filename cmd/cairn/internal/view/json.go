@@ -9,7 +9,7 @@
 // The JSON convention (the same as the history export's, history/json.go):
 //
 //   - Keys are the Go field names in lower camel case, "ID" written "Id"
-//     ("workflowId", "scheduledEventId").
+//     and "IDs" "Ids" ("workflowId", "scheduledEventId", "runIds").
 //   - Empty strings, zero times, zero durations, nil pointers, empty slices
 //     and maps, and empty payloads are left out; numbers and booleans are
 //     always written.
@@ -66,12 +66,13 @@ func MarshalIndent(v any) ([]byte, error) {
 }
 
 // Key returns the JSON key of a Go field name: lower camel case, "ID"
-// written "Id" ("ScheduledEventID" → "scheduledEventId", "ID" → "id").
+// written "Id" and "IDs" "Ids" ("ScheduledEventID" → "scheduledEventId",
+// "RunIDs" → "runIds", "ID" → "id").
 func Key(field string) string {
 	r := []rune(field)
-	// "ID" at the end of a word becomes "Id".
+	// "ID" at the end of a word, or "IDs", becomes "Id" ("Ids").
 	for i := 0; i+1 < len(r); i++ {
-		if r[i] == 'I' && r[i+1] == 'D' && (i+2 == len(r) || unicode.IsUpper(r[i+2])) {
+		if r[i] == 'I' && r[i+1] == 'D' && wordEnds(r, i+2) {
 			r[i+1] = 'd'
 		}
 	}
@@ -93,6 +94,15 @@ func Key(field string) string {
 		}
 	}
 	return string(r)
+}
+
+// wordEnds reports whether a word of r ends at i, or at i+1 with a
+// plural "s" ("ID" and "IDs" are words, "IDentity" is not).
+func wordEnds(r []rune, i int) bool {
+	if i < len(r) && r[i] == 's' {
+		i++
+	}
+	return i == len(r) || unicode.IsUpper(r[i])
 }
 
 // maxDepth bounds nesting (a cycle would be a bug, not data).

@@ -1,7 +1,10 @@
 package view
 
 import (
+	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -172,6 +175,9 @@ func (t *timeline) row(ev history.Event) Row {
 		if r, ok := ignoredApproval(a); ok {
 			return r
 		}
+		if r, ok := approvalMarker(a); ok {
+			return r
+		}
 		return Row{Name: a.Name, Detail: a.ID + " " + PayloadText(a.Data)}
 	case *history.ChildWorkflowStarted:
 		t.types[ev.ID] = a.WorkflowType
@@ -201,8 +207,37 @@ func (t *timeline) row(ev history.Event) Row {
 		return Row{Name: a.Cause, Detail: a.Failure.Error(), Tone: "bad"}
 	case *history.WorkflowTaskCompleted:
 		return Row{Detail: fmt.Sprintf("decided having seen event %d", a.SeenEventID)}
+	case *history.BudgetUpdated:
+		return budgetUpdated(a)
+	case *history.BudgetExceeded:
+		return Row{Name: t.types[a.ScheduledEventID], Related: a.ScheduledEventID, Tone: "warn",
+			Detail: fmt.Sprintf("%s; held (used %d tokens, $%s)", a.Reason, a.Used.Tokens(), strconv.FormatFloat(a.Used.CostUSD, 'f', -1, 64))}
 	}
 	return Row{}
+}
+
+// budgetUpdated says what a BudgetUpdated set — the budget in its JSON
+// shape, the one --input and the API read ({"maxTurns":4}) — or that it
+// stopped the held calls, and who did and why.
+func budgetUpdated(a *history.BudgetUpdated) Row {
+	r := Row{Detail: "stop: the held calls fail", Tone: "bad"}
+	if !a.Stop {
+		b, _ := json.Marshal(a.Budget) // numbers only: cannot fail
+		r.Detail, r.Tone = string(b), "ok"
+		if a.Budget.IsZero() {
+			r.Detail += " (no limit)"
+		}
+		if a.WorkflowTaskCompletedEventID != 0 { // set by the workflow's code, not raised by a person
+			r.Tone = ""
+		}
+	}
+	if a.By != "" {
+		r.Detail += " by " + a.By
+	}
+	if a.Reason != "" {
+		r.Detail += ": " + a.Reason
+	}
+	return r
 }
 
 func orDefault(s, def string) string {
@@ -230,4 +265,50 @@ func ignoredApproval(m *history.MarkerRecorded) (Row, bool) {
 		verb += " by " + ig.By
 	}
 	return Row{Name: m.Name, Detail: verb + " ignored: " + ig.Why, Tone: "warn"}, true
+}
+
+// approvalMarker renders the agent kit's records of a tool call awaiting a
+// person's approval and of the decision (history.MarkerApprovalRequested,
+// MarkerApprovalDecided): what they mean, not their data's stored names
+// ({"ok":false} of a request read as a rejection; {"by","ok","why"} is not
+// what an approval signal takes).
+func approvalMarker(m *history.MarkerRecorded) (Row, bool) {
+	call := callOf(m.ID)
+	switch m.Name {
+	case history.MarkerApprovalRequested:
+		js, _ := json.Marshal(call) // a string: cannot fail
+		return Row{Name: m.Name, Tone: "warn",
+			Detail: fmt.Sprintf(`%s awaits a person's approval: {"CallID":%s,"Approved":true} on the approval signal`, call, js)}, true
+	case history.MarkerApprovalDecided:
+	default:
+		return Row{}, false
+	}
+	var ap history.Approval
+	if m.Data.ByRef() || msgpack.Unmarshal(m.Data.Data, &ap) != nil {
+		return Row{}, false
+	}
+	r := Row{Name: m.Name, Detail: call + " approved", Tone: "ok"}
+	if !ap.Approved {
+		r.Detail, r.Tone = call+" rejected", "bad"
+	}
+	if ap.By != "" {
+		r.Detail += " by " + ap.By
+	}
+	if ap.Reason != "" {
+		r.Detail += ": " + ap.Reason
+	}
+	return r, true
+}
+
+// callOf returns the tool call id of an approval marker's id, a
+// history.ToolCallKey ("<turn>:<call id>[#n]"): the id an approval names.
+func callOf(key string) string {
+	_, id, ok := strings.Cut(key, ":")
+	if !ok {
+		return key
+	}
+	if i := strings.LastIndex(id, "#"); i > 0 {
+		id = id[:i]
+	}
+	return id
 }

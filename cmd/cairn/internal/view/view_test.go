@@ -1,6 +1,7 @@
 package view
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,8 @@ import (
 func TestKey(t *testing.T) {
 	for in, want := range map[string]string{
 		"WorkflowID": "workflowId", "ID": "id", "ScheduledEventID": "scheduledEventId", "IdempotencyKey": "idempotencyKey",
-		"HTTPCode": "httpCode", "RunID": "runId", "IDs": "iDs", "Status": "status", "TTL": "ttl", "ContinuedAsNewRunID": "continuedAsNewRunId",
+		"HTTPCode": "httpCode", "RunID": "runId", "IDs": "ids", "RunIDs": "runIds", "IDsByRun": "idsByRun", "Status": "status", "TTL": "ttl",
+		"ContinuedAsNewRunID": "continuedAsNewRunId", "IDentity": "iDentity",
 	} {
 		if got := Key(in); got != want {
 			t.Errorf("Key(%q) = %q, want %q", in, got, want)
@@ -149,5 +151,113 @@ func TestTimelineIgnoredApproval(t *testing.T) {
 		Data: history.Payload{Encoding: sdk.EncodingMsgpack, Data: data}}}})
 	if r := rows[0]; r.Tone != "warn" || r.Detail != `approve call_9 by eve ignored: no tool call "call_9" is awaiting approval` {
 		t.Fatalf("row %+v", r)
+	}
+}
+
+// What the CLI and the UI show of a budget or a usage can be pasted back:
+// a payload holding them (a workflow's input, shown by its stored names),
+// the view's JSON of them and the history export's read back, through
+// --input, as the values they were.
+func TestDisplayedBudgetsPasteBack(t *testing.T) {
+	type question struct {
+		Text   string
+		Budget history.Budget
+		Usage  history.Usage
+	}
+	want := question{Text: "Can we pay INV-8?", Budget: history.Budget{MaxTokens: 500, MaxCostUSD: 0.25, MaxTurns: 1},
+		Usage: history.Usage{Model: "m", PromptTokens: 132, CompletionTokens: 16, CostUSD: 0.0001, Attempts: 1}}
+	p, err := sdk.DefaultConverter().ToPayload(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown struct{ JSON json.RawMessage }
+	if err := json.Unmarshal(Payload(p), &shown); err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{PayloadText(p), PayloadIndent(p), string(shown.JSON)} {
+		in, err := JSONInput("--input", text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got question
+		if err := sdk.DefaultConverter().FromPayload(in, &got); err != nil || got != want {
+			t.Errorf("pasted back %s: %+v %v, want %+v", text, got, err, want)
+		}
+	}
+
+	b, err := Marshal(api.BudgetStatus{Budget: want.Budget, Used: want.Usage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Budget history.Budget
+		Used   history.Usage
+	}
+	if err := json.Unmarshal(b, &st); err != nil || st.Budget != want.Budget || st.Used != want.Usage {
+		t.Errorf("the view's %s read back: %+v %v", b, st, err)
+	}
+
+	ev, err := json.Marshal(&history.Event{ID: 3, Attrs: &history.BudgetUpdated{Budget: want.Budget, By: "ada"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exported struct {
+		Attributes struct {
+			Budget history.Budget
+			By     string
+		}
+	}
+	if err := json.Unmarshal(ev, &exported); err != nil || exported.Attributes.Budget != want.Budget {
+		t.Errorf("the export's %s read back: %+v %v", ev, exported, err)
+	}
+}
+
+// A budget's events say what they did: the budget set (in the JSON shape
+// --input reads), a stop, by whom and why; the held call and why.
+func TestTimelineBudget(t *testing.T) {
+	t0 := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
+	rows := Timeline([]history.Event{
+		{ID: 1, Time: t0, Attrs: &history.WorkflowStarted{WorkflowType: "Assistant"}},
+		{ID: 2, Time: t0, Attrs: &history.WorkflowTaskCompleted{}},
+		{ID: 3, Time: t0, Attrs: &history.BudgetUpdated{Budget: history.Budget{MaxTurns: 1}, By: "workflow", WorkflowTaskCompletedEventID: 2}},
+		{ID: 4, Time: t0, Attrs: &history.ActivityScheduled{ActivityType: "llm.Chat"}},
+		{ID: 5, Time: t0, Attrs: &history.BudgetExceeded{ScheduledEventID: 4, Reason: "turn budget exhausted: model call 2 of at most 1",
+			Used: history.Usage{PromptTokens: 132, CompletionTokens: 16, CostUSD: 0.0000294}, Turns: 2}},
+		{ID: 6, Time: t0, Attrs: &history.BudgetUpdated{Budget: history.Budget{MaxTurns: 4, MaxCostUSD: 0.5}, By: "Ada (web UI)", Reason: "worth finishing"}},
+		{ID: 7, Time: t0, Attrs: &history.BudgetUpdated{Stop: true, By: "bob", Reason: "enough"}},
+	})
+	for i, want := range []Row{
+		{Detail: `{"maxTurns":1} by workflow`},
+		{Name: "llm.Chat", Related: 4, Tone: "warn", Detail: "turn budget exhausted: model call 2 of at most 1; held (used 148 tokens, $0.0000294)"},
+		{Detail: `{"maxCostUSD":0.5,"maxTurns":4} by Ada (web UI): worth finishing`, Tone: "ok"},
+		{Detail: "stop: the held calls fail by bob: enough", Tone: "bad"},
+	} {
+		r := rows[[]int{2, 4, 5, 6}[i]]
+		if r.Name != want.Name || r.Detail != want.Detail || r.Tone != want.Tone || r.Related != want.Related {
+			t.Errorf("event %d: %+v, want %+v", r.ID, r, want)
+		}
+	}
+}
+
+// The agent's approval markers read as what they mean, not as their
+// data's stored names.
+func TestTimelineApprovals(t *testing.T) {
+	mark := func(id int64, name, call string, ap history.Approval) history.Event {
+		data, err := msgpack.Marshal(&ap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return history.Event{ID: id, Attrs: &history.MarkerRecorded{Name: name, ID: call, Data: history.Payload{Encoding: sdk.EncodingMsgpack, Data: data}}}
+	}
+	rows := Timeline([]history.Event{
+		mark(1, history.MarkerApprovalRequested, "1:call_1", history.Approval{}),
+		mark(2, history.MarkerApprovalDecided, "1:call_1", history.Approval{Approved: true, By: "ada"}),
+		mark(3, history.MarkerApprovalDecided, "2:call_1#2", history.Approval{By: "bob", Reason: "duplicate invoice"}),
+	})
+	for i, want := range []string{`call_1 awaits a person's approval: {"CallID":"call_1","Approved":true} on the approval signal`,
+		"call_1 approved by ada", "call_1 rejected by bob: duplicate invoice"} {
+		if rows[i].Detail != want {
+			t.Errorf("marker %d: %q, want %q", i+1, rows[i].Detail, want)
+		}
 	}
 }

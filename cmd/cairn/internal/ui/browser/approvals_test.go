@@ -46,9 +46,16 @@ func TestWebUIShowsIgnoredApprovals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	req, err := msgpack.Marshal(&history.Approval{}) // what sdk/agent records for a call awaiting approval
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := eng.CompleteWorkflowTask(ctx, &api.CompleteWorkflowTaskRequest{TaskToken: wft.Task.TaskToken, Identity: "w",
-		Commands: []api.Command{{Type: api.CommandRecordMarker, RecordMarker: &api.RecordMarkerCommand{Name: history.MarkerApprovalIgnored,
-			ID: "call_9", Data: history.Payload{Encoding: "msgpack", Data: ign}}}}}); err != nil {
+		Commands: []api.Command{
+			{Type: api.CommandRecordMarker, RecordMarker: &api.RecordMarkerCommand{Name: history.MarkerApprovalRequested,
+				ID: "2:call_2_0", Data: history.Payload{Encoding: "msgpack", Data: req}}},
+			{Type: api.CommandRecordMarker, RecordMarker: &api.RecordMarkerCommand{Name: history.MarkerApprovalIgnored,
+				ID: "call_9", Data: history.Payload{Encoding: "msgpack", Data: ign}}}}}); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(ui.New(eng, ui.Options{}))
@@ -65,4 +72,13 @@ func TestWebUIShowsIgnoredApprovals(t *testing.T) {
 			t.Fatalf("the ignored approvals lack %q: %q", want, c)
 		}
 	}
+
+	// The run's history says what the markers mean, and which approval
+	// would apply, not their data's stored names ({"ok":false}).
+	run(t, bctx, "open the run",
+		chromedp.Navigate(srv.URL+"/runs/pay-1"),
+		until(`(document.querySelector("#timeline")?.textContent || "").includes("cairn.agent.approval-requested")`),
+	)
+	check(t, bctx, "the approval request reads as one, with the approval that applies",
+		`[...document.querySelectorAll("#timeline tr.ev")].some((tr) => tr.children[6].textContent.includes('call_2_0 awaits a person\'s approval: {"CallID":"call_2_0","Approved":true}'))`)
 }

@@ -155,7 +155,22 @@ func TestWebUIShowsDamage(t *testing.T) {
 	if st := textOf(t, ctx, `#runs-table tr[data-run="pay-twice"] td:nth-child(2)`); strings.TrimSpace(st) != "running" {
 		t.Fatalf("a healthy run's status in the list: %q", st)
 	}
+	// The counts above the list count the quarantined run as quarantined,
+	// not under the status it had when the damage was found; so does the
+	// list filtered by status.
+	check(t, ctx, "the counts put the quarantined run apart",
+		`document.querySelector('[data-count="running"]')?.textContent.trim() === "running 1" && document.querySelector('[data-count="quarantined"]')?.textContent.trim() === "quarantined 1"`)
 	shot(t, ctx, shots, "runs-damage")
+	run(t, ctx, "list the running runs",
+		chromedp.Click(css(`[data-count="running"]`)),
+		until(`location.search.includes("status=running") && document.querySelector('#runs-table tr[data-run="pay-twice"]') !== null`),
+	)
+	check(t, ctx, "the running runs are the healthy one", `document.querySelectorAll("#runs-table tbody tr[data-run]").length === 1`)
+	run(t, ctx, "list the quarantined runs",
+		chromedp.Click(css(`[data-count="quarantined"]`)),
+		until(`location.search.includes("status=quarantined") && document.querySelector('#runs-table tr[data-run="broken-1"]') !== null`),
+	)
+	check(t, ctx, "the quarantined runs are the damaged one", `document.querySelectorAll("#runs-table tbody tr[data-run]").length === 1`)
 
 	run(t, ctx, "open the run with a duplicate",
 		chromedp.Navigate(srv.URL+"/runs/pay-twice"),

@@ -70,9 +70,9 @@ func chromium(t *testing.T) string {
 }
 
 // dev starts `cairn dev --demo` on free loopback ports and returns the
-// UI's URL, and a function that stops the server (the test's cleanup stops
-// it too).
-func dev(t *testing.T) (string, func()) {
+// UI's URL, the API's address, and a function that stops the server (the
+// test's cleanup stops it too).
+func dev(t *testing.T) (string, string, func()) {
 	t.Helper()
 	cmd := exec.Command(cairnBin, "dev", "--demo", "--json", "--listen", "127.0.0.1:0", "--ui-listen", "127.0.0.1:0")
 	cmd.Stderr = os.Stderr
@@ -99,13 +99,14 @@ func dev(t *testing.T) (string, func()) {
 	}
 	t.Cleanup(stop)
 	var ready struct {
-		UI string `json:"ui"`
+		UI      string `json:"ui"`
+		Address string `json:"address"`
 	}
-	if err := json.NewDecoder(bufio.NewReader(out)).Decode(&ready); err != nil || ready.UI == "" {
+	if err := json.NewDecoder(bufio.NewReader(out)).Decode(&ready); err != nil || ready.UI == "" || ready.Address == "" {
 		t.Fatalf("cairn dev did not say where its UI is: %+v %v", ready, err)
 	}
 	go func() { _, _ = io.Copy(io.Discard, out) }()
-	return strings.TrimSuffix(ready.UI, "/"), stop
+	return strings.TrimSuffix(ready.UI, "/"), ready.Address, stop
 }
 
 func screenshotDir(t *testing.T) string {
@@ -166,6 +167,18 @@ func until(cond string) step {
 }
 
 func css(s string) chromedp.CSS { return chromedp.CSS(s) }
+
+// check waits a few seconds for a JavaScript condition on the page and
+// reports it, without stopping the test, when it does not hold.
+func check(t *testing.T, ctx context.Context, what, cond string) {
+	t.Helper()
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := chromedp.Do(cctx, until(cond)); err != nil {
+		text, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("main")))
+		t.Errorf("%s: %v\n(the condition: %s; the page says:)\n%s", what, err, cond, text)
+	}
+}
 
 // tabTo presses Tab until the focused element matches the JavaScript
 // condition (on `el`, the focused element), as a keyboard user would, and
@@ -254,7 +267,7 @@ func browse(t *testing.T, exe string) (context.Context, *atomic.Bool) {
 
 func TestWebUI(t *testing.T) {
 	exe := chromium(t)
-	base, stopServer := dev(t)
+	base, apiAddr, stopServer := dev(t)
 	shots := screenshotDir(t)
 
 	ctx, serverStopped := browse(t, exe)
@@ -349,6 +362,8 @@ func TestWebUI(t *testing.T) {
 		until(`document.querySelector('`+form+` .outcome').textContent.includes("Resolved")`),
 		until(`document.querySelector('[data-card][data-wf="invoice-INV-2"] .after').textContent.includes("completed")`),
 	)
+	check(t, ctx, "the resolved card's header says what the run is now, not paused",
+		`(() => { const h = document.querySelector('[data-card][data-wf="invoice-INV-2"] .head')?.textContent || ""; return h.includes("completed") && !h.includes("paused") })()`)
 	shot(t, ctx, shots, "paused-resolved")
 	run(t, ctx, "open the resolved run",
 		chromedp.Click(css(`[data-card][data-wf="invoice-INV-2"] .after a`)),
@@ -369,7 +384,15 @@ func TestWebUI(t *testing.T) {
 	if p := textOf(t, ctx, "#pause"); !strings.Contains(p, "budget is used up") || !strings.Contains(p, "turn budget exhausted") {
 		t.Fatalf("the budget pause is not explained:\n%s", p)
 	}
+	check(t, ctx, "the budget form shows the current limits",
+		`(() => { const f = document.querySelector("#pause form[data-budget]"); if (!f) return false; const c = (k) => f.querySelector('[data-current="' + k + '"]')?.textContent || "";
+		  return c("maxTurns").includes("1") && c("maxTokens").includes("no limit") && c("maxCostUSD").includes("no limit") && f.querySelector('input[name="maxTurns"]')?.placeholder === "1" })()`)
+	check(t, ctx, "the held call's BudgetExceeded has its reason in the timeline",
+		`[...document.querySelectorAll("#timeline tr.ev")].some((tr) => tr.querySelector(".type").textContent === "BudgetExceeded" && tr.children[6].textContent.includes("turn budget exhausted"))`)
+	check(t, ctx, "the BudgetUpdated of the agent loop shows its budget in the timeline",
+		`[...document.querySelectorAll("#timeline tr.ev")].some((tr) => tr.querySelector(".type").textContent === "BudgetUpdated" && tr.children[6].textContent.includes('{"maxTurns":1} by workflow'))`)
 	shot(t, ctx, shots, "run-budget")
+	input := textOf(t, ctx, "#io pre") // the run's input as the page shows it: a budget of one model call
 	bform := `#pause form[data-budget]`
 	run(t, ctx, "raise the budget",
 		chromedp.SendKeys(css(bform+` input[name="maxTurns"]`), "4"),
@@ -380,9 +403,12 @@ func TestWebUI(t *testing.T) {
 		until(`document.querySelector("#timeline").textContent.includes("BudgetUpdated")`),
 		until(`document.querySelector("#pause").textContent === ""`),
 	)
+	check(t, ctx, "the raise's BudgetUpdated says what was raised, by whom and why",
+		`[...document.querySelectorAll("#timeline tr.ev")].some((tr) => tr.querySelector(".type").textContent === "BudgetUpdated" && tr.children[6].textContent.includes('{"maxTurns":4} by Ada (web UI): worth finishing'))`)
 	if io := textOf(t, ctx, "#io"); !strings.Contains(io, "INV-8 is $980 to Hooli") {
 		t.Fatalf("the run did not go on to its answer after the raise:\n%s", io)
 	}
+	pasteBack(t, ctx, base, apiAddr, input)
 
 	// Task queues: the queue nobody polls is visibly stuck.
 	run(t, ctx, "open the task queues",
@@ -397,6 +423,8 @@ func TestWebUI(t *testing.T) {
 		chromedp.Navigate(base+"/effects"),
 		until(`document.querySelectorAll("#ledger-table tbody tr[data-href]").length >= 2`),
 	)
+	check(t, ctx, "every ledger entry links the runs that scheduled it",
+		`[...document.querySelectorAll("#ledger-table tbody tr[data-href]")].every((tr) => tr.children[6]?.querySelector("a[href^='/runs/']"))`)
 	shot(t, ctx, shots, "effects")
 	run(t, ctx, "search the ledger by workflow id",
 		chromedp.SetValue(css("#e-id"), "invoice-INV-2"),
@@ -442,6 +470,13 @@ func TestWebUI(t *testing.T) {
 			t.Fatalf("the conversation lacks %q (before: %s):\n%s", want, second, convo)
 		}
 	}
+	// One card per tool call, with its arguments, state, effect class and
+	// result: neither the arguments nor the result shown twice.
+	check(t, ctx, "the conversation shows each tool call once, as one card",
+		`(() => { const chat = document.querySelector("[data-convo] .chat"); if (!chat) return false; const txt = chat.textContent, n = (s) => txt.split(s).length - 1;
+		  const cards = chat.querySelectorAll("[data-tool-call]"); if (cards.length !== 1) return false;
+		  const c = cards[0].textContent;
+		  return n('"invoice": "INV-7"') === 1 && n('"id": "INV-7"') === 1 && c.includes('"invoice": "INV-7"') && c.includes('"id": "INV-7"') && c.includes("completed") && c.includes("Read") })()`)
 	if strings.Contains(strings.ToLower(textOf(t, ctx, "[data-convo] .chat")), "lookup_invoice\nscheduled") {
 		t.Fatalf("the finished tool call is still shown as scheduled:\n%s", convo)
 	}
@@ -481,6 +516,31 @@ func TestWebUI(t *testing.T) {
 	if b := textOf(t, ctx, "#offline"); !strings.Contains(b, "The server does not answer") {
 		t.Fatalf("the banner: %q", b)
 	}
+}
+
+// pasteBack starts a run with the input a run page showed (the assistant
+// paused on its budget of one model call), as a person copying it into
+// `cairn workflow start --input` would: the new run has the same budget,
+// so it pauses on it too, instead of running without one.
+func pasteBack(t *testing.T, ctx context.Context, base, apiAddr, input string) {
+	t.Helper()
+	if !strings.Contains(input, "Budget") {
+		t.Fatalf("the run page does not show the input's budget:\n%s", input)
+	}
+	out, err := exec.Command(cairnBin, "workflow", "start", "--address", apiAddr, "--type", "Assistant", "--id", "assistant-INV-8-pasted",
+		"--task-queue", "accounts-payable", "--input", input).CombinedOutput()
+	if err != nil {
+		t.Fatalf("start a run with the input shown (%s): %v\n%s", input, err, out)
+	}
+	run(t, ctx, "open the run started with the input shown",
+		chromedp.Navigate(base+"/runs/assistant-INV-8-pasted"),
+		until(`["paused", "completed", "failed"].some((s) => (document.querySelector("#run-status")?.textContent || "").includes(s))`),
+	)
+	if st := textOf(t, ctx, "#run-status"); !strings.Contains(st, "paused") {
+		t.Fatalf("the run started with the input shown is %q, not paused on its budget of one model call: the budget was dropped\n%s", st, input)
+	}
+	check(t, ctx, "the run started with the input shown has its budget",
+		`document.querySelector('#pause form[data-budget] [data-current="maxTurns"]')?.textContent.includes("now: 1")`)
 }
 
 // jsString quotes s for a script.

@@ -1,5 +1,7 @@
-// Cairn's web UI: a router over the pages in pages/, and the helpers they
-// share. Plain JavaScript modules, no build step.
+// Cairn's web UI: the router over the pages in pages/, the keyboard, the
+// theme and the start. Plain JavaScript modules, no build step. What the
+// pages share is in lib.js: a page never imports this module.
+import { html, get, errorBox, every, ago, go, NAVIGATE, setCSRF, refreshPausedCount } from "./lib.js";
 import * as runs from "./pages/runs.js";
 import * as run from "./pages/run.js";
 import * as paused from "./pages/paused.js";
@@ -7,139 +9,6 @@ import * as effects from "./pages/effects.js";
 import * as queues from "./pages/queues.js";
 import * as agent from "./pages/agent.js";
 
-// ---- HTML built safely: every interpolated value is escaped unless raw().
-class Raw { constructor(s) { this.s = s; } toString() { return this.s; } }
-export const raw = (s) => new Raw(String(s));
-const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
-function part(v) {
-  if (v == null || v === false) return "";
-  if (v instanceof Raw) return v.s;
-  if (Array.isArray(v)) return v.map(part).join("");
-  return esc(v);
-}
-export function html(strings, ...vals) {
-  let out = strings[0];
-  vals.forEach((v, i) => { out += part(v) + strings[i + 1]; });
-  return new Raw(out);
-}
-
-// ---- Talking to the server.
-let csrf = "";
-export class APIError extends Error {
-  constructor(code, message, status) { super(message); this.code = code; this.status = status; }
-}
-async function answer(resp) {
-  const text = await resp.text();
-  let body = null;
-  try { body = text ? JSON.parse(text) : null; } catch { /* not JSON */ }
-  if (resp.status === 401) { location.href = "/login?next=" + encodeURIComponent(location.pathname + location.search); }
-  if (!resp.ok) throw new APIError(body?.code || "internal", body?.message || text || resp.statusText, resp.status);
-  return body;
-}
-// send is fetch, with a server that does not answer as an APIError
-// ("unavailable") like any other failure.
-async function send(path, opts) {
-  try {
-    return await fetch(path, opts);
-  } catch {
-    throw new APIError("unavailable", "the server does not answer", 0);
-  }
-}
-export async function get(path, params = {}) {
-  const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) if (v !== "" && v != null) q.set(k, v);
-  const s = q.toString();
-  return answer(await send(path + (s ? "?" + s : ""), { headers: { Accept: "application/json" } }));
-}
-export async function post(path, body) {
-  const out = await answer(await send(path, {
-    method: "POST", headers: { "Content-Type": "application/json", "X-Cairn-CSRF": csrf }, body: JSON.stringify(body),
-  }));
-  refreshPausedCount().catch(() => {}); // an action may have resolved (or ended) a paused run
-  return out;
-}
-
-// ---- Formatting.
-export function ago(t, now = Date.now()) {
-  if (!t) return "–";
-  const d = now - new Date(t).getTime();
-  const s = Math.abs(d) / 1000;
-  let txt;
-  if (s < 1) txt = Math.round(Math.abs(d)) + "ms";
-  else if (s < 60) txt = s.toFixed(s < 10 ? 1 : 0) + "s";
-  else if (s < 3600) txt = Math.floor(s / 60) + "m" + (s < 600 ? " " + Math.floor(s % 60) + "s" : "");
-  else if (s < 172800) txt = Math.floor(s / 3600) + "h " + Math.floor((s % 3600) / 60) + "m";
-  else txt = Math.floor(s / 86400) + "d";
-  return d >= 0 ? txt + " ago" : "in " + txt;
-}
-export function when(t) {
-  if (!t) return html`<span class="muted">–</span>`;
-  const d = new Date(t);
-  return html`<time datetime="${t}" data-ago title="${d.toLocaleString()} (${t})">${ago(t)}</time>`;
-}
-// dur parses a Go duration ("1m30.5s", "250ms") to milliseconds.
-export function durMs(s) {
-  if (!s) return 0;
-  let ms = 0;
-  for (const [, n, u] of s.matchAll(/([\d.]+)(ns|µs|us|ms|s|m|h)/g)) {
-    ms += parseFloat(n) * { ns: 1e-6, "µs": 1e-3, us: 1e-3, ms: 1, s: 1e3, m: 6e4, h: 3.6e6 }[u];
-  }
-  return ms;
-}
-export function fmtMs(ms) {
-  if (ms < 1) return ms > 0 ? "<1ms" : "0";
-  if (ms < 1000) return Math.round(ms) + "ms";
-  if (ms < 60000) return (ms / 1000).toFixed(ms < 10000 ? 2 : 1) + "s";
-  if (ms < 3600000) return Math.floor(ms / 60000) + "m " + Math.round((ms % 60000) / 1000) + "s";
-  return Math.floor(ms / 3600000) + "h " + Math.round((ms % 3600000) / 60000) + "m";
-}
-export const status = (s) => html`<span class="pill ${s}">${(s || "").replace(/_/g, " ")}</span>`;
-// runStatus is a run's status badge: "quarantined" for a run whose stored
-// data is damaged (r.corrupt: every write to it is refused, whatever status
-// it had when the damage was found), else its status.
-export const runStatus = (r) => r.corrupt
-  ? html`<span class="pill corrupt" title="${"stored data damaged; recorded status " + (r.status || "").replace(/_/g, " ") + ": " + r.corrupt}">quarantined</span>`
-  : status(r.status);
-export const short = (id) => (id || "").slice(0, 12);
-// payload renders a payload ({"encoding", "json"|"base64"}) pretty-printed.
-export function payload(p) {
-  if (!p) return html`<span class="muted">none</span>`;
-  if ("json" in p) return html`<pre class="payload">${JSON.stringify(p.json, null, 2)}</pre>`;
-  return html`<pre class="payload muted">${p.base64 ? atob(p.base64).length : 0} bytes of ${p.encoding} (not JSON)</pre>`;
-}
-export function payloadText(p) {
-  if (!p) return "";
-  return "json" in p ? JSON.stringify(p.json) : `<${p.encoding}>`;
-}
-export function runLink(id, runId, text) {
-  const href = "/runs/" + encodeURIComponent(id) + (runId ? "/" + encodeURIComponent(runId) : "");
-  return html`<a href="${href}">${text ?? id}</a>`;
-}
-export function toast(msg) {
-  const t = document.getElementById("toast");
-  t.textContent = msg;
-  t.classList.add("show");
-  clearTimeout(toast.timer);
-  toast.timer = setTimeout(() => t.classList.remove("show"), 3500);
-}
-export function errorBox(err) {
-  return html`<div class="callout bad" role="alert"><strong>${err.code || "error"}</strong>: ${err.message}</div>`;
-}
-// who is the name a person gives for the actions they take.
-export const who = {
-  get: () => localStorage.getItem("cairn.who") || "",
-  set: (v) => localStorage.setItem("cairn.who", v.trim()),
-};
-
-// ---- Live updates: pages poll through every(); the indicator shows health,
-// and a banner says so when the server stops answering.
-export function setLive(ok) {
-  const el = document.getElementById("live");
-  el.className = "live " + (ok ? "on" : "off");
-  el.title = ok ? "Live: updating" : "Not updating: the server does not answer";
-  const banner = document.getElementById("offline");
-  if (banner) banner.hidden = ok;
-}
 // Relative times ("3s ago") are kept current on every page, open runs and
 // closed ones alike: each <time> made by when() is rewritten every second.
 function tickTimes() {
@@ -150,51 +19,9 @@ function tickTimes() {
   }
 }
 setInterval(tickTimes, 1000);
-// every calls fn now and every ms while the tab is visible; it returns a stop function.
-export function every(ms, fn) {
-  let stopped = false, timer = null;
-  const tick = async () => {
-    if (stopped) return;
-    if (document.visibilityState === "visible") {
-      try { await fn(); setLive(true); } catch (e) { setLive(false); if (!(e instanceof APIError)) console.error(e); }
-    }
-    if (!stopped) timer = setTimeout(tick, ms);
-  };
-  tick();
-  return () => { stopped = true; clearTimeout(timer); };
-}
 
-// ---- Confirmation dialogs.
-export function confirmDialog({ title, body, confirm, danger, fields = [] }) {
-  return new Promise((resolve) => {
-    const d = document.createElement("dialog");
-    d.innerHTML = html`<form method="dialog">
-      <h2>${title}</h2>
-      <div>${body}</div>
-      ${fields.map((f) => html`<div class="field"><label for="f-${f.name}">${f.label}</label>
-        ${f.textarea ? html`<textarea id="f-${f.name}" name="${f.name}" placeholder="${f.placeholder || ""}"></textarea>`
-                     : html`<input id="f-${f.name}" name="${f.name}" value="${f.value || ""}" placeholder="${f.placeholder || ""}" ${f.required ? raw("required") : ""}>`}</div>`)}
-      <div class="buttons"><button value="cancel" formnovalidate>Cancel</button>
-      <button value="ok" class="${danger ? "danger" : "primary"}" id="confirm-ok">${confirm}</button></div></form>`.s;
-    document.body.append(d);
-    d.addEventListener("close", () => {
-      const ok = d.returnValue === "ok";
-      const values = {};
-      for (const f of fields) values[f.name] = d.querySelector(`[name="${f.name}"]`).value;
-      d.remove();
-      resolve(ok ? values : null);
-    });
-    d.showModal();
-    (d.querySelector("input,textarea") || d.querySelector("#confirm-ok")).focus();
-  });
-}
-
-// ---- Keyboard navigation of tables: j/k move, Enter opens.
-export function rowKeys(table) {
-  if (!table) return;
-  table.tabIndex = 0;
-  table.setAttribute("aria-label", table.getAttribute("aria-label") || "rows: j and k move, Enter opens");
-}
+// ---- Keyboard navigation of tables (lib.js's rowKeys marks them): j/k
+// move, Enter opens.
 function moveSelection(delta) {
   const rows = [...document.querySelectorAll("tbody tr[data-href]")];
   if (!rows.length) return;
@@ -215,10 +42,6 @@ const routes = [
   [/^\/agent\/([^/]+)(?:\/([^/]+))?$/, agent, "runs"],
 ];
 let cleanup = null;
-export function go(href, replace = false) {
-  if (replace) history.replaceState(null, "", href); else history.pushState(null, "", href);
-  route();
-}
 async function route() {
   if (cleanup) { try { cleanup(); } catch (e) { console.error(e); } cleanup = null; }
   const path = location.pathname;
@@ -254,6 +77,7 @@ document.addEventListener("click", (e) => {
   go(url.pathname + url.search + url.hash);
 });
 window.addEventListener("popstate", route);
+window.addEventListener(NAVIGATE, route);
 
 // ---- Theme.
 function applyTheme(t) {
@@ -290,24 +114,13 @@ document.addEventListener("keydown", (e) => {
   if (k === "?") { document.getElementById("keys").showModal(); }
 });
 
-// refreshPausedCount updates the header's count of paused runs (every 5 s,
-// and at once after an action that may change it).
-export async function refreshPausedCount() {
-  const p = await get("/api/runs", { status: "paused", size: 500 });
-  const n = (p.workflows || []).length;
-  const el = document.getElementById("paused-count");
-  el.hidden = n === 0;
-  el.textContent = n + (p.next ? "+" : "");
-  el.setAttribute("aria-label", `${el.textContent} paused`);
-}
-
 // ---- Start.
 async function start() {
   document.getElementById("theme").addEventListener("click", toggleTheme);
   document.getElementById("help").addEventListener("click", () => document.getElementById("keys").showModal());
   try {
     const s = await get("/api/session");
-    csrf = s.csrf;
+    setCSRF(s.csrf);
     document.getElementById("logout").hidden = !s.auth;
   } catch (e) {
     document.getElementById("main").innerHTML = errorBox(e).s;

@@ -2,7 +2,7 @@
 // (system, user, assistant, tool calls and their results), tokens and cost
 // per model call and in total, the answer streaming live; and two runs of
 // one workflow id side by side (?compare=RUN).
-import { html, get, go, status, short, runLink, errorBox, setLive, APIError } from "../app.js";
+import { html, get, go, status, short, runLink, errorBox, setLive, APIError, parseJSON } from "../lib.js";
 
 export async function render(main, [id, runId], q) {
   const v = await get("/api/run", { id, run: runId || "" });
@@ -35,16 +35,16 @@ function follow(el, id, run) {
   const streaming = new Map(); // "event:attempt" → the bubble of an answer being streamed
   const es = new EventSource("/api/stream/agent?" + new URLSearchParams({ id, run }));
   es.addEventListener("transcript", (e) => {
-    const t = JSON.parse(e.data);
+    const t = parseJSON(e.data);
     head.innerHTML = summary(id, t).s;
-    chat.innerHTML = html`${(t.items || []).map(item)}`.s || html`<p class="muted">No conversation yet.</p>`.s;
+    chat.innerHTML = conversation(t.items || []).s || html`<p class="muted">No conversation yet.</p>`.s;
     // An answer now recorded replaces its stream.
     for (const [k, b] of streaming) if (b.dataset.done) { b.remove(); streaming.delete(k); }
     el.dataset.status = t.status;
     setLive(true);
   });
   es.addEventListener("delta", (e) => {
-    const d = JSON.parse(e.data);
+    const d = parseJSON(e.data);
     el.dataset.deltas = Number(el.dataset.deltas || 0) + 1;
     const k = `${d.scheduledEventId}:${d.attempt}`;
     let b = streaming.get(k);
@@ -71,7 +71,7 @@ function follow(el, id, run) {
   });
   es.addEventListener("end", () => { es.close(); el.dataset.complete = "1"; });
   es.addEventListener("failure", (e) => {
-    const err = JSON.parse(e.data);
+    const err = parseJSON(e.data);
     es.close();
     head.innerHTML = errorBox(new APIError(err.code, err.message)).s;
   });
@@ -111,6 +111,47 @@ function ignored(list) {
     <ul>${list.map((a) => html`<li data-event="${a.eventId}">${a.approved ? "approve" : "reject"}${a.callId ? html` <span class="mono">${a.callId}</span>` : ""}${a.by ? " by " + a.by : ""}${a.reason ? ` (${a.reason})` : ""}: ${a.why}</li>`)}</ul></div>`;
 }
 
+// conversation renders the items. A tool call is one card — its
+// arguments, state, effect class, key and result — so the assistant
+// message that asked for it does not repeat its arguments, and the tool
+// message that answered it (the card's result) is not shown again.
+function conversation(items) {
+  const carded = new Map(); // call id → cards not yet answered by a tool message
+  return html`${items.map((it, i) => {
+    if (it.kind === "tool_call") {
+      const id = it.toolCall?.id;
+      carded.set(id, (carded.get(id) || 0) + 1);
+      return item(it);
+    }
+    const m = it.message;
+    if (it.kind === "message" && m?.role === "tool" && carded.get(m.toolCallId) > 0) {
+      carded.set(m.toolCallId, carded.get(m.toolCallId) - 1); // the n-th answer of an id answers its n-th call
+      return "";
+    }
+    if (it.kind === "message" && (m?.toolCalls || []).length) {
+      const rest = uncarded(m.toolCalls, items.slice(i + 1));
+      return message({ ...m, toolCalls: rest, asks: m.toolCalls.filter((tc) => !rest.includes(tc)).map((tc) => tc.name) });
+    }
+    return item(it);
+  })}`;
+}
+
+// uncarded returns the calls the items that follow a message do not show
+// as cards (the engine follows each assistant message with a card per call).
+function uncarded(calls, after) {
+  const cards = [];
+  for (const it of after) {
+    if (it.kind !== "tool_call") break;
+    cards.push(it.toolCall?.id);
+  }
+  return calls.filter((tc) => {
+    const k = cards.indexOf(tc.id);
+    if (k < 0) return true;
+    cards.splice(k, 1);
+    return false;
+  });
+}
+
 function item(it) {
   if (it.kind === "message") return message(it.message || {});
   if (it.kind === "model_call") {
@@ -128,7 +169,7 @@ function item(it) {
       <pre>${pretty(c.arguments)}</pre>
       ${c.idempotencyKey ? html`<div class="muted mono">key ${c.idempotencyKey}</div>` : ""}
       ${c.result ? html`<div class="muted">result</div><pre>${pretty(c.result)}</pre>` : ""}
-      ${c.approvedBy ? html`<div class="muted">approved by ${c.approvedBy}</div>` : ""}</div>`;
+      ${c.approvedBy ? html`<div class="muted">${c.state === "rejected" ? "rejected" : "approved"} by ${c.approvedBy}</div>` : ""}</div>`;
   }
   return "";
 }
@@ -137,10 +178,11 @@ function message(m) {
   const role = m.role || "?";
   return html`<div class="msg ${role}" data-role="${role}"><div class="who">${role}${m.name ? " · " + m.name : ""}${m.toolCallId ? html` <span class="muted">answers ${m.toolCallId}</span>` : ""}</div>
     ${m.content ? html`<div class="text">${role === "tool" ? pretty(m.content) : m.content}</div>` : ""}
+    ${(m.asks || []).length ? html`<div class="muted">asks for ${m.asks.map((n, i) => html`${i ? ", " : ""}<strong>${n}</strong>`)}</div>` : ""}
     ${(m.toolCalls || []).map((tc) => html`<div class="muted">asks for <strong>${tc.name}</strong></div><pre>${pretty(tc.arguments)}</pre>`)}</div>`;
 }
 
 function pretty(s) {
   if (!s) return "";
-  try { return JSON.stringify(JSON.parse(s), null, 2); } catch { return s; }
+  try { return JSON.stringify(parseJSON(s), null, 2); } catch { return s; }
 }

@@ -1,7 +1,7 @@
 // The effects ledger: every action with an idempotency key, across the
 // runs of its workflow id; search by workflow id or key; duplicates
 // flagged.
-import { html, get, when, status, payloadText, runLink, short, every, go, rowKeys } from "../app.js";
+import { html, get, when, status, payloadText, runLink, short, every, go, rowKeys } from "../lib.js";
 
 export async function render(main, _params, q) {
   const f = { id: q.get("id") || "", key: q.get("key") || "", dups: q.get("dups") || "", page: q.get("page") || "" };

@@ -2,7 +2,7 @@
 // called with, its key, why the outcome is unknown, and a form to resolve
 // it. A resolved run leaves the list and visibly goes on. The page polls
 // the list of paused runs (one call); a card's details are asked once.
-import { html, get, when, payload, runLink, every, status, errorBox } from "../app.js";
+import { html, get, when, payload, runLink, every, status, errorBox } from "../lib.js";
 import { resolveForm, wireResolve, budgetForm, wireBudget } from "./resolve.js";
 
 export async function render(main) {
@@ -37,7 +37,10 @@ export async function render(main) {
     const onDone = (wf, run) => {
       followed.set(wf, run);
       const c = [...list.querySelectorAll("[data-card]")].find((x) => x.dataset.wf === wf);
-      if (c) c.dataset.resolved = "1";
+      if (!c) return;
+      c.dataset.resolved = "1";
+      const since = c.querySelector("[data-since]");
+      if (since) since.textContent = `${since.dataset.since} · resolved here`;
     };
     wireResolve(list, onDone);
     wireBudget(list, onDone);
@@ -51,6 +54,8 @@ export async function render(main) {
         const r = await get("/api/run", { id: wf, run });
         const el = c?.querySelector(".after");
         if (el) el.innerHTML = html`<p>Now ${status(r.info.status)} — ${r.info.historyLength} events. ${runLink(wf, run, "Open the run")}</p>`.s;
+        const head = c?.querySelector("[data-state]"); // the header says what the run is now, not "paused"
+        if (head) head.innerHTML = html`${status(r.info.status)}`.s;
         if (!["running", "paused"].includes(r.info.status)) followed.delete(wf);
       } catch (e) {
         if (c) c.querySelector(".after").innerHTML = errorBox(e).s;
@@ -65,12 +70,12 @@ function card(r) {
   const i = r.info, p = i.pause, a = r.activity || {};
   if (p.kind === "budget") {
     return html`<article class="panel" data-card="${i.runId}/${p.scheduledEventId}" data-wf="${i.workflowId}" aria-label="Paused run ${i.workflowId}">
-      <div class="head"><h2>${runLink(i.workflowId, i.runId)}</h2>${status("paused")}<span class="muted">${i.workflowType} · budget used up ${when(p.since)}</span>
+      <div class="head"><h2>${runLink(i.workflowId, i.runId)}</h2><span data-state>${status("paused")}</span><span class="muted" data-since="${i.workflowType}">${i.workflowType} · budget used up ${when(p.since)}</span>
         <a href="/agent/${encodeURIComponent(i.workflowId)}/${i.runId}">Conversation</a></div>
-      ${budgetForm(i, p)}<div class="after"></div></article>`;
+      ${budgetForm(i, p, r.budget)}<div class="after"></div></article>`;
   }
   return html`<article class="panel" data-card="${i.runId}/${p.scheduledEventId}" data-wf="${i.workflowId}" aria-label="Paused run ${i.workflowId}">
-    <div class="head"><h2>${runLink(i.workflowId, i.runId)}</h2>${status("paused")}<span class="muted">${i.workflowType} · waiting since ${when(p.since)}</span></div>
+    <div class="head"><h2>${runLink(i.workflowId, i.runId)}</h2><span data-state>${status("paused")}</span><span class="muted" data-since="${i.workflowType}">${i.workflowType} · waiting since ${when(p.since)}</span></div>
     <div class="columns">
       <dl class="grid">
         <dt>Action</dt><dd><strong>${p.activityType}</strong> (activity ${p.activityId}, attempt ${p.attempt})</dd>

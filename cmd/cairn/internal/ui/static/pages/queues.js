@@ -1,6 +1,6 @@
 // Task queues and their workers: the backlog of each queue and who polled
 // it lately, so that a queue nobody polls is visibly stuck.
-import { html, get, when, every } from "../app.js";
+import { html, get, when, every } from "../lib.js";
 
 export async function render(main) {
   main.innerHTML = html`<div class="head"><h1>Task queues</h1><span class="muted">workers seen in the last 5 minutes</span></div><div id="queues"><p class="muted">Loading…</p></div>`.s;

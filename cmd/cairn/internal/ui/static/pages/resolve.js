@@ -1,7 +1,7 @@
 // The form that resolves a paused effect: happened (with its result), did
 // not happen (retried with the same key), or fail — with a reason and the
 // name of who decided, both recorded in the run's history.
-import { html, post, who, toast, errorBox } from "../app.js";
+import { html, post, who, toast, errorBox } from "../lib.js";
 
 export function resolveForm(run, pause) {
   const k = `${run.workflowId}-${pause.scheduledEventId}`.replace(/[^\w-]/g, "_");
@@ -61,16 +61,24 @@ export function wireResolve(root, onDone) {
 
 // budgetForm raises a paused run's budget (its held model call goes on) or
 // stops it (the call fails with BudgetExceeded), with a reason and a name.
-export function budgetForm(run, pause) {
+// It shows the run's current limits (budget: the run's BudgetStatus) and
+// what it used.
+export function budgetForm(run, pause, budget) {
   const k = `${run.workflowId}-budget`.replace(/[^\w-]/g, "_");
+  const lim = budget?.budget || {}, used = budget?.used || {};
+  const field = (name, label, id, step, show) => html`<div><label for="${id}">${label}
+      <span class="muted" data-current="${name}">(now: ${lim[name] ? show(lim[name]) : "no limit"})</span></label>
+    <input id="${id}" name="${name}" type="number" min="0" step="${step}" placeholder="${lim[name] ? String(lim[name]) : "no limit"}"></div>`;
   return html`
   <form class="resolve" data-budget="${run.workflowId}" data-run="${run.runId}">
     <fieldset><legend>The run used up its budget: raise it, or stop. A limit left empty stays as it is; 0 removes it.</legend>
       <div class="row">
-        <div><label for="bt-${k}">Max tokens</label><input id="bt-${k}" name="maxTokens" type="number" min="0" step="1"></div>
-        <div><label for="bc-${k}">Max cost (USD)</label><input id="bc-${k}" name="maxCostUSD" type="number" min="0" step="0.01"></div>
-        <div><label for="bn-${k}">Max model calls</label><input id="bn-${k}" name="maxTurns" type="number" min="0" step="1"></div>
+        ${field("maxTokens", "Max tokens", `bt-${k}`, "1", (n) => `${n}`)}
+        ${field("maxCostUSD", "Max cost (USD)", `bc-${k}`, "0.01", (n) => `$${n}`)}
+        ${field("maxTurns", "Max model calls", `bn-${k}`, "1", (n) => `${n}`)}
       </div>
+      ${budget ? html`<p class="muted" data-used>Used so far: ${(used.promptTokens || 0) + (used.completionTokens || 0)} tokens,
+        $${(used.costUSD || 0).toFixed(used.costUSD < 0.01 ? 5 : 2)}, ${budget.turns || 0} model call(s) (a held one counted).</p>` : ""}
       <div class="row">
         <div class="wide"><label for="bw-${k}">Why (recorded)</label><input id="bw-${k}" name="reason" required placeholder="worth finishing"></div>
         <div><label for="bb-${k}">Your name (recorded)</label><input id="bb-${k}" name="by" required value="${who.get()}" autocomplete="name"></div>

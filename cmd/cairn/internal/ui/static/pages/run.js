@@ -1,6 +1,6 @@
 // A run: its summary, what it waits for, its effects, and its history as a
 // live timeline (server-sent events).
-import { html, get, errorBox, post, when, status, runStatus, short, payload, payloadText, runLink, toast, confirmDialog, who, durMs, fmtMs, setLive } from "../app.js";
+import { html, get, errorBox, post, when, status, runStatus, short, payload, payloadText, runLink, toast, confirmDialog, who, durMs, fmtMs, setLive, parseJSON } from "../lib.js";
 import { resolveForm, wireResolve, budgetForm, wireBudget } from "./resolve.js";
 
 export async function render(main, [id, runId]) {
@@ -77,11 +77,11 @@ export async function render(main, [id, runId]) {
   const q = new URLSearchParams({ id });
   if (runId) q.set("run", runId);
   const es = new EventSource("/api/stream/run?" + q);
-  es.addEventListener("history", (e) => { addRows(JSON.parse(e.data).rows || []); setLive(true); });
-  es.addEventListener("run", (e) => { show(JSON.parse(e.data)); setLive(true); });
+  es.addEventListener("history", (e) => { addRows(parseJSON(e.data).rows || []); setLive(true); });
+  es.addEventListener("run", (e) => { show(parseJSON(e.data)); setLive(true); });
   es.addEventListener("end", () => { es.close(); main.querySelector("#timeline").dataset.complete = "1"; });
   es.addEventListener("failure", (e) => {
-    const err = JSON.parse(e.data);
+    const err = parseJSON(e.data);
     es.close();
     // What the page already shows stays; the failure says why it stopped.
     main.querySelector("#stream-error").innerHTML = html`<div class="callout bad" role="alert" id="stream-failure">
@@ -169,7 +169,7 @@ function renderPause(el, v) {
     el.innerHTML = html`<div class="callout" role="region" aria-label="Paused">
       <h2>Paused: the budget is used up</h2>
       <p>A model call (event ${p.scheduledEventId}) is held since ${when(p.since)}. <a href="/agent/${encodeURIComponent(v.info.workflowId)}/${v.info.runId}">See the conversation</a></p>
-      ${budgetForm(v.info, p)}</div>`.s;
+      ${budgetForm(v.info, p, v.budget)}</div>`.s;
     wireBudget(el);
     return;
   }

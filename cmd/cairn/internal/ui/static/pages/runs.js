@@ -1,8 +1,10 @@
 // Runs: every run, newest first; filters by status, type, workflow id
 // prefix and start time; counts by status; paused runs stand out.
-import { html, get, when, runStatus, short, every, go, rowKeys } from "../app.js";
+import { html, get, when, runStatus, short, every, go, rowKeys } from "../lib.js";
 
-const STATUSES = ["running", "paused", "completed", "failed", "canceled", "terminated", "timed_out", "continued_as_new"];
+// A quarantined run (its stored data is damaged) is listed and counted as
+// quarantined, not under the status it had when the damage was found.
+const STATUSES = ["running", "paused", "completed", "failed", "canceled", "terminated", "timed_out", "continued_as_new", "quarantined"];
 
 export async function render(main, _params, q) {
   const f = { status: q.get("status") || "", type: q.get("type") || "", prefix: q.get("prefix") || "",

@@ -66,7 +66,7 @@ func (e *Engine) declare(ctx context.Context, queue string, ds []api.ActivityDec
 	var b history.Batch
 	var valid []api.ActivityDeclaration
 	for _, d := range changed {
-		if e.m.checkID("activity type", d.ActivityType, true) != nil || d.Effect > history.SideEffect {
+		if e.m.CheckID("activity type", d.ActivityType, true) != nil || d.Effect > history.SideEffect {
 			continue
 		}
 		v, err := api.MarshalMsgpack(&d)

@@ -92,8 +92,8 @@ func (o *Options) fillDefaults() {
 	if o.Clock == nil {
 		o.Clock = clock.Real()
 	}
-	o.Limits.fillDefaults()
-	o.Defaults.fillDefaults()
+	o.Limits.FillDefaults()
+	o.Defaults.FillDefaults()
 	if o.PollTimeout == 0 {
 		o.PollTimeout = 60 * time.Second
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -23,152 +22,12 @@ import (
 // Every change is written in the same store transaction as the history
 // events (or, for a closed run, the run record) it belongs to.
 
-// LedgerEntry is one effects-ledger record, keyed by (workflow id,
-// idempotency key). It outlives runs. Fields may only be appended
-// (TestMsgpackFieldOrder).
-type LedgerEntry struct {
-	State            LedgerState
-	RunID            string
-	ScheduledEventID int64
-	ActivityType     string
-	Result           history.Payload `msgpack:",omitempty"`
-	Updated          time.Time
-	// Duplicates counts the late reports judged duplicates or possible
-	// duplicates; Conflicts those judged conflicts.
-	Duplicates int32               `msgpack:",omitempty"`
-	Effect     history.EffectClass `msgpack:",omitempty"`
-	// RunIDs are the runs that scheduled the action (bounded: the first
-	// and the latest maxLedgerRuns-1).
-	RunIDs []string `msgpack:",omitempty"`
-	// Attempts counts dispatches whose intent was recorded, over all runs.
-	Attempts  int32 `msgpack:",omitempty"`
-	Conflicts int32 `msgpack:",omitempty"`
-	// Reports are the judged late reports (bounded: the first
-	// maxLedgerReports).
-	Reports []api.EffectReport `msgpack:",omitempty"`
-	Created time.Time          `msgpack:",omitempty"`
-	// ResultOmitted says why a completed action's result is not recorded
-	// (it was over the payload limit); a deduplicated schedule then fails
-	// with ResultTooLarge rather than receiving an empty result.
-	ResultOmitted string `msgpack:",omitempty"`
-	// AttemptRecords are the attempts of every run whose intent was
-	// recorded (bounded: the latest maxLedgerAttempts), to judge their
-	// reports once the action or its run has closed.
-	AttemptRecords []AttemptRecord `msgpack:",omitempty"`
-	// LateState: the state was set by a late report after the action had
-	// closed (see judgeClosed), not by an event of the run's history.
-	LateState bool `msgpack:",omitempty"`
-
-	// Set by ledgerEntry when read: the entry's own key.
-	workflowID, key string
-}
-
-// Bounds of the lists a ledger entry keeps; the counters keep counting.
-const (
-	maxLedgerRuns     = 32
-	maxLedgerReports  = 64
-	maxLedgerAttempts = 64
-)
-
-// LedgerChange records what happened to one idempotency key.
-type LedgerChange struct {
-	Key              string
-	State            LedgerState
-	ScheduledEventID int64
-	ActivityType     string
-	Result           history.Payload
-	Effect           history.EffectClass
-	// Dispatched: an attempt's intent was recorded (counted in Attempts).
-	Dispatched bool
-	// KeepState leaves the entry's state, run and result as they are: the
-	// change only notes the run and, with Report, a judged late report.
-	KeepState bool
-	// Report is a judged late report to record.
-	Report *api.EffectReport
-	// ResultOmitted: the action completed but its result was too large to
-	// record (see history.ActivityCompleted).
-	ResultOmitted string
-	// Attempts, when not nil, replaces the records of the run's attempts.
-	Attempts []AttemptRecord
-	// LateState: a late report sets the state of a closed action.
-	LateState bool
-}
-
 func encodeLedger(le *LedgerEntry) ([]byte, error) {
 	b, err := api.MarshalMsgpack(le)
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode ledger entry: %w", api.ErrInternal, err)
 	}
 	return b, nil
-}
-
-// apply folds change c, made by run runID at now, into the entry.
-func (le *LedgerEntry) apply(c LedgerChange, runID string, now time.Time) {
-	if le.Created.IsZero() {
-		le.Created = now
-	}
-	if !c.KeepState {
-		le.State, le.RunID, le.ScheduledEventID, le.Result, le.ResultOmitted = c.State, runID, c.ScheduledEventID, c.Result, c.ResultOmitted
-		le.LateState = c.LateState
-	}
-	if c.ActivityType != "" {
-		le.ActivityType = c.ActivityType
-	}
-	if c.Effect > le.Effect {
-		le.Effect = c.Effect
-	}
-	le.addRun(runID)
-	if c.Dispatched {
-		le.Attempts++
-	}
-	if c.Attempts != nil {
-		le.setRecords(runID, c.Attempts)
-	}
-	if r := c.Report; r != nil {
-		switch {
-		case r.Verdict.IsDuplicate():
-			le.Duplicates++
-		case r.Verdict == api.VerdictConflict:
-			le.Conflicts++
-		}
-		if len(le.Reports) < maxLedgerReports {
-			le.Reports = append(le.Reports, *r)
-		}
-	}
-	le.Updated = now
-}
-
-// setRecords replaces the records of run runID's attempts with recs.
-func (le *LedgerEntry) setRecords(runID string, recs []AttemptRecord) {
-	out := le.AttemptRecords[:0:0]
-	for _, r := range le.AttemptRecords {
-		if r.RunID != runID {
-			out = append(out, r)
-		}
-	}
-	for _, r := range recs {
-		r.RunID = runID
-		out = append(out, r)
-	}
-	if n := len(out) - maxLedgerAttempts; n > 0 {
-		out = out[n:]
-	}
-	le.AttemptRecords = out
-}
-
-func (le *LedgerEntry) addRun(runID string) {
-	if runID == "" || (len(le.RunIDs) > 0 && le.RunIDs[len(le.RunIDs)-1] == runID) {
-		return
-	}
-	for _, r := range le.RunIDs {
-		if r == runID {
-			return
-		}
-	}
-	if len(le.RunIDs) == maxLedgerRuns {
-		le.RunIDs = append(le.RunIDs[:1], le.RunIDs[2:]...) // keep the first run
-	}
-	le.RunIDs = append(le.RunIDs, runID)
 }
 
 // ledger folds the run's ledger changes into the entries of this
@@ -208,7 +67,7 @@ func (x *txn) ledgerChange(ctx context.Context, workflowID, runID string, c Ledg
 		}
 		x.ledgerEntries[string(key)] = le
 	}
-	le.apply(c, runID, x.now)
+	le.Apply(c, runID, x.now)
 	b, err := encodeLedger(le)
 	if err != nil {
 		return err
@@ -261,11 +120,7 @@ func (e *Engine) ledgerEntry(ctx context.Context, workflowID, key string) (*Ledg
 	if err != nil {
 		return nil, storeErr(err)
 	}
-	le, err := decodeLedger(key, b)
-	if err == nil {
-		le.workflowID, le.key = workflowID, key
-	}
-	return le, err
+	return decodeLedger(key, b)
 }
 
 func decodeLedger(key string, b []byte) (*LedgerEntry, error) {
@@ -279,7 +134,7 @@ func decodeLedger(key string, b []byte) (*LedgerEntry, error) {
 // runReports reads the judged late reports recorded for a run.
 func (e *Engine) runReports(ctx context.Context, ref history.RunRef) ([]api.EffectReport, error) {
 	prefix := history.Key().Str("e").Str(ref.WorkflowID).Str(ref.RunID).Bytes()
-	recs, err := e.store.Scan(ctx, history.SpaceIndex, history.ScanOptions{Prefix: prefix, Limit: maxLedgerReports})
+	recs, err := e.store.Scan(ctx, history.SpaceIndex, history.ScanOptions{Prefix: prefix, Limit: MaxLedgerReports})
 	if err != nil {
 		return nil, storeErr(err)
 	}
@@ -305,7 +160,7 @@ func (e *Engine) ListEffects(ctx context.Context, req *api.ListEffectsRequest) (
 		return nil, err
 	}
 	defer e.leave()
-	if err := firstErr(e.m.checkID("workflow id", req.WorkflowID, false), e.m.checkID("key prefix", req.KeyPrefix, false)); err != nil {
+	if err := firstErr(e.m.CheckID("workflow id", req.WorkflowID, false), e.m.CheckID("key prefix", req.KeyPrefix, false)); err != nil {
 		return nil, err
 	}
 	size := req.PageSize

@@ -1,13 +1,10 @@
 package engine
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/cairnflow/cairn/engine/api"
@@ -331,42 +328,6 @@ func (m *Machine) SuggestContinueAsNew(st *RunState) bool {
 	return m.Limits.SuggestContinueAsNewAt > 0 && st.NextEventID-1 >= m.Limits.SuggestContinueAsNewAt
 }
 
-// idempotencyKey derives an action's key; see docs/effects.md.
-func idempotencyKey(workflowID, activityType string, material []byte, occurrence int32) string {
-	h := sha256.New()
-	writeField(h, []byte(workflowID))
-	writeField(h, []byte(activityType))
-	writeField(h, material)
-	writeField(h, []byte(strconv.FormatInt(int64(occurrence), 10)))
-	return hex.EncodeToString(h.Sum(nil)[:16])
-}
-
-// IdempotencyKey is the exported form of the key derivation, for tools and
-// tests: hash(workflow id, activity type, key material, occurrence).
-func IdempotencyKey(workflowID, activityType string, material []byte, occurrence int32) string {
-	return idempotencyKey(workflowID, activityType, material, occurrence)
-}
-
-type byteWriter interface{ Write([]byte) (int, error) }
-
-// writeField writes a length-prefixed field so that no two different
-// tuples hash the same bytes.
-func writeField(h byteWriter, b []byte) {
-	var n [8]byte
-	l := uint64(len(b))
-	for i := 7; i >= 0; i-- {
-		n[i] = byte(l)
-		l >>= 8
-	}
-	_, _ = h.Write(n[:])
-	_, _ = h.Write(b)
-}
-
-func occurrenceKey(activityType string, material []byte) string {
-	sum := sha256.Sum256(material)
-	return activityType + "\x00" + hex.EncodeToString(sum[:12])
-}
-
 // backoff returns the wait before retry number attempt+1.
 func (m *Machine) backoff(p *history.RetryPolicy, attempt int32) time.Duration {
 	initial := m.Defaults.RetryInitialInterval
@@ -404,7 +365,10 @@ func retryable(p *history.RetryPolicy, f *history.Failure, attempt int32) bool {
 	return f == nil || !slices.Contains(p.NonRetryableErrorTypes, f.Type)
 }
 
-func (m *Machine) checkID(what, id string, required bool) error {
+// CheckID checks an id or a name against Limits.MaxIDBytes (and, when
+// required, that it is set): api.ErrLimitExceeded or
+// api.ErrInvalidArgument naming what it is.
+func (m *Machine) CheckID(what, id string, required bool) error {
 	if required && id == "" {
 		return api.Errorf(api.ErrInvalidArgument, "%s is required", what)
 	}
@@ -414,7 +378,9 @@ func (m *Machine) checkID(what, id string, required bool) error {
 	return nil
 }
 
-func (m *Machine) checkPayload(what string, p history.Payload) error {
+// CheckPayload checks the bytes payload p adds against
+// Limits.MaxPayloadBytes: api.ErrLimitExceeded naming what it is.
+func (m *Machine) CheckPayload(what string, p history.Payload) error {
 	if len(p.Data) > m.Limits.MaxPayloadBytes {
 		return api.Errorf(api.ErrLimitExceeded, "%s payload is %d bytes, limit %d", what, len(p.Data), m.Limits.MaxPayloadBytes)
 	}
@@ -426,7 +392,7 @@ func (m *Machine) ValidateStart(req *api.StartWorkflowRequest) error {
 	for _, c := range []struct {
 		what, id string
 	}{{"workflow id", req.WorkflowID}, {"workflow type", req.WorkflowType}, {"task queue", req.TaskQueue}} {
-		if err := m.checkID(c.what, c.id, true); err != nil {
+		if err := m.CheckID(c.what, c.id, true); err != nil {
 			return err
 		}
 	}
@@ -436,7 +402,7 @@ func (m *Machine) ValidateStart(req *api.StartWorkflowRequest) error {
 	if req.ReusePolicy > api.RejectDuplicate || req.ConflictPolicy > api.ConflictUseExisting {
 		return api.Errorf(api.ErrInvalidArgument, "unknown reuse or conflict policy")
 	}
-	return m.checkPayload("input", req.Input)
+	return m.CheckPayload("input", req.Input)
 }
 
 func fmtFailure(f *history.Failure) string {

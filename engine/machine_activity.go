@@ -16,22 +16,6 @@ const (
 	outcomeLeaseLost = "lease_lost"
 )
 
-// LedgerState is where an idempotency key stands in the effects ledger.
-type LedgerState uint8
-
-// The ledger states.
-const (
-	// LedgerInFlight: intent recorded, no outcome yet.
-	LedgerInFlight LedgerState = iota + 1
-	// LedgerCompleted: the action happened; the entry holds its result.
-	LedgerCompleted
-	// LedgerUnknown: an attempt's outcome is unknown.
-	LedgerUnknown
-	// LedgerNotHappened: the action did not take place (failed for good,
-	// resolved as not happened); a later schedule may perform it.
-	LedgerNotHappened
-)
-
 // scheduleActivity schedules an activity. d, when known, is the activity
 // as the workers of its task queue declare it: the stronger class of the
 // two applies, the declared Reconcile lookup, and — when the workflow's
@@ -148,8 +132,9 @@ func (t *transition) dispatch(a *ActivityInfo, epoch int64, identity string) {
 	t.deadline(Deadline{At: a.LeaseDeadline, Kind: DeadlineActivityLease, ID: a.ScheduledEventID, Epoch: epoch})
 }
 
-// hardDeadline is when an attempt ends whatever its heartbeats say.
-func hardDeadline(a *ActivityInfo) time.Time {
+// HardDeadline is when the current attempt ends whatever its heartbeats
+// say: its start-to-close timeout, else its schedule-to-close timeout.
+func (a *ActivityInfo) HardDeadline() time.Time {
 	if a.Options.StartToCloseTimeout == 0 {
 		return a.ScheduledTime.Add(a.Options.ScheduleToCloseTimeout)
 	}
@@ -158,7 +143,7 @@ func hardDeadline(a *ActivityInfo) time.Time {
 
 // leaseDeadline is when an attempt's lease ends without news from the worker.
 func leaseDeadline(a *ActivityInfo, from time.Time) time.Time {
-	end := hardDeadline(a)
+	end := a.HardDeadline()
 	if hb := a.Options.HeartbeatTimeout; hb > 0 && from.Add(hb).Before(end) {
 		return from.Add(hb)
 	}
@@ -184,7 +169,7 @@ func (m *Machine) Heartbeat(st *RunState, schedID, epoch int64, details history.
 	if err != nil {
 		return time.Time{}, false, err
 	}
-	if m.checkPayload("heartbeat details", details) != nil {
+	if m.CheckPayload("heartbeat details", details) != nil {
 		// Too large to keep: the heartbeat still extends the lease (an
 		// activity making progress must not lose it over its details).
 		details = history.Payload{}
@@ -204,7 +189,7 @@ func (m *Machine) fitResult(result history.Payload, omitted string) (history.Pay
 	if omitted != "" {
 		return history.Payload{}, omitted
 	}
-	if err := m.checkPayload("activity result", result); err != nil {
+	if err := m.CheckPayload("activity result", result); err != nil {
 		return history.Payload{}, fmt.Sprintf("the activity result is %d bytes, over the limit of %d (Limits.MaxPayloadBytes)",
 			len(result.Data), m.Limits.MaxPayloadBytes)
 	}
@@ -271,7 +256,7 @@ func (m *Machine) reportCurrent(st *RunState, r AttemptReport, now time.Time) (O
 	if _, err := m.current(st, r.ScheduledEventID, r.Epoch); err != nil {
 		return Output{}, err
 	}
-	out, _, err := m.Report(st, r, nil, now)
+	out, _, err := m.Report(st, r, "", nil, now)
 	return out, err
 }
 
@@ -366,7 +351,7 @@ func (m *Machine) Resolve(st *RunState, req *api.ResolveActivityRequest, now tim
 	}
 	// No history limit here: a paused run must stay resolvable (its next
 	// workflow task enforces the limit).
-	if err := m.checkPayload("result", req.Result); err != nil {
+	if err := m.CheckPayload("result", req.Result); err != nil {
 		return Output{}, err
 	}
 	t := m.begin(st, now)

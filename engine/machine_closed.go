@@ -12,22 +12,59 @@ import (
 // action's effects-ledger entry (see machine_report.go).
 
 // closedActionReport judges a late report for an action of an open run
-// that is no longer pending, from its effects-ledger entry.
-func (t *transition) closedActionReport(le *LedgerEntry, r AttemptReport) (ReportAck, error) {
-	j := judgeClosed(le, t.st.RunID, r)
-	if j.err != nil {
-		return 0, j.err
+// that is no longer pending, from its effects-ledger entry le (key: its
+// idempotency key).
+func (t *transition) closedActionReport(key string, le *LedgerEntry, r AttemptReport) (ReportAck, error) {
+	j, err := JudgeClosed(t.st.WorkflowID, t.st.RunID, key, le, r)
+	if err != nil {
+		return 0, err
 	}
-	if j.repeated {
-		return j.ack, nil
+	if j.Repeated {
+		return j.Ack, nil
 	}
-	for _, rep := range j.reports {
-		rep.ScheduledEventID, rep.IdempotencyKey, rep.ActivityType = r.ScheduledEventID, j.key, le.ActivityType
+	for _, rep := range j.Reports {
+		rep.ScheduledEventID, rep.IdempotencyKey, rep.ActivityType = r.ScheduledEventID, key, le.ActivityType
 		t.lateReport(nil, rep)
 		t.out.Ledger[len(t.out.Ledger)-1].Effect = le.Effect
 	}
-	t.out.Ledger = append(t.out.Ledger, j.change(r.ScheduledEventID, le))
-	return j.ack, nil
+	t.out.Ledger = append(t.out.Ledger, j.Change)
+	return j.Ack, nil
+}
+
+// ClosedJudgment is what a late report means for an action that is no
+// longer pending (JudgeClosed).
+type ClosedJudgment struct {
+	// Ack says how the report was taken.
+	Ack ReportAck
+	// Repeated: the attempt had made the same report before; Ack is the
+	// first one's answer, and there is nothing to record.
+	Repeated bool
+	// Reports are the judged late reports to record, each with a ledger
+	// change of its own; the caller sets their ScheduledEventID,
+	// IdempotencyKey and ActivityType.
+	Reports []api.EffectReport
+	// Change records the judgment on the action's ledger entry, after the
+	// reports (zero when Repeated).
+	Change LedgerChange
+}
+
+// JudgeClosed judges report r, of an attempt of run runID, for an action
+// that is no longer pending — its activity closed, or its run did — from
+// the action's effects-ledger entry le, stored under (workflowID, key).
+// It reports api.ErrStaleAttempt when there is nothing to judge (a Read
+// action, a lookup's report) or when the attempt had already made another
+// report. The service calls it for a run that has closed; Report calls it
+// for an open run.
+func JudgeClosed(workflowID, runID, key string, le *LedgerEntry, r AttemptReport) (ClosedJudgment, error) {
+	j := judgeClosed(workflowID, key, le, runID, r)
+	if j.err != nil {
+		return ClosedJudgment{Ack: j.ack}, j.err
+	}
+	out := ClosedJudgment{Ack: j.ack, Repeated: j.repeated, Reports: j.reports}
+	if !j.repeated {
+		out.Change = j.change(r.ScheduledEventID, le)
+	}
+	return out, nil
 }
 
 // closedJudgment is what a late report means for an action that is no
@@ -54,12 +91,12 @@ func (j *closedJudgment) change(schedID int64, le *LedgerEntry) LedgerChange {
 }
 
 // judgeClosed judges report r, of an attempt of run runID, for an action
-// that is no longer pending, from its ledger entry le (whose key the
-// caller set in le.key... see ledgerEntryKey).
-func judgeClosed(le *LedgerEntry, runID string, r AttemptReport) closedJudgment {
-	j := closedJudgment{key: le.key, ack: AckStale}
+// that is no longer pending, from its ledger entry le, stored under
+// (workflowID, key).
+func judgeClosed(workflowID, key string, le *LedgerEntry, runID string, r AttemptReport) closedJudgment {
+	j := closedJudgment{key: key, ack: AckStale}
 	stale := api.Errorf(api.ErrStaleAttempt, "activity %d of workflow %q: attempt %d is not current (the action is %s)",
-		r.ScheduledEventID, le.workflowID, r.Attempt, api.EffectState(le.State))
+		r.ScheduledEventID, workflowID, r.Attempt, api.EffectState(le.State))
 	if le.Effect == history.Read || r.Lookup {
 		j.err = stale
 		return j
@@ -80,7 +117,7 @@ func judgeClosed(le *LedgerEntry, runID string, r AttemptReport) closedJudgment 
 		switch {
 		case !same:
 			j.err = api.Errorf(api.ErrStaleAttempt, "activity %d of workflow %q: attempt %d already reported %s", r.ScheduledEventID,
-				le.workflowID, r.Attempt, rec.Report)
+				workflowID, r.Attempt, rec.Report)
 		case rec.Accepted:
 			j.ack = AckAccepted
 		default:

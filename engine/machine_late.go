@@ -78,16 +78,16 @@ func (t *transition) judgeOthers(a *ActivityInfo, performer *AttemptRecord, _ st
 }
 
 // lateReportOf judges a report of an attempt that does not hold the lease.
-func (t *transition) lateReportOf(a *ActivityInfo, le *LedgerEntry, r AttemptReport) (ReportAck, error) {
+func (t *transition) lateReportOf(a *ActivityInfo, key string, le *LedgerEntry, r AttemptReport) (ReportAck, error) {
 	st := t.st
 	if a == nil {
 		if le == nil {
-			return 0, staleAttempt(st, r)
+			return 0, r.StaleError(st)
 		}
-		return t.closedActionReport(le, r)
+		return t.closedActionReport(key, le, r)
 	}
 	if a.Effect == history.Read {
-		return 0, staleAttempt(st, r)
+		return 0, r.StaleError(st)
 	}
 	rec := a.record(r.Epoch)
 	if rec == nil {
@@ -133,7 +133,7 @@ func repeatedReport(st *RunState, rec *AttemptRecord, r AttemptReport) (ReportAc
 	case rec.Accepted:
 		return AckAccepted, true, nil
 	}
-	return 0, true, staleAttempt(st, r)
+	return 0, true, r.StaleError(st)
 }
 
 // lateSuccess judges a success reported by an attempt that does not hold

@@ -179,11 +179,12 @@ func findRecord(recs []AttemptRecord, epoch int64) *AttemptRecord {
 
 // Report applies an attempt's report to an open run: the current
 // attempt's outcome, or a late report judged against the attempt records.
-// le is the action's effects-ledger entry, which the caller reads when the
-// activity is no longer pending (nil otherwise, or when it has none). It
-// returns api.ErrStaleAttempt when there is nothing to judge (a Read
-// activity's stale attempt, an unknown attempt).
-func (m *Machine) Report(st *RunState, r AttemptReport, le *LedgerEntry, now time.Time) (Output, ReportAck, error) {
+// le is the action's effects-ledger entry and key its idempotency key,
+// which the caller reads when the activity is no longer pending (le nil
+// otherwise, or when it has none). It returns api.ErrStaleAttempt when
+// there is nothing to judge (a Read activity's stale attempt, an unknown
+// attempt).
+func (m *Machine) Report(st *RunState, r AttemptReport, key string, le *LedgerEntry, now time.Time) (Output, ReportAck, error) {
 	if err := m.checkOpen(st); err != nil {
 		return Output{}, 0, err
 	}
@@ -193,7 +194,7 @@ func (m *Machine) Report(st *RunState, r AttemptReport, le *LedgerEntry, now tim
 	// payloads over the limit are dropped, saying so, rather than refused:
 	// a refused report leaves a side effect to look unknown.
 	r.Result, r.ResultOmitted = m.fitResult(r.Result, r.ResultOmitted)
-	if m.checkPayload("heartbeat details", r.HeartbeatDetails) != nil {
+	if m.CheckPayload("heartbeat details", r.HeartbeatDetails) != nil {
 		r.HeartbeatDetails = history.Payload{}
 	}
 	t := m.begin(st, now)
@@ -209,16 +210,18 @@ func (m *Machine) Report(st *RunState, r AttemptReport, le *LedgerEntry, now tim
 	if r.Lookup {
 		// A lookup that lost its lease (another was asked, or the action
 		// was decided meanwhile): what it found is no report of an attempt.
-		return Output{}, 0, staleAttempt(st, r)
+		return Output{}, 0, r.StaleError(st)
 	}
-	ack, err := t.lateReportOf(a, le, r)
+	ack, err := t.lateReportOf(a, key, le, r)
 	if err != nil {
 		return Output{}, 0, err
 	}
 	return t.out, ack, nil
 }
 
-func staleAttempt(st *RunState, r AttemptReport) error {
+// StaleError is the api.ErrStaleAttempt error that refuses r: its attempt
+// does not hold the lease of its activity in run st.
+func (r AttemptReport) StaleError(st *RunState) error {
 	return api.Errorf(api.ErrStaleAttempt, "activity %d of workflow %q: lease %d (attempt %d) is not current", r.ScheduledEventID,
 		st.WorkflowID, r.Epoch, r.Attempt)
 }

@@ -166,7 +166,7 @@ func TestOccurrenceReadFailureFailsTheTransition(t *testing.T) {
 	task := h.pollWFT("q")
 	n := h.historyLen("wf")
 	remove := h.fault.Inject(faultstore.Rule{Op: faultstore.OpGet,
-		Match: faultstore.KeyIs(history.SpaceIndex, occurrenceRecordKey(ref, occurrenceKey("Pay", []byte(`{"invoice":"INV-1"}`)))),
+		Match: faultstore.KeyIs(history.SpaceIndex, occurrenceRecordKey(ref, OccurrenceKey("Pay", []byte(`{"invoice":"INV-1"}`)))),
 		Err:   faultstore.ErrIO})
 	err := h.completeErr(task, pay("a2", "INV-1"))
 	wantErr(t, err, api.ErrInternal)
@@ -203,7 +203,7 @@ func TestOccurrencesOfEarlierRunStates(t *testing.T) {
 	if st.Occurrences != nil {
 		t.Fatalf("the run state still holds %v after its next write", st.Occurrences)
 	}
-	if got := occurrenceRecords(t, h, ref); len(got) != 3 || got[occurrenceKey("Pay", []byte(`{"invoice":"INV-1"}`))] != 3 {
+	if got := occurrenceRecords(t, h, ref); len(got) != 3 || got[OccurrenceKey("Pay", []byte(`{"invoice":"INV-1"}`))] != 3 {
 		t.Fatalf("occurrence records %v", got)
 	}
 	if r := check(t, h); !r.OK() {
@@ -220,7 +220,7 @@ func TestCheckFindsLostOccurrenceCounter(t *testing.T) {
 	h.close()
 	h.openStoreOnly()
 	if err := h.store.Commit(h.ctx(), &history.Batch{Puts: []history.Record{{Space: history.SpaceIndex,
-		Key: occurrenceRecordKey(ref, occurrenceKey("Pay", []byte(`{"invoice":"INV-1"}`))), Value: encodeOccurrence(1)}}}); err != nil {
+		Key: occurrenceRecordKey(ref, OccurrenceKey("Pay", []byte(`{"invoice":"INV-1"}`))), Value: encodeOccurrence(1)}}}); err != nil {
 		t.Fatal(err)
 	}
 	wantProblem(t, check(t, h), "occurrence", "wf", "assigned 2 idempotency keys but the run's occurrence counters add up to 1")
@@ -319,7 +319,7 @@ func TestMachineReadsEarlierFormFirst(t *testing.T) {
 	s.start(api.StartWorkflowRequest{})
 	reads := 0
 	s.m.Occurrence = func(history.RunRef, string) (int32, error) { reads++; return 7, nil }
-	s.st.Occurrences = map[string]int32{occurrenceKey("Pay", []byte(`{"invoice":"INV-1"}`)): 2}
+	s.st.Occurrences = map[string]int32{OccurrenceKey("Pay", []byte(`{"invoice":"INV-1"}`)): 2}
 	evs := s.complete(pay("a3", "INV-1"), pay("a4", "INV-1")).Events
 	s.st.Occurrences = nil // as the commit of that transition leaves it
 	evs = append(evs, s.complete(pay("b8", "INV-2"), pay("b9", "INV-2")).Events...)
@@ -375,7 +375,7 @@ func TestDamagedOccurrenceCounterQuarantinesTheRun(t *testing.T) {
 			h := newHarness(t)
 			ref := history.RunRef{WorkflowID: "wf", RunID: h.start("wf", "W")}
 			h.complete(h.pollWFT("q"), pay("a1", "INV-1"))
-			key := occurrenceRecordKey(ref, occurrenceKey("Pay", []byte(`{"invoice":"INV-1"}`)))
+			key := occurrenceRecordKey(ref, OccurrenceKey("Pay", []byte(`{"invoice":"INV-1"}`)))
 			if how == "short value" {
 				if err := h.store.Commit(h.ctx(), &history.Batch{Puts: []history.Record{{Space: history.SpaceIndex, Key: key,
 					Value: []byte{0, 1}}}}); err != nil {
@@ -424,7 +424,7 @@ func TestLargeEarlierFormMigratesInChunks(t *testing.T) {
 	invoice := map[string]string{}
 	for i := range extra {
 		inv := fmt.Sprintf("X-%d", i)
-		invoice[occurrenceKey("Pay", []byte(fmt.Sprintf(`{"invoice":%q}`, inv)))] = inv
+		invoice[OccurrenceKey("Pay", []byte(fmt.Sprintf(`{"invoice":%q}`, inv)))] = inv
 	}
 	toEarlierForm(t, h, ref)
 	st := readState(t, h, ref)
@@ -474,7 +474,7 @@ func TestLargeEarlierFormMigratesInChunks(t *testing.T) {
 	}
 	h.close()
 	h.openStoreOnly()
-	if st, recs := readState(t, h, ref), occurrenceRecords(t, h, ref); st.Occurrences != nil || len(recs) != extra+1 || recs[occurrenceKey("Pay", []byte(`{"invoice":"INV-1"}`))] != 2 {
+	if st, recs := readState(t, h, ref), occurrenceRecords(t, h, ref); st.Occurrences != nil || len(recs) != extra+1 || recs[OccurrenceKey("Pay", []byte(`{"invoice":"INV-1"}`))] != 2 {
 		t.Fatalf("after %d writes: %d counters left in the map, %d records", extra/migrateChunk+2, len(st.Occurrences), len(recs))
 	}
 }

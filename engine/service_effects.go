@@ -151,19 +151,19 @@ func (e *Engine) closedRunReport(ctx context.Context, tok actToken, r AttemptRep
 	if le == nil {
 		return 0, stale
 	}
-	j := judgeClosed(le, st.RunID, r)
-	if j.err != nil || j.repeated {
-		return j.ack, j.err
+	j, err := JudgeClosed(tok.W, st.RunID, sched.IdempotencyKey, le, r) // r.ScheduledEventID is tok.S
+	if err != nil || j.Repeated {
+		return j.Ack, err
 	}
 	var changes []LedgerChange
-	for i := range j.reports {
-		rep := j.reports[i]
+	for i := range j.Reports {
+		rep := j.Reports[i]
 		rep.ScheduledEventID, rep.IdempotencyKey, rep.ActivityType = tok.S, sched.IdempotencyKey, sched.ActivityType
 		changes = append(changes, LedgerChange{Key: sched.IdempotencyKey, KeepState: true, Report: &rep})
 	}
-	changes = append(changes, j.change(tok.S, le))
+	changes = append(changes, j.Change)
 	if err := e.recordClosedRunReport(ctx, st, changes); err != nil {
 		return 0, err
 	}
-	return j.ack, nil
+	return j.Ack, nil
 }

@@ -79,7 +79,7 @@ func (e *Engine) SignalWorkflow(ctx context.Context, req *api.SignalWorkflowRequ
 		return nil, err
 	}
 	defer e.leave()
-	if err := firstErr(e.m.checkID("signal name", req.SignalName, true), e.m.checkPayload("signal", req.Input)); err != nil {
+	if err := firstErr(e.m.CheckID("signal name", req.SignalName, true), e.m.CheckPayload("signal", req.Input)); err != nil {
 		return nil, err
 	}
 	err := e.onOpenRun(ctx, req.WorkflowID, req.RunID, false, func(x *txn, tr *txnRun) (Output, error) {
@@ -128,8 +128,8 @@ func (e *Engine) SignalWithStartWorkflow(ctx context.Context, req *api.SignalWit
 	defer e.leave()
 	start := req.Start
 	start.ConflictPolicy = api.ConflictUseExisting
-	if err := firstErr(e.m.ValidateStart(&start), e.m.checkID("signal name", req.SignalName, true),
-		e.m.checkPayload("signal", req.SignalInput)); err != nil {
+	if err := firstErr(e.m.ValidateStart(&start), e.m.CheckID("signal name", req.SignalName, true),
+		e.m.CheckPayload("signal", req.SignalInput)); err != nil {
 		return nil, err
 	}
 	var resp *api.StartWorkflowResponse
@@ -175,7 +175,7 @@ func (e *Engine) TerminateWorkflow(ctx context.Context, req *api.TerminateWorkfl
 		return nil, err
 	}
 	defer e.leave()
-	if err := e.m.checkPayload("details", req.Details); err != nil {
+	if err := e.m.CheckPayload("details", req.Details); err != nil {
 		return nil, err
 	}
 	err := e.onOpenRun(ctx, req.WorkflowID, req.RunID, true, func(x *txn, tr *txnRun) (Output, error) {
@@ -237,7 +237,7 @@ func (e *Engine) describeRun(ctx context.Context, req *api.DescribeWorkflowReque
 	if wu, err := e.workflowUsage(ctx, st.WorkflowID); err != nil {
 		return nil, err
 	} else if wu != nil {
-		resp.WorkflowUsage = summarizeUsage(wu.Total, wu.ByModel, wu.Calls, e.opts.Pricing)
+		resp.WorkflowUsage = e.opts.Pricing.Summarize(wu.Total, wu.ByModel, wu.Calls)
 	}
 	if p := resp.Info.Pause; p != nil {
 		// The paused action's arguments, for the person deciding.
@@ -585,7 +585,7 @@ func (e *Engine) QueryWorkflow(ctx context.Context, req *api.QueryWorkflowReques
 		return nil, err
 	}
 	defer e.leave()
-	if err := firstErr(e.m.checkID("query type", req.QueryType, true), e.m.checkPayload("query", req.Args)); err != nil {
+	if err := firstErr(e.m.CheckID("query type", req.QueryType, true), e.m.CheckPayload("query", req.Args)); err != nil {
 		return nil, err
 	}
 	st, _, err := e.snapshot(ctx, req.WorkflowID, req.RunID)

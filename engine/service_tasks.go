@@ -59,7 +59,7 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *api.PollWorkflowTask
 		return nil, err
 	}
 	defer e.leave()
-	if err := e.m.checkID("task queue", req.TaskQueue, true); err != nil {
+	if err := e.m.CheckID("task queue", req.TaskQueue, true); err != nil {
 		return nil, err
 	}
 	defer e.pollers.begin(req.TaskQueue, req.Identity, false, e.now)()
@@ -194,7 +194,7 @@ func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *api.CompleteWork
 	if err := decodeToken(req.TaskToken, &tok); err != nil {
 		return nil, err
 	}
-	if err := e.m.checkID("sticky queue", req.StickyQueue, false); err != nil {
+	if err := e.m.CheckID("sticky queue", req.StickyQueue, false); err != nil {
 		return nil, err
 	}
 	ids := append([]string{tok.W}, commandTargets(req.Commands)...)
@@ -388,7 +388,7 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *api.PollActivityTask
 		return nil, err
 	}
 	defer e.leave()
-	if err := e.m.checkID("task queue", req.TaskQueue, true); err != nil {
+	if err := e.m.CheckID("task queue", req.TaskQueue, true); err != nil {
 		return nil, err
 	}
 	defer e.pollers.begin(req.TaskQueue, req.Identity, true, e.now)()
@@ -495,7 +495,7 @@ func (e *Engine) dispatchActivity(ctx context.Context, item actItem, identity st
 // activityTask is the task of a's current attempt; handedOff marks its
 // token (see actToken.H).
 func (e *Engine) activityTask(ctx context.Context, st *RunState, a *ActivityInfo, handedOff bool) (*api.ActivityTask, error) {
-	input := a.input
+	input := a.Input
 	if input == nil {
 		sched, err := e.scheduledEvent(ctx, st.Ref(), a.ScheduledEventID)
 		if err != nil {
@@ -511,7 +511,7 @@ func (e *Engine) activityTask(ctx context.Context, st *RunState, a *ActivityInfo
 		LeaseEpoch: a.LeaseEpoch, Effect: a.Effect, IdempotencyKey: a.IdempotencyKey, Reconcile: a.Reconciling,
 		ScheduledTime: a.ScheduledTime, StartedTime: a.StartedTime, Deadline: a.LeaseDeadline,
 		StartToCloseTimeout: a.Options.StartToCloseTimeout, HeartbeatTimeout: a.Options.HeartbeatTimeout,
-		HeartbeatDetails: a.HeartbeatDetails, MaxResultBytes: e.m.Limits.MaxPayloadBytes, HardDeadline: hardDeadline(a),
+		HeartbeatDetails: a.HeartbeatDetails, MaxResultBytes: e.m.Limits.MaxPayloadBytes, HardDeadline: a.HardDeadline(),
 		Metered: a.Metered,
 		KeyTask: a.KeyPending,
 	}, nil
@@ -632,16 +632,19 @@ func (e *Engine) report(ctx context.Context, tok actToken, r AttemptReport) erro
 		if tok.H && (!pending || a.LeaseEpoch != tok.E) {
 			// A Read attempt handed over before its schedule was durable:
 			// S may name another activity now. Only its own lease counts.
-			return staleAttempt(tr.st, r)
+			return r.StaleError(tr.st)
 		}
-		var le *LedgerEntry
+		var (
+			key string
+			le  *LedgerEntry
+		)
 		if !pending {
 			sched, err := e.tokenActivity(ctx, tr.st, tok)
 			if err != nil {
 				return err
 			}
-			if sched.IdempotencyKey != "" {
-				if le, err = e.ledgerEntry(ctx, tok.W, sched.IdempotencyKey); err != nil {
+			if key = sched.IdempotencyKey; key != "" {
+				if le, err = e.ledgerEntry(ctx, tok.W, key); err != nil {
 					return damaged(tr.st.Ref(), true, err)
 				}
 			}
@@ -649,7 +652,7 @@ func (e *Engine) report(ctx context.Context, tok actToken, r AttemptReport) erro
 		if pending && a.ShareResult {
 			r.Result = sharedResult(r.Result)
 		}
-		out, a2, err := e.m.Report(tr.st, r, le, x.now)
+		out, a2, err := e.m.Report(tr.st, r, key, le, x.now)
 		if err != nil {
 			return err
 		}
@@ -696,7 +699,7 @@ func (e *Engine) FailActivity(ctx context.Context, req *api.FailActivityRequest)
 	if err := decodeToken(req.TaskToken, &tok); err != nil {
 		return nil, err
 	}
-	if err := e.m.checkPayload("failure details", req.Failure.Details); err != nil {
+	if err := e.m.CheckPayload("failure details", req.Failure.Details); err != nil {
 		// Refusing the report would leave the attempt to its lease: record
 		// the failure without its details.
 		req.Failure.Details = history.Payload{}

@@ -159,7 +159,7 @@ func keepInputs(st *RunState, events []history.Event) {
 		if s, ok := ev.Attrs.(*history.ActivityScheduled); ok {
 			if a := st.Activities[ev.ID]; a != nil {
 				in := clonePayload(s.Input)
-				a.input = &in
+				a.Input = &in
 			}
 		}
 	}
@@ -210,7 +210,7 @@ func (x *txn) dedupe(ctx context.Context, tr *txnRun, events []history.Event) er
 // The caller holds the run's lock.
 func (e *Engine) installRun(tr *txnRun) {
 	st := tr.st
-	st.occ = nil // committed: read from the store from now on (occurrences.go)
+	st.OccurrencesCommitted() // read from the store from now on (occurrences.go)
 	entry := tr.entry
 	if entry != nil && st.Status.Open() {
 		// The common case: an open run moves on. Its state is read and

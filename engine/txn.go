@@ -189,7 +189,7 @@ func summary(st *RunState) *api.WorkflowInfo {
 		info.Pause = &api.PauseInfo{ScheduledEventID: a.ScheduledEventID, ActivityID: a.ActivityID, ActivityType: a.ActivityType,
 			IdempotencyKey: a.IdempotencyKey, Attempt: a.Attempt, Reason: a.UnknownReason, Since: a.UnknownSince,
 			Kind: api.PauseOutcomeUnknown}
-	} else if held := st.held(); len(held) > 0 && st.Status.Open() {
+	} else if held := st.Held(); len(held) > 0 && st.Status.Open() {
 		a := held[0]
 		info.Pause = &api.PauseInfo{ScheduledEventID: a.ScheduledEventID, ActivityID: a.ActivityID, ActivityType: a.ActivityType,
 			Attempt: a.Attempt, Reason: a.HeldReason, Since: a.HeldSince, Kind: api.PauseBudget}
@@ -317,7 +317,7 @@ func (x *txn) handOffActivities(h *handedOff) {
 	for _, out := range h.tr.outs {
 		for _, id := range out.ActivitiesReady {
 			a, ok := st.Activities[id]
-			if !ok || a.State != api.ActivityStateScheduled || a.Effect != history.Read || a.Reconciling || a.input == nil ||
+			if !ok || a.State != api.ActivityStateScheduled || a.Effect != history.Read || a.Reconciling || a.Input == nil ||
 				e.actQ.Waiting(a.Options.TaskQueue) == 0 {
 				continue
 			}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/machine"
 	"github.com/cairnflow/cairn/history"
 )
 
@@ -59,7 +60,7 @@ func TestStaleSuccessIsADuplicate(t *testing.T) {
 		t.Fatalf("duplicate event: %+v", dup)
 	}
 	le, err := h.eng.ledgerEntry(h.ctx(), "pay", first.IdempotencyKey)
-	if err != nil || le.Duplicates != 1 || le.State != LedgerCompleted || le.Attempts != 2 || string(le.Result.Data) != `"pay_2"` {
+	if err != nil || le.Duplicates != 1 || le.State != machine.LedgerCompleted || le.Attempts != 2 || string(le.Result.Data) != `"pay_2"` {
 		t.Fatalf("ledger entry %+v, %v; want completed with pay_2 after two attempts, one duplicate", le, err)
 	}
 	if d := h.describe("pay"); d.Info.Duplicates != 1 || len(d.EffectReports) != 1 || d.EffectReports[0].Verdict != api.VerdictDuplicate {

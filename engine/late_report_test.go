@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/machine"
 	"github.com/cairnflow/cairn/history"
 )
 
 // Deterministic tests of how the engine takes reports of attempts that do
-// not hold the lease (machine_report.go), of the drift margin before a
+// not hold the lease (engine/machine, report.go), of the drift margin before a
 // lost attempt is treated as unable to act, of Reconcile lookups, of tasks
 // given back unstarted, of bad task tokens and of leases across a restart.
 // The clock is the harness's fake; workers are scripted calls.
@@ -28,21 +29,21 @@ func (h *harness) startPayment(id string, reconcile bool, opts history.ActivityO
 	h.complete(h.pollWFT("q"), c)
 }
 
-func (h *harness) report(task *api.ActivityTask, kind ReportKind, result string) error {
+func (h *harness) report(task *api.ActivityTask, kind machine.ReportKind, result string) error {
 	h.t.Helper()
 	switch kind {
-	case ReportCompleted:
+	case machine.ReportCompleted:
 		_, err := h.eng.CompleteActivity(h.ctx(), &api.CompleteActivityRequest{TaskToken: task.TaskToken, Result: jsonPayload(result),
 			Identity: "w"})
 		return err
 	default:
 		req := &api.FailActivityRequest{TaskToken: task.TaskToken, Failure: history.Failure{Message: result}, Identity: "w"}
 		switch kind {
-		case ReportUnknown:
+		case machine.ReportUnknown:
 			req.OutcomeUnknown = true
-		case ReportNotHappened:
+		case machine.ReportNotHappened:
 			req.NotHappened = true
-		case ReportNotStarted:
+		case machine.ReportNotStarted:
 			req.NotStarted = true
 		}
 		_, err := h.eng.FailActivity(h.ctx(), req)
@@ -50,7 +51,7 @@ func (h *harness) report(task *api.ActivityTask, kind ReportKind, result string)
 	}
 }
 
-func (h *harness) mustReport(task *api.ActivityTask, kind ReportKind, result string) {
+func (h *harness) mustReport(task *api.ActivityTask, kind machine.ReportKind, result string) {
 	h.t.Helper()
 	if err := h.report(task, kind, result); err != nil {
 		h.t.Fatalf("report %s of attempt %d: %v", kind, task.Attempt, err)
@@ -91,7 +92,7 @@ func TestReconcileWaitsForTheDriftMargin(t *testing.T) {
 	if !lookup.Reconcile || lookup.Attempt != 1 {
 		t.Fatalf("lookup task %+v", lookup)
 	}
-	h.mustReport(lookup, ReportNotHappened, "")
+	h.mustReport(lookup, machine.ReportNotHappened, "")
 	// The lookup ran after the margin: the next attempt goes at once.
 	second := h.pollActivity("q")
 	if second.Reconcile || second.Attempt != 2 {
@@ -107,7 +108,7 @@ func TestReportedUnknownWaitsForTheMarginToo(t *testing.T) {
 	h.startPayment("pay", true, heartbeatLease)
 	first := h.pollActivity("q")
 	h.advance(2 * time.Second)
-	h.mustReport(first, ReportUnknown, "vendor timed out")
+	h.mustReport(first, machine.ReportUnknown, "vendor timed out")
 	h.advance(DefaultLeaseDriftMargin - time.Millisecond)
 	h.noActivity("q")
 	h.advance(time.Millisecond)
@@ -130,7 +131,7 @@ func TestReconcileLookupIsAskedAgain(t *testing.T) {
 	if !again.Reconcile || again.LeaseEpoch == lookup.LeaseEpoch {
 		t.Fatalf("the lookup was not dispatched again: %+v", again)
 	}
-	h.mustReport(again, ReportFailed, "provider API 503")
+	h.mustReport(again, machine.ReportFailed, "provider API 503")
 	h.advance(2 * time.Second) // the retry policy's backoff after the second lookup
 	third := h.pollActivity("q")
 	if !third.Reconcile {
@@ -139,13 +140,14 @@ func TestReconcileLookupIsAskedAgain(t *testing.T) {
 	if evs := h.history("pay"); count(evs, history.TypeActivityOutcomeUnknown) != 0 {
 		t.Fatalf("paused on a lookup that can be asked again:\n%s", types(evs))
 	}
-	h.mustReport(third, ReportUnknown, "the provider cannot tell")
+	h.mustReport(third, machine.ReportUnknown, "the provider cannot tell")
 	if d := h.describe("pay"); d.Info.Status != api.StatusPaused {
 		t.Fatalf("status %s after the lookup said it cannot tell, want paused", d.Info.Status)
 	}
 }
 
 func TestReconcileLookupGivesUpAfterMaxLookups(t *testing.T) {
+	const maxLookups = 10 // the machine's bound
 	h := newHarness(t)
 	h.startPayment("pay", true, heartbeatLease)
 	h.pollActivity("q")
@@ -155,7 +157,7 @@ func TestReconcileLookupGivesUpAfterMaxLookups(t *testing.T) {
 		if !l.Reconcile {
 			t.Fatalf("lookup %d: %+v", i+1, l)
 		}
-		h.mustReport(l, ReportFailed, "provider API 503")
+		h.mustReport(l, machine.ReportFailed, "provider API 503")
 		h.advance(time.Hour)
 	}
 	d := h.describe("pay")
@@ -171,17 +173,17 @@ func TestRepeatedReportIsAcknowledged(t *testing.T) {
 	h := newHarness(t)
 	h.startPayment("pay", false, heartbeatLease)
 	a := h.pollActivity("q")
-	h.mustReport(a, ReportCompleted, `"pay_1"`)
+	h.mustReport(a, machine.ReportCompleted, `"pay_1"`)
 	n := h.historyLen("pay")
-	h.mustReport(a, ReportCompleted, `"pay_1"`) // the retry of a report whose reply was lost
-	if err := h.report(a, ReportCompleted, `"pay_X"`); !errors.Is(err, api.ErrStaleAttempt) {
+	h.mustReport(a, machine.ReportCompleted, `"pay_1"`) // the retry of a report whose reply was lost
+	if err := h.report(a, machine.ReportCompleted, `"pay_X"`); !errors.Is(err, api.ErrStaleAttempt) {
 		t.Fatalf("another result from the same attempt: %v, want ErrStaleAttempt", err)
 	}
 	if h.historyLen("pay") != n {
 		t.Fatalf("the repeated report wrote events:\n%s", types(h.history("pay")))
 	}
 	h.complete(h.pollWFT("q"), completeWF(`"done"`))
-	h.mustReport(a, ReportCompleted, `"pay_1"`) // after the run closed too
+	h.mustReport(a, machine.ReportCompleted, `"pay_1"`) // after the run closed too
 	if d := h.describe("pay"); d.Info.Duplicates != 0 || len(d.EffectReports) != 0 {
 		t.Fatalf("a repeated report is no late report: %+v %+v", d.Info, d.EffectReports)
 	}
@@ -189,8 +191,8 @@ func TestRepeatedReportIsAcknowledged(t *testing.T) {
 	// A failure report repeated while the retry waits.
 	h.startWithActivity("flaky", history.SideEffect, history.ActivityOptions{StartToCloseTimeout: time.Minute})
 	f := h.pollActivity("q")
-	h.mustReport(f, ReportFailed, "declined")
-	h.mustReport(f, ReportFailed, "declined")
+	h.mustReport(f, machine.ReportFailed, "declined")
+	h.mustReport(f, machine.ReportFailed, "declined")
 }
 
 // Point 4: the late success of the attempt a Reconcile lookup (or a
@@ -206,8 +208,8 @@ func TestLateSuccessOfTheResolvedAttemptIsAConfirmation(t *testing.T) {
 			h.startPayment("pay", true, heartbeatLease)
 			first := h.pollActivity("q")
 			h.loseLease("q")
-			h.mustReport(h.pollActivity("q"), ReportCompleted, `"pay_1"`) // the lookup found it
-			err := h.report(first, ReportCompleted, tc.late)
+			h.mustReport(h.pollActivity("q"), machine.ReportCompleted, `"pay_1"`) // the lookup found it
+			err := h.report(first, machine.ReportCompleted, tc.late)
 			wantErr(t, err, api.ErrStaleAttempt)
 			evs := h.history("pay")
 			if count(evs, history.TypeActivityDuplicateDetected) != 0 {
@@ -235,14 +237,14 @@ func TestLateSuccessWhileTheRetryRuns(t *testing.T) {
 		h.startPayment("pay", true, heartbeatLease)
 		first := h.pollActivity("q")
 		h.loseLease("q")
-		h.mustReport(h.pollActivity("q"), ReportNotHappened, "")
+		h.mustReport(h.pollActivity("q"), machine.ReportNotHappened, "")
 		second := h.pollActivity("q")
-		h.mustReport(first, ReportCompleted, `"pay_1"`) // accepted: held until attempt 2 reports
+		h.mustReport(first, machine.ReportCompleted, `"pay_1"`) // accepted: held until attempt 2 reports
 		return h, first, second
 	}
 	t.Run("the retry fails", func(t *testing.T) {
 		h, _, second := setup(t)
-		h.mustReport(second, ReportFailed, "card declined")
+		h.mustReport(second, machine.ReportFailed, "card declined")
 		evs := h.history("pay")
 		c, _ := find[*history.ActivityCompleted](t, evs)
 		if string(c.Result.Data) != `"pay_1"` || count(evs, history.TypeActivityDuplicateDetected) != 0 {
@@ -251,7 +253,7 @@ func TestLateSuccessWhileTheRetryRuns(t *testing.T) {
 	})
 	t.Run("the retry succeeds too", func(t *testing.T) {
 		h, _, second := setup(t)
-		h.mustReport(second, ReportCompleted, `"pay_2"`)
+		h.mustReport(second, machine.ReportCompleted, `"pay_2"`)
 		evs := h.history("pay")
 		dup, _ := find[*history.ActivityDuplicateDetected](t, evs)
 		c, _ := find[*history.ActivityCompleted](t, evs)
@@ -272,7 +274,7 @@ func TestLateSuccessBeforeTheRetryStarts(t *testing.T) {
 		Identity: "clerk", Reason: "nothing at the provider"}); err != nil {
 		t.Fatal(err)
 	}
-	h.mustReport(first, ReportCompleted, `"pay_1"`) // within the margin: the retry has not started
+	h.mustReport(first, machine.ReportCompleted, `"pay_1"`) // within the margin: the retry has not started
 	h.advance(DefaultLeaseDriftMargin)
 	h.noActivity("q")
 	evs := h.history("pay")
@@ -287,7 +289,7 @@ func TestLateSuccessBeforeTheRetryStarts(t *testing.T) {
 func TestStaleUnknownIsAPossibleDuplicate(t *testing.T) {
 	h := newHarness(t)
 	first, _ := payLostThenRetried(t, h)
-	wantErr(t, h.report(first, ReportUnknown, "vendor timed out"), api.ErrStaleAttempt)
+	wantErr(t, h.report(first, machine.ReportUnknown, "vendor timed out"), api.ErrStaleAttempt)
 	evs := h.history("pay")
 	dup, _ := find[*history.ActivityDuplicateDetected](t, evs)
 	if !dup.Possible || dup.Attempt != 1 || dup.OtherAttempt != 2 || dup.Outcome != "outcome_unknown" {
@@ -301,7 +303,7 @@ func TestStaleUnknownIsAPossibleDuplicate(t *testing.T) {
 	// A stale error is no alarm: it says that attempt did nothing.
 	h2 := newHarness(t)
 	first2, _ := payLostThenRetried(t, h2)
-	wantErr(t, h2.report(first2, ReportFailed, "connection refused"), api.ErrStaleAttempt)
+	wantErr(t, h2.report(first2, machine.ReportFailed, "connection refused"), api.ErrStaleAttempt)
 	if n := count(h2.history("pay"), history.TypeActivityDuplicateDetected); n != 0 {
 		t.Fatalf("%d duplicates for a stale failure", n)
 	}
@@ -315,7 +317,7 @@ func TestTerminatedRunsLateSuccessDeduplicatesTheNextRun(t *testing.T) {
 	h.startPayment("pay", false, heartbeatLease)
 	a := h.pollActivity("q")
 	h.terminate("pay")
-	h.mustReport(a, ReportCompleted, `"pay_1"`) // accepted: it decides the action's outcome
+	h.mustReport(a, machine.ReportCompleted, `"pay_1"`) // accepted: it decides the action's outcome
 	if d := h.describe("pay"); d.Info.Duplicates != 0 {
 		t.Fatalf("a duplicate for the only payment: %+v", d.Info)
 	}
@@ -345,7 +347,7 @@ func TestLateGiveBackResolvesThePause(t *testing.T) {
 	h.startPayment("pay", false, heartbeatLease)
 	first := h.pollActivity("q")
 	h.advance(heartbeatLease.HeartbeatTimeout) // paused on attempt 1: its report still counts
-	h.mustReport(first, ReportNotStarted, "")
+	h.mustReport(first, machine.ReportNotStarted, "")
 	res, _ := find[*history.ActivityResolved](t, h.history("pay"))
 	if res.Resolution != history.ResolvedNotHappened {
 		t.Fatalf("resolved %+v", res)
@@ -364,7 +366,7 @@ func TestGiveBack(t *testing.T) {
 	h := newHarness(t)
 	h.startPayment("pay", true, heartbeatLease)
 	first := h.pollActivity("q")
-	h.mustReport(first, ReportNotStarted, "")
+	h.mustReport(first, machine.ReportNotStarted, "")
 	again := h.pollActivity("q")
 	if again.Attempt != 1 || again.LeaseEpoch == first.LeaseEpoch || again.Reconcile {
 		t.Fatalf("after the give-back: %+v", again)
@@ -372,7 +374,7 @@ func TestGiveBack(t *testing.T) {
 	if d := h.describe("pay").PendingActivities[0]; d.LastFailure == nil || d.LastFailure.Type != "NotStarted" {
 		t.Fatalf("the give-back is not visible: %+v", d)
 	}
-	h.mustReport(first, ReportNotStarted, "") // the same report again: the same answer
+	h.mustReport(first, machine.ReportNotStarted, "") // the same report again: the same answer
 	if a := h.describe("pay").PendingActivities[0]; a.LeaseEpoch != again.LeaseEpoch || a.State != api.ActivityStateStarted {
 		t.Fatalf("a repeated give-back moved the current attempt: %+v", a)
 	}
@@ -380,13 +382,13 @@ func TestGiveBack(t *testing.T) {
 	// 2 runs. A give-back of attempt 1 arriving now is stale: it records
 	// that attempt 1 did nothing and leaves attempt 2 alone.
 	h.loseLease("q")
-	h.mustReport(h.pollActivity("q"), ReportNotHappened, "")
+	h.mustReport(h.pollActivity("q"), machine.ReportNotHappened, "")
 	second := h.pollActivity("q")
-	wantErr(t, h.report(again, ReportNotStarted, ""), api.ErrStaleAttempt)
+	wantErr(t, h.report(again, machine.ReportNotStarted, ""), api.ErrStaleAttempt)
 	if a := h.describe("pay").PendingActivities[0]; a.LeaseEpoch != second.LeaseEpoch || a.State != api.ActivityStateStarted || a.Attempt != 2 {
 		t.Fatalf("a stale give-back moved the current attempt: %+v", a)
 	}
-	h.mustReport(second, ReportCompleted, `"pay_2"`)
+	h.mustReport(second, machine.ReportCompleted, `"pay_2"`)
 	if evs := h.history("pay"); count(evs, history.TypeActivityDuplicateDetected) != 0 || count(evs, history.TypeActivityCompleted) != 1 {
 		t.Fatalf("history:\n%s", types(evs))
 	}
@@ -411,7 +413,7 @@ func TestBadActivityTokenIsInvalidArgument(t *testing.T) {
 			t.Fatalf("token naming event %d: %v, want invalid argument", s, err)
 		}
 	}
-	h.mustReport(a, ReportCompleted, `"ok"`)
+	h.mustReport(a, machine.ReportCompleted, `"ok"`)
 	h.complete(h.pollWFT("q"), completeWF(`"done"`))
 	bad := tok
 	bad.S = 999
@@ -447,7 +449,7 @@ func TestRestartExtendsHeartbeatLeases(t *testing.T) {
 	h.advance(9 * time.Second)
 	h.heartbeat(a, `"more"`)
 	h.advance(9 * time.Second)
-	h.mustReport(a, ReportCompleted, `"pay_1"`)
+	h.mustReport(a, machine.ReportCompleted, `"pay_1"`)
 	if evs := h.history("pay"); count(evs, history.TypeActivityResolved) != 0 || count(evs, history.TypeActivityCompleted) != 1 {
 		t.Fatalf("history:\n%s", types(evs))
 	}
@@ -481,8 +483,8 @@ func TestStaleLookupIsNoAttempt(t *testing.T) {
 	first := h.pollActivity("q")
 	h.loseLease("q")
 	lookup := h.pollActivity("q")
-	h.mustReport(first, ReportCompleted, `"pay_1"`) // the frozen attempt wakes up: it paid
-	wantErr(t, h.report(lookup, ReportCompleted, `"pay_1"`), api.ErrStaleAttempt)
+	h.mustReport(first, machine.ReportCompleted, `"pay_1"`) // the frozen attempt wakes up: it paid
+	wantErr(t, h.report(lookup, machine.ReportCompleted, `"pay_1"`), api.ErrStaleAttempt)
 	evs := h.history("pay")
 	if count(evs, history.TypeActivityDuplicateDetected) != 0 || count(evs, history.TypeActivityLateReport) != 0 {
 		t.Fatalf("the stale lookup's answer was judged:\n%s", types(evs))

@@ -9,6 +9,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/machine"
 	"github.com/cairnflow/cairn/history"
 )
 
@@ -22,7 +23,7 @@ import (
 // Every change is written in the same store transaction as the history
 // events (or, for a closed run, the run record) it belongs to.
 
-func encodeLedger(le *LedgerEntry) ([]byte, error) {
+func encodeLedger(le *machine.LedgerEntry) ([]byte, error) {
 	b, err := api.MarshalMsgpack(le)
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode ledger entry: %w", api.ErrInternal, err)
@@ -32,7 +33,7 @@ func encodeLedger(le *LedgerEntry) ([]byte, error) {
 
 // ledger folds the run's ledger changes into the entries of this
 // transaction (read once from the store) and adds the writes to the batch.
-func (x *txn) ledger(ctx context.Context, tr *txnRun, changes []LedgerChange) error {
+func (x *txn) ledger(ctx context.Context, tr *txnRun, changes []machine.LedgerChange) error {
 	for _, c := range changes {
 		if c.Key == "" {
 			continue
@@ -46,7 +47,7 @@ func (x *txn) ledger(ctx context.Context, tr *txnRun, changes []LedgerChange) er
 
 // ledgerChange applies one change to the entry (workflowID, c.Key) and
 // puts the entry, and the indexes a report asks for, in the batch.
-func (x *txn) ledgerChange(ctx context.Context, workflowID, runID string, c LedgerChange) error {
+func (x *txn) ledgerChange(ctx context.Context, workflowID, runID string, c machine.LedgerChange) error {
 	var err error
 	if c.Result, err = x.storePayload(ctx, "ledger result", c.Result); err != nil {
 		return err
@@ -59,11 +60,11 @@ func (x *txn) ledgerChange(ctx context.Context, workflowID, runID string, c Ledg
 			return err
 		}
 		if old == nil {
-			old = &LedgerEntry{}
+			old = &machine.LedgerEntry{}
 		}
 		le = old
 		if x.ledgerEntries == nil {
-			x.ledgerEntries = map[string]*LedgerEntry{}
+			x.ledgerEntries = map[string]*machine.LedgerEntry{}
 		}
 		x.ledgerEntries[string(key)] = le
 	}
@@ -112,7 +113,7 @@ func runReportKey(r *api.EffectReport) []byte {
 }
 
 // ledgerEntry reads one effects-ledger entry (nil when absent).
-func (e *Engine) ledgerEntry(ctx context.Context, workflowID, key string) (*LedgerEntry, error) {
+func (e *Engine) ledgerEntry(ctx context.Context, workflowID, key string) (*machine.LedgerEntry, error) {
 	b, err := e.store.Get(ctx, history.SpaceLedger, ledgerKey(workflowID, key))
 	if errors.Is(err, history.ErrNotFound) {
 		return nil, nil
@@ -123,8 +124,8 @@ func (e *Engine) ledgerEntry(ctx context.Context, workflowID, key string) (*Ledg
 	return decodeLedger(key, b)
 }
 
-func decodeLedger(key string, b []byte) (*LedgerEntry, error) {
-	var le LedgerEntry
+func decodeLedger(key string, b []byte) (*machine.LedgerEntry, error) {
+	var le machine.LedgerEntry
 	if err := msgpack.Unmarshal(b, &le); err != nil {
 		return nil, fmt.Errorf("%w: %w: ledger entry %q: %w", api.ErrInternal, history.ErrCorrupt, key, err)
 	}
@@ -134,7 +135,7 @@ func decodeLedger(key string, b []byte) (*LedgerEntry, error) {
 // runReports reads the judged late reports recorded for a run.
 func (e *Engine) runReports(ctx context.Context, ref history.RunRef) ([]api.EffectReport, error) {
 	prefix := history.Key().Str("e").Str(ref.WorkflowID).Str(ref.RunID).Bytes()
-	recs, err := e.store.Scan(ctx, history.SpaceIndex, history.ScanOptions{Prefix: prefix, Limit: MaxLedgerReports})
+	recs, err := e.store.Scan(ctx, history.SpaceIndex, history.ScanOptions{Prefix: prefix, Limit: machine.MaxLedgerReports})
 	if err != nil {
 		return nil, storeErr(err)
 	}
@@ -174,7 +175,7 @@ func (e *Engine) ListEffects(ctx context.Context, req *api.ListEffectsRequest) (
 	if req.WorkflowID != "" {
 		prefix = append(history.Key().Str(req.WorkflowID).Bytes(), escapeKeyPrefix(req.KeyPrefix)...)
 	}
-	return e.scanEffects(ctx, space, prefix, req, size, func(r history.Record) (string, string, *LedgerEntry, error) {
+	return e.scanEffects(ctx, space, prefix, req, size, func(r history.Record) (string, string, *machine.LedgerEntry, error) {
 		kr := history.ReadKey(r.Key)
 		wf, key := kr.Str(), kr.Str()
 		if kr.Err() != nil {
@@ -192,7 +193,7 @@ func (e *Engine) listDuplicates(ctx context.Context, req *api.ListEffectsRequest
 	if req.WorkflowID != "" {
 		prefix = append(history.Key().Str("x").Str(req.WorkflowID).Bytes(), escapeKeyPrefix(req.KeyPrefix)...)
 	}
-	return e.scanEffects(ctx, history.SpaceIndex, prefix, req, size, func(r history.Record) (string, string, *LedgerEntry, error) {
+	return e.scanEffects(ctx, history.SpaceIndex, prefix, req, size, func(r history.Record) (string, string, *machine.LedgerEntry, error) {
 		kr := history.ReadKey(r.Key)
 		_ = kr.Str()
 		wf, key := kr.Str(), kr.Str()
@@ -210,7 +211,7 @@ func (e *Engine) listDuplicates(ctx context.Context, req *api.ListEffectsRequest
 // scanEffects pages through space under prefix, turning each record into
 // a ledger entry with read and keeping those req's filters accept.
 func (e *Engine) scanEffects(ctx context.Context, space history.Space, prefix []byte, req *api.ListEffectsRequest, size int,
-	read func(history.Record) (wf, key string, le *LedgerEntry, err error)) (*api.ListEffectsResponse, error) {
+	read func(history.Record) (wf, key string, le *machine.LedgerEntry, err error)) (*api.ListEffectsResponse, error) {
 	resp := &api.ListEffectsResponse{}
 	after := req.NextPageToken
 	scanned := 0
@@ -254,7 +255,7 @@ func escapeKeyPrefix(s string) []byte {
 	return enc[:len(enc)-2]
 }
 
-func effectInfo(workflowID, key string, le *LedgerEntry) api.EffectInfo {
+func effectInfo(workflowID, key string, le *machine.LedgerEntry) api.EffectInfo {
 	return api.EffectInfo{
 		WorkflowID: workflowID, IdempotencyKey: key, ActivityType: le.ActivityType, Effect: le.Effect,
 		State: api.EffectState(le.State), RunID: le.RunID, ScheduledEventID: le.ScheduledEventID,

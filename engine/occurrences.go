@@ -13,7 +13,7 @@ import (
 )
 
 // Occurrence counters: where the occurrence part of an idempotency key
-// (machine_keys.go, IdempotencyKey) is counted.
+// (machine.IdempotencyKey) is counted.
 //
 // Each (run, activity type, key material) that an Idempotent or SideEffect
 // activity was scheduled with has a record of its own in history.SpaceIndex,

@@ -10,6 +10,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/machine"
 	"github.com/cairnflow/cairn/history"
 )
 
@@ -153,7 +154,7 @@ func (e *Engine) dispatchWFT(ctx context.Context, item wftItem, identity string)
 
 // workflowTask is the task of run st's workflow task dispatched under
 // epoch, from event first (its Events are the caller's to fill).
-func (e *Engine) workflowTask(st *RunState, epoch, first int64) *api.WorkflowTask {
+func (e *Engine) workflowTask(st *machine.RunState, epoch, first int64) *api.WorkflowTask {
 	return &api.WorkflowTask{
 		TaskToken:  encodeToken(&wftToken{W: st.WorkflowID, R: st.RunID, E: epoch}),
 		WorkflowID: st.WorkflowID, RunID: st.RunID, WorkflowType: st.WorkflowType, TaskQueue: st.TaskQueue,
@@ -212,17 +213,17 @@ func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *api.CompleteWork
 			return fmt.Errorf("%w: parent lock missing", api.ErrInternal)
 		}
 		tr := x.edit(entry)
-		wc := WFTCompletion{Commands: req.Commands, StickyQueue: req.StickyQueue, Identity: req.Identity,
+		wc := machine.WFTCompletion{Commands: req.Commands, StickyQueue: req.StickyQueue, Identity: req.Identity,
 			Declarations: e.scheduleDeclarations(tr.st, req.Commands)}
 		wc.ChildRefused, wc.SignalDelivered = x.probeTargets(ctx, req.Commands)
 		out, err := e.m.CompleteWFT(tr.st, wc, x.now)
-		if errors.Is(err, ErrUnhandledEvents) {
+		if errors.Is(err, machine.ErrUnhandledEvents) {
 			unhandled = true
 			e.rescheduleWFT(entry)
 			x.runs, x.byRef = nil, map[history.RunRef]*txnRun{}
 			return nil
 		}
-		if IsRefusal(err) {
+		if machine.IsRefusal(err) {
 			// The same history through the same code makes the same
 			// commands: refusing them into a timeout would loop. The task
 			// fails with the refusal as its cause, durably.
@@ -479,7 +480,7 @@ func (e *Engine) dispatchActivity(ctx context.Context, item actItem, identity st
 		if len(out.Events) == 0 {
 			// A Read attempt: the lease lives in memory; a restart simply
 			// dispatches the attempt again.
-			tr := &txnRun{st: st, entry: entry, outs: []Output{out}}
+			tr := &txnRun{st: st, entry: entry, outs: []machine.Output{out}}
 			e.installRun(tr)
 			return nil
 		}
@@ -494,7 +495,7 @@ func (e *Engine) dispatchActivity(ctx context.Context, item actItem, identity st
 
 // activityTask is the task of a's current attempt; handedOff marks its
 // token (see actToken.H).
-func (e *Engine) activityTask(ctx context.Context, st *RunState, a *ActivityInfo, handedOff bool) (*api.ActivityTask, error) {
+func (e *Engine) activityTask(ctx context.Context, st *machine.RunState, a *machine.ActivityInfo, handedOff bool) (*api.ActivityTask, error) {
 	input := a.Input
 	if input == nil {
 		sched, err := e.scheduledEvent(ctx, st.Ref(), a.ScheduledEventID)
@@ -560,7 +561,7 @@ func (e *Engine) CompleteActivity(ctx context.Context, req *api.CompleteActivity
 	if err := decodeToken(req.TaskToken, &tok); err != nil {
 		return nil, err
 	}
-	err := e.report(ctx, tok, AttemptReport{Kind: ReportCompleted, Result: req.Result, ResultOmitted: req.ResultOmitted,
+	err := e.report(ctx, tok, machine.AttemptReport{Kind: machine.ReportCompleted, Result: req.Result, ResultOmitted: req.ResultOmitted,
 		Identity: req.Identity, Usage: req.Usage, HeartbeatDetails: req.HeartbeatDetails, KeyMaterial: req.KeyMaterial})
 	if err != nil {
 		return nil, err
@@ -611,14 +612,14 @@ func (e *Engine) scheduledEvent(ctx context.Context, ref history.RunRef, schedID
 	return s, nil
 }
 
-// report applies an attempt's report (machine_report.go) in one
+// report applies an attempt's report (engine/machine, report.go) in one
 // transaction: the current attempt's outcome, or a late report judged
 // against the attempt records — from the run's state while the activity is
 // pending, from the action's effects-ledger entry once it has closed, and
 // after the run has closed through closedRunReport.
-func (e *Engine) report(ctx context.Context, tok actToken, r AttemptReport) error {
+func (e *Engine) report(ctx context.Context, tok actToken, r machine.AttemptReport) error {
 	r.ScheduledEventID, r.Epoch, r.Attempt, r.Lookup = tok.S, tok.E, tok.A, tok.L
-	var ack ReportAck
+	var ack machine.ReportAck
 	err := e.transact(ctx, []string{tok.W}, func(x *txn) error {
 		if c := e.corrupt.lookup(tok.W, tok.R); c != nil {
 			return c.err()
@@ -636,7 +637,7 @@ func (e *Engine) report(ctx context.Context, tok actToken, r AttemptReport) erro
 		}
 		var (
 			key string
-			le  *LedgerEntry
+			le  *machine.LedgerEntry
 		)
 		if !pending {
 			sched, err := e.tokenActivity(ctx, tr.st, tok)
@@ -662,7 +663,7 @@ func (e *Engine) report(ctx context.Context, tok actToken, r AttemptReport) erro
 	if errors.Is(err, errRunNotOpen) && !tok.H {
 		ack, err = e.closedRunReport(ctx, tok, r)
 	}
-	if err == nil && ack == AckStale {
+	if err == nil && ack == machine.AckStale {
 		err = api.Errorf(api.ErrStaleAttempt, "activity %d of workflow %q: lease %d (attempt %d) is not current; its report was recorded",
 			tok.S, tok.W, tok.E, tok.A)
 	}
@@ -672,7 +673,7 @@ func (e *Engine) report(ctx context.Context, tok actToken, r AttemptReport) erro
 // tokenActivity returns the ActivityScheduled event an activity token
 // names, refusing a token that names no activity of the run as an invalid
 // argument (a client's mistake, not damage to the store).
-func (e *Engine) tokenActivity(ctx context.Context, st *RunState, tok actToken) (*history.ActivityScheduled, error) {
+func (e *Engine) tokenActivity(ctx context.Context, st *machine.RunState, tok actToken) (*history.ActivityScheduled, error) {
 	if tok.S < 1 || tok.S >= st.NextEventID {
 		return nil, api.Errorf(api.ErrInvalidArgument, "task token names event %d of workflow %q run %q, which has %d events",
 			tok.S, tok.W, tok.R, st.NextEventID-1)
@@ -705,18 +706,18 @@ func (e *Engine) FailActivity(ctx context.Context, req *api.FailActivityRequest)
 		req.Failure.Details = history.Payload{}
 		req.Failure.Message += fmt.Sprintf(" (failure details dropped: over the limit of %d bytes)", e.m.Limits.MaxPayloadBytes)
 	}
-	kind := ReportFailed
+	kind := machine.ReportFailed
 	switch {
 	case req.NotStarted:
-		kind = ReportNotStarted
+		kind = machine.ReportNotStarted
 	case req.Canceled:
-		kind = ReportCanceled
+		kind = machine.ReportCanceled
 	case req.NotHappened:
-		kind = ReportNotHappened
+		kind = machine.ReportNotHappened
 	case req.OutcomeUnknown:
-		kind = ReportUnknown
+		kind = machine.ReportUnknown
 	}
-	if err := e.report(ctx, tok, AttemptReport{Kind: kind, Failure: req.Failure, Identity: req.Identity, Usage: req.Usage,
+	if err := e.report(ctx, tok, machine.AttemptReport{Kind: kind, Failure: req.Failure, Identity: req.Identity, Usage: req.Usage,
 		RetryAfter: req.RetryAfter, HeartbeatDetails: req.HeartbeatDetails}); err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package engine
+package machine
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 
 // Late reports of closed actions: reports of attempts whose action is no
 // longer pending (its activity closed, or its run did), judged from the
-// action's effects-ledger entry (see machine_report.go).
+// action's effects-ledger entry (see report.go).
 
 // closedActionReport judges a late report for an action of an open run
 // that is no longer pending, from its effects-ledger entry le (key: its

@@ -1,4 +1,4 @@
-package engine
+package machine
 
 import (
 	"fmt"
@@ -21,7 +21,7 @@ const (
 // two applies, the declared Reconcile lookup, and — when the workflow's
 // worker did not compute the key material the way the declaration says
 // (it did not declare the activity, or not its business key) — the key
-// waits for a key task (machine_keys.go).
+// waits for a key task (keys.go).
 func (t *transition) scheduleActivity(c *api.ScheduleActivityCommand, wtc int64, d *api.ActivityDeclaration) func() {
 	st := t.st
 	opts := c.Options
@@ -150,8 +150,10 @@ func leaseDeadline(a *ActivityInfo, from time.Time) time.Time {
 	return end
 }
 
-// current returns the activity if epoch names its live attempt.
-func (m *Machine) current(st *RunState, schedID, epoch int64) (*ActivityInfo, error) {
+// Current returns the activity scheduled as schedID if epoch names its
+// live attempt: api.ErrStaleAttempt when it does not, api.ErrWorkflowClosed
+// when the run has closed.
+func (m *Machine) Current(st *RunState, schedID, epoch int64) (*ActivityInfo, error) {
 	a, ok := st.Activities[schedID]
 	if !ok || a.LeaseEpoch != epoch || (a.State != api.ActivityStateStarted && a.State != api.ActivityStateUnknown) {
 		return nil, api.Errorf(api.ErrStaleAttempt, "activity %d of workflow %q: lease %d is not current", schedID, st.WorkflowID, epoch)
@@ -165,7 +167,7 @@ func (m *Machine) current(st *RunState, schedID, epoch int64) (*ActivityInfo, er
 // Heartbeat extends the lease of the current attempt. It changes only
 // in-memory lease state: heartbeats are not written to history.
 func (m *Machine) Heartbeat(st *RunState, schedID, epoch int64, details history.Payload, now time.Time) (time.Time, bool, error) {
-	a, err := m.current(st, schedID, epoch)
+	a, err := m.Current(st, schedID, epoch)
 	if err != nil {
 		return time.Time{}, false, err
 	}
@@ -253,7 +255,7 @@ func (m *Machine) ActivityFailed(st *RunState, schedID, epoch int64, f history.F
 // reportCurrent is Report for a report that must come from the attempt
 // holding the lease: anything else is api.ErrStaleAttempt.
 func (m *Machine) reportCurrent(st *RunState, r AttemptReport, now time.Time) (Output, error) {
-	if _, err := m.current(st, r.ScheduledEventID, r.Epoch); err != nil {
+	if _, err := m.Current(st, r.ScheduledEventID, r.Epoch); err != nil {
 		return Output{}, err
 	}
 	out, _, err := m.Report(st, r, "", nil, now)

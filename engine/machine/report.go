@@ -1,4 +1,4 @@
-package engine
+package machine
 
 import (
 	"crypto/sha256"
@@ -79,6 +79,7 @@ const (
 
 var reportNames = [...]string{"none", outcomeCompleted, "failed", outcomeUnknown, "canceled", "not_started", "not_happened"}
 
+// String names the report kind as effect reports and messages do.
 func (k ReportKind) String() string {
 	if int(k) < len(reportNames) {
 		return reportNames[k]
@@ -132,7 +133,7 @@ type AttemptReport struct {
 	HeartbeatDetails history.Payload
 	// Lookup: the report comes from a Reconcile lookup's dispatch.
 	Lookup bool
-	// KeyMaterial answers a key task (machine_keys.go).
+	// KeyMaterial answers a key task (keys.go).
 	KeyMaterial []byte
 	// ResultOmitted is the worker's reason for sending no result (it is
 	// over the limit); Usage is what the attempt consumed; RetryAfter,

@@ -1,4 +1,4 @@
-package engine
+package machine
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 // Unknown outcomes: an attempt of a SideEffect action that lost its lease
 // or could not tell what it did leaves the action in question until a
 // Reconcile lookup, a person or a later report decides it (see
-// machine_report.go for the reports that decide it).
+// report.go for the reports that decide it).
 
 // maxLookups bounds the Reconcile lookups dispatched for one unknown
 // outcome: after that many failed or lost lookups the run pauses.

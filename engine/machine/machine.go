@@ -1,4 +1,4 @@
-package engine
+package machine
 
 import (
 	"errors"
@@ -15,27 +15,39 @@ import (
 // events, new state, what to dispatch, which deadlines to arm, what other
 // runs it touches). It starts no goroutine, reads no clock, and does no I/O
 // but one read, through Occurrence, when it assigns an idempotency key;
-// the Service (engine.go) owns the store, the locks and the queues and runs
-// every input through a Machine inside one store transaction.
+// the service (package engine) owns the store, the locks and the queues
+// and runs every input through a Machine inside one store transaction.
+//
+// Its fields are its configuration, set before the first input and not
+// changed after; what it needs of the service comes in as functions
+// (NewRunID, Occurrence). A Machine holds no state of its own: one serves
+// any number of runs, from several goroutines at once when those functions
+// allow it, as long as each run state is used by one goroutine at a time.
 //
 // Every input method mutates the state it is given and returns an Output.
 // On error nothing in Output is meaningful and the caller must discard the
 // state (the service always hands the machine a Clone).
 type Machine struct {
-	Limits   Limits
+	// Limits bound what one run may hold; they must be filled
+	// (Limits.FillDefaults).
+	Limits Limits
+	// Defaults fill unset timeouts and policies; they must be filled
+	// (Defaults.FillDefaults).
 	Defaults Defaults
 	// DriftMargin is added to a lost attempt's lease deadline before the
-	// engine treats it as unable to act (Options.LeaseDriftMargin).
+	// engine treats it as unable to act (engine.Options.LeaseDriftMargin).
 	DriftMargin time.Duration
-	// NewRunID returns a fresh run id (random in the service, a counter in
-	// tests).
+	// NewRunID returns a fresh run id, for a child or the next run of a
+	// continue-as-new (random in the service, a counter in tests).
 	NewRunID func() string
 	// Pricing prices reported usage (cost 0 for a model it lacks).
 	Pricing Pricing
 	// Occurrence returns the committed count of a run's occurrence counter
-	// (occurrences.go): the one record the machine reads, when it assigns
-	// an idempotency key. The service reads it from the store; nil means
-	// none is committed (a machine whose states live in memory only).
+	// okey (OccurrenceKey; 0 when there is none): the one record the
+	// machine reads, when it assigns an idempotency key. The service reads
+	// it from the store (engine/occurrences.go), and an error fails the
+	// input; nil means none is committed (a machine whose states live in
+	// memory only).
 	Occurrence func(ref history.RunRef, okey string) (int32, error)
 }
 
@@ -302,7 +314,10 @@ func (m *Machine) checkGrowth(st *RunState, n int64) error {
 // history only grows.
 type historyFullError struct{ msg string }
 
+// Error implements error.
 func (e *historyFullError) Error() string { return api.ErrLimitExceeded.Error() + ": " + e.msg }
+
+// Unwrap makes the error an api.ErrLimitExceeded.
 func (e *historyFullError) Unwrap() error { return api.ErrLimitExceeded }
 
 // close ends the run.

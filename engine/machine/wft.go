@@ -1,4 +1,4 @@
-package engine
+package machine
 
 import (
 	"errors"
@@ -21,7 +21,7 @@ type WFTCompletion struct {
 	// SignalDelivered[i] says whether command i's signal found an open run.
 	SignalDelivered map[int]bool
 	// Declarations[i] is the declaration of command i's activity by the
-	// workers of its task queue, if the engine has one (declarations.go).
+	// workers of its task queue, if the engine has one (engine/declarations.go).
 	Declarations map[int]api.ActivityDeclaration
 }
 

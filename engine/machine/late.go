@@ -1,4 +1,4 @@
-package engine
+package machine
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 
 // Late reports of pending actions: reports of attempts that no longer hold
 // the lease while their activity is still pending, judged against the
-// attempt records (see machine_report.go).
+// attempt records (see report.go).
 
 // decidedByLate finishes an activity whose current attempt did not perform
 // it while an earlier attempt reported success late (ActivityInfo.Late):

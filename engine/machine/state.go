@@ -1,4 +1,4 @@
-package engine
+package machine
 
 import (
 	"maps"
@@ -44,7 +44,7 @@ type RunState struct {
 	// Occurrences is where run states written by earlier engines counted
 	// identical (activity type, key material) schedules: the occurrence
 	// part of the idempotency key. The counters are records of their own
-	// now (occurrences.go); this map is read while a run written in that
+	// now (the service's, engine/occurrences.go); this map is read while a run written in that
 	// form is not migrated, and dropped in the run's next write.
 	Occurrences map[string]int32 `msgpack:",omitempty"`
 	// occ holds the occurrence counts this working copy advanced, not yet
@@ -155,7 +155,7 @@ type ActivityInfo struct {
 	HeldSince  time.Time `msgpack:",omitempty"`
 	// Attempts are the attempts of an Idempotent or SideEffect action whose
 	// intent was recorded, oldest first: what each reported and what it
-	// is held to have done (see machine_report.go).
+	// is held to have done (see report.go).
 	Attempts []AttemptRecord `msgpack:",omitempty"`
 	// Late holds reports of earlier attempts that came while the current
 	// attempt runs (a success, or an unknown outcome); the current
@@ -177,7 +177,7 @@ type ActivityInfo struct {
 	GiveBacks int32 `msgpack:",omitempty"`
 	// KeyPending: the idempotency key waits for key material that only a
 	// worker running the activity can compute (a key task, see
-	// machine_keys.go); KeyMaterial holds it once known, until the keys of
+	// keys.go); KeyMaterial holds it once known, until the keys of
 	// the activity type are assigned in schedule order.
 	KeyPending  bool   `msgpack:",omitempty"`
 	KeyMaterial []byte `msgpack:",omitempty"`

@@ -1,4 +1,4 @@
-package engine
+package machine
 
 import (
 	"time"
@@ -32,7 +32,7 @@ const (
 
 // LedgerEntry is one effects-ledger record, keyed by (workflow id,
 // idempotency key). It outlives runs. Fields may only be appended
-// (TestMsgpackFieldOrder).
+// (the engine's TestMsgpackFieldOrder pins them).
 type LedgerEntry struct {
 	State            LedgerState
 	RunID            string

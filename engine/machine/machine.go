@@ -131,7 +131,7 @@ type SignalOut struct {
 // ErrUnhandledEvents is returned by CompleteWorkflowTask when the commands
 // close the run but events arrived while the task ran: the code must see
 // them first. The task is rescheduled; nothing is written.
-var ErrUnhandledEvents = errors.New("engine: new events arrived while the workflow task ran")
+var ErrUnhandledEvents = errors.New("machine: new events arrived while the workflow task ran")
 
 type transition struct {
 	m   *Machine

@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/machine"
 	"github.com/cairnflow/cairn/history"
 )
 
@@ -98,7 +99,7 @@ type chunkUse struct {
 
 // checkedRun is what the check keeps of one run.
 type checkedRun struct {
-	st *RunState
+	st *machine.RunState
 	// keyed holds, per scheduled activity with an idempotency key, its
 	// key and the ledger state the history's last word on it implies.
 	keyed map[int64]*keyedActivity
@@ -112,7 +113,7 @@ type checkedRun struct {
 
 type keyedActivity struct {
 	key  string
-	want LedgerState // 0: nothing yet that changes the ledger
+	want machine.LedgerState // 0: nothing yet that changes the ledger
 }
 
 func (c *checker) problem(kind string, ref history.RunRef, format string, args ...any) {
@@ -232,7 +233,7 @@ func (c *checker) history(ctx context.Context, ref history.RunRef, cr *checkedRu
 
 // see notes what an event means for the effects ledger.
 func (cr *checkedRun) see(ev history.Event) {
-	set := func(id int64, s LedgerState) {
+	set := func(id int64, s machine.LedgerState) {
 		if k := cr.keyed[id]; k != nil {
 			k.want = s
 		}
@@ -250,23 +251,23 @@ func (cr *checkedRun) see(ev history.Event) {
 		}
 	case *history.ActivityStarted:
 		if !a.Reconcile {
-			set(a.ScheduledEventID, LedgerInFlight)
+			set(a.ScheduledEventID, machine.LedgerInFlight)
 		}
 	case *history.ActivityCompleted:
-		set(a.ScheduledEventID, LedgerCompleted)
+		set(a.ScheduledEventID, machine.LedgerCompleted)
 	case *history.ActivityOutcomeUnknown:
-		set(a.ScheduledEventID, LedgerUnknown)
+		set(a.ScheduledEventID, machine.LedgerUnknown)
 	case *history.ActivityFailed:
-		set(a.ScheduledEventID, LedgerNotHappened)
+		set(a.ScheduledEventID, machine.LedgerNotHappened)
 	case *history.ActivityTimedOut:
-		set(a.ScheduledEventID, LedgerNotHappened)
+		set(a.ScheduledEventID, machine.LedgerNotHappened)
 	case *history.ActivityCanceled:
-		set(a.ScheduledEventID, LedgerNotHappened)
+		set(a.ScheduledEventID, machine.LedgerNotHappened)
 	case *history.ActivityResolved:
 		if a.Resolution == history.ResolvedHappened {
-			set(a.ScheduledEventID, LedgerCompleted)
+			set(a.ScheduledEventID, machine.LedgerCompleted)
 		} else {
-			set(a.ScheduledEventID, LedgerNotHappened)
+			set(a.ScheduledEventID, machine.LedgerNotHappened)
 		}
 	}
 }
@@ -422,15 +423,15 @@ func (c *checker) ledger(ctx context.Context) error {
 	})
 }
 
-func ledgerStateName(s LedgerState) string {
+func ledgerStateName(s machine.LedgerState) string {
 	switch s {
-	case LedgerInFlight:
+	case machine.LedgerInFlight:
 		return "in flight"
-	case LedgerCompleted:
+	case machine.LedgerCompleted:
 		return "completed"
-	case LedgerUnknown:
+	case machine.LedgerUnknown:
 		return "unknown"
-	case LedgerNotHappened:
+	case machine.LedgerNotHappened:
 		return "not happened"
 	}
 	return fmt.Sprintf("state %d", s)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/machine"
 	"github.com/cairnflow/cairn/history"
 )
 
@@ -118,7 +119,7 @@ func TestCheckFindsDamage(t *testing.T) {
 	h.putRaw(history.SpaceRunState, stateKey(timer), b)
 	// "paused": the ledger says completed; its history says unknown.
 	le, _ := decodeLedger("", h.getRaw(history.SpaceLedger, pausedKey))
-	le.State = LedgerCompleted
+	le.State = machine.LedgerCompleted
 	b, _ = encodeLedger(le)
 	h.putRaw(history.SpaceLedger, pausedKey, b)
 	// "resolved": its ledger entry does not decode.

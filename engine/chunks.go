@@ -107,7 +107,7 @@ func (x *txn) storeEventPayloads(ctx context.Context, tr *txnRun) error {
 		if s, ok := ev.Attrs.(*history.ActivityScheduled); ok && s.Input.ByRef() {
 			if a := tr.st.Activities[ev.ID]; a != nil {
 				in := s.Input
-				a.input = &in
+				a.Input = &in
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/machine"
 	"github.com/cairnflow/cairn/history"
 )
 
@@ -21,7 +22,7 @@ import (
 //   - when a workflow task schedules the activity: the stronger of the two
 //     classes, the declared Reconcile lookup, and, when the workflow's
 //     worker did not compute the key material the way the declaration
-//     says, a key task first (machine_keys.go);
+//     says, a key task first (engine/machine, keys.go);
 //   - at the latest when the activity is dispatched to a declaring worker,
 //     before any intent is recorded: an activity scheduled before the
 //     engine knew the declaration is upgraded there.
@@ -66,7 +67,7 @@ func (e *Engine) declare(ctx context.Context, queue string, ds []api.ActivityDec
 	var b history.Batch
 	var valid []api.ActivityDeclaration
 	for _, d := range changed {
-		if e.m.checkID("activity type", d.ActivityType, true) != nil || d.Effect > history.SideEffect {
+		if e.m.CheckID("activity type", d.ActivityType, true) != nil || d.Effect > history.SideEffect {
 			continue
 		}
 		v, err := api.MarshalMsgpack(&d)
@@ -132,7 +133,7 @@ func (d *declarations) learn(queue string, ds []api.ActivityDeclaration, saved b
 // would change how a is guarded (a stronger class, a lookup, a key from the
 // declaring worker): such an attempt is never handed off prebuilt, it goes
 // through dispatchActivity, which applies the declaration first.
-func (e *Engine) upgrades(a *ActivityInfo) bool {
+func (e *Engine) upgrades(a *machine.ActivityInfo) bool {
 	d, ok := e.declared(a.Options.TaskQueue, a.ActivityType)
 	return ok && (d.Effect > a.Effect || d.Reconcile != a.HasReconcile || d.BusinessKey != a.BusinessKey && d.Effect != history.Read)
 }
@@ -170,7 +171,7 @@ func (e *Engine) loadDeclarations(ctx context.Context) error {
 
 // scheduleDeclarations looks up the declarations of the activities a
 // workflow task schedules.
-func (e *Engine) scheduleDeclarations(st *RunState, cmds []api.Command) map[int]api.ActivityDeclaration {
+func (e *Engine) scheduleDeclarations(st *machine.RunState, cmds []api.Command) map[int]api.ActivityDeclaration {
 	var out map[int]api.ActivityDeclaration
 	for i, c := range cmds {
 		s := c.ScheduleActivity

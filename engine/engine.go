@@ -2,13 +2,17 @@
 // activity tasks under leases, exact timers, retries, signals, children,
 // the effects ledger and recovery, over a history.Store.
 //
-// It has two layers. Machine (machine*.go) is a pure state machine per run:
-// it takes a run's state, an input and the time, and returns new events, the
-// new state, and what to dispatch — no I/O, no clock, no goroutines. Engine
-// (this file and service*.go) owns the store, runs each input through the
-// machine in one store transaction, and keeps the ready-task queues, the
-// waiting pollers and the timer heap in memory, rebuilt from the store when
-// it opens.
+// It has two layers. The run state machine is package engine/machine: a
+// pure function of a run's state, an input and the time, which returns the
+// new events, the new state and what to dispatch — no I/O, no clock, no
+// goroutines; everything about a run is decided there. Engine (this
+// package: this file, service*.go, txn.go, ledger.go, …) is the service
+// around it: it owns the store, runs each input through a machine.Machine
+// on a copy of the run's state and commits the result in one store
+// transaction, and keeps the ready-task queues, the waiting pollers and the
+// timer heap in memory, rebuilt from the store when it opens. Limits,
+// Defaults, Pricing, Price and IdempotencyKey are the machine's, named here
+// for Options and the engine's callers.
 //
 // Use:
 //
@@ -37,6 +41,7 @@ import (
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/engine/internal/matching"
 	"github.com/cairnflow/cairn/engine/internal/timerq"
+	"github.com/cairnflow/cairn/engine/machine"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/internal/clock"
 )
@@ -92,8 +97,8 @@ func (o *Options) fillDefaults() {
 	if o.Clock == nil {
 		o.Clock = clock.Real()
 	}
-	o.Limits.fillDefaults()
-	o.Defaults.fillDefaults()
+	o.Limits.FillDefaults()
+	o.Defaults.FillDefaults()
 	if o.PollTimeout == 0 {
 		o.PollTimeout = 60 * time.Second
 	}
@@ -132,7 +137,7 @@ type Engine struct {
 	opts  Options
 	store history.Store
 	clk   clock.Clock
-	m     *Machine
+	m     *machine.Machine
 	log   zerolog.Logger
 
 	stripes [lockStripes]sync.Mutex
@@ -143,7 +148,7 @@ type Engine struct {
 	// workflow ids (a closed run's state never changes again), so that
 	// GetResult and Describe right after a run closes do not read it back
 	// from the store.
-	recent *lru.Cache[string, *RunState]
+	recent *lru.Cache[string, *machine.RunState]
 	// chunks remembers payload chunks known to be stored (by hash).
 	chunks *lru.Cache[string, struct{}]
 	// streams holds the runs' live output (never written to history).
@@ -190,8 +195,8 @@ type Engine struct {
 // read and replaced only under the workflow id's stripe lock.
 type runEntry struct {
 	ref     history.RunRef
-	parent  *ParentRef
-	state   *RunState
+	parent  *machine.ParentRef
+	state   *machine.RunState
 	changed chan struct{} // closed and replaced after every transition
 	tail    eventTail     // the end of the history, for dispatch
 	// resync: a commit's outcome is unknown and the run could not be read
@@ -222,7 +227,7 @@ type actItem struct {
 
 type timerKey struct {
 	ref history.RunRef
-	d   Deadline
+	d   machine.Deadline
 }
 
 // Open starts an engine over opts.Store, rebuilding queues and timers from
@@ -244,10 +249,10 @@ func Open(opts Options) (*Engine, error) {
 		stop:    make(chan struct{}),
 	}
 	e.firingCond = sync.NewCond(&e.firingMu)
-	e.recent, _ = lru.New[string, *RunState](recentClosedRuns) // cannot fail: the size is positive
+	e.recent, _ = lru.New[string, *machine.RunState](recentClosedRuns) // cannot fail: the size is positive
 	e.chunks = newChunkCache()
 	e.streams = newStreamHub()
-	e.m = &Machine{Limits: opts.Limits, Defaults: opts.Defaults, NewRunID: opts.NewRunID, Pricing: opts.Pricing,
+	e.m = &machine.Machine{Limits: opts.Limits, Defaults: opts.Defaults, NewRunID: opts.NewRunID, Pricing: opts.Pricing,
 		DriftMargin: opts.LeaseDriftMargin, Occurrence: e.readOccurrence}
 	// A task handed off by a transaction (txn.handOff) that its poller
 	// could not take is handed back through the run, as PollWorkflowTask and
@@ -376,7 +381,7 @@ func (e *Engine) openRun(workflowID string) *runEntry {
 }
 
 // parentOf returns the immutable parent of the open run of workflowID.
-func (e *Engine) parentOf(workflowID string) *ParentRef {
+func (e *Engine) parentOf(workflowID string) *machine.ParentRef {
 	if r := e.openRun(workflowID); r != nil {
 		return r.parent
 	}
@@ -386,7 +391,7 @@ func (e *Engine) parentOf(workflowID string) *ParentRef {
 // loadState returns a run's state: from memory when it is open, else from
 // the store. Call with the workflow id's lock held. runID "" means the
 // current run.
-func (e *Engine) loadState(ctx context.Context, workflowID, runID string) (*RunState, *runEntry, error) {
+func (e *Engine) loadState(ctx context.Context, workflowID, runID string) (*machine.RunState, *runEntry, error) {
 	if c := e.corrupt.lookup(workflowID, runID); c != nil {
 		return nil, nil, c.err()
 	}
@@ -416,7 +421,7 @@ func (e *Engine) loadState(ctx context.Context, workflowID, runID string) (*RunS
 		return nil, nil, api.Errorf(api.ErrNotFound, "workflow %q run %q", workflowID, runID)
 	}
 	if err == nil {
-		var st *RunState
+		var st *machine.RunState
 		if st, err = decodeState(data); err == nil {
 			return st, nil, nil
 		}

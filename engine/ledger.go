@@ -5,11 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/machine"
 	"github.com/cairnflow/cairn/history"
 )
 
@@ -23,78 +23,7 @@ import (
 // Every change is written in the same store transaction as the history
 // events (or, for a closed run, the run record) it belongs to.
 
-// LedgerEntry is one effects-ledger record, keyed by (workflow id,
-// idempotency key). It outlives runs. Fields may only be appended
-// (TestMsgpackFieldOrder).
-type LedgerEntry struct {
-	State            LedgerState
-	RunID            string
-	ScheduledEventID int64
-	ActivityType     string
-	Result           history.Payload `msgpack:",omitempty"`
-	Updated          time.Time
-	// Duplicates counts the late reports judged duplicates or possible
-	// duplicates; Conflicts those judged conflicts.
-	Duplicates int32               `msgpack:",omitempty"`
-	Effect     history.EffectClass `msgpack:",omitempty"`
-	// RunIDs are the runs that scheduled the action (bounded: the first
-	// and the latest maxLedgerRuns-1).
-	RunIDs []string `msgpack:",omitempty"`
-	// Attempts counts dispatches whose intent was recorded, over all runs.
-	Attempts  int32 `msgpack:",omitempty"`
-	Conflicts int32 `msgpack:",omitempty"`
-	// Reports are the judged late reports (bounded: the first
-	// maxLedgerReports).
-	Reports []api.EffectReport `msgpack:",omitempty"`
-	Created time.Time          `msgpack:",omitempty"`
-	// ResultOmitted says why a completed action's result is not recorded
-	// (it was over the payload limit); a deduplicated schedule then fails
-	// with ResultTooLarge rather than receiving an empty result.
-	ResultOmitted string `msgpack:",omitempty"`
-	// AttemptRecords are the attempts of every run whose intent was
-	// recorded (bounded: the latest maxLedgerAttempts), to judge their
-	// reports once the action or its run has closed.
-	AttemptRecords []AttemptRecord `msgpack:",omitempty"`
-	// LateState: the state was set by a late report after the action had
-	// closed (see judgeClosed), not by an event of the run's history.
-	LateState bool `msgpack:",omitempty"`
-
-	// Set by ledgerEntry when read: the entry's own key.
-	workflowID, key string
-}
-
-// Bounds of the lists a ledger entry keeps; the counters keep counting.
-const (
-	maxLedgerRuns     = 32
-	maxLedgerReports  = 64
-	maxLedgerAttempts = 64
-)
-
-// LedgerChange records what happened to one idempotency key.
-type LedgerChange struct {
-	Key              string
-	State            LedgerState
-	ScheduledEventID int64
-	ActivityType     string
-	Result           history.Payload
-	Effect           history.EffectClass
-	// Dispatched: an attempt's intent was recorded (counted in Attempts).
-	Dispatched bool
-	// KeepState leaves the entry's state, run and result as they are: the
-	// change only notes the run and, with Report, a judged late report.
-	KeepState bool
-	// Report is a judged late report to record.
-	Report *api.EffectReport
-	// ResultOmitted: the action completed but its result was too large to
-	// record (see history.ActivityCompleted).
-	ResultOmitted string
-	// Attempts, when not nil, replaces the records of the run's attempts.
-	Attempts []AttemptRecord
-	// LateState: a late report sets the state of a closed action.
-	LateState bool
-}
-
-func encodeLedger(le *LedgerEntry) ([]byte, error) {
+func encodeLedger(le *machine.LedgerEntry) ([]byte, error) {
 	b, err := api.MarshalMsgpack(le)
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode ledger entry: %w", api.ErrInternal, err)
@@ -102,78 +31,9 @@ func encodeLedger(le *LedgerEntry) ([]byte, error) {
 	return b, nil
 }
 
-// apply folds change c, made by run runID at now, into the entry.
-func (le *LedgerEntry) apply(c LedgerChange, runID string, now time.Time) {
-	if le.Created.IsZero() {
-		le.Created = now
-	}
-	if !c.KeepState {
-		le.State, le.RunID, le.ScheduledEventID, le.Result, le.ResultOmitted = c.State, runID, c.ScheduledEventID, c.Result, c.ResultOmitted
-		le.LateState = c.LateState
-	}
-	if c.ActivityType != "" {
-		le.ActivityType = c.ActivityType
-	}
-	if c.Effect > le.Effect {
-		le.Effect = c.Effect
-	}
-	le.addRun(runID)
-	if c.Dispatched {
-		le.Attempts++
-	}
-	if c.Attempts != nil {
-		le.setRecords(runID, c.Attempts)
-	}
-	if r := c.Report; r != nil {
-		switch {
-		case r.Verdict.IsDuplicate():
-			le.Duplicates++
-		case r.Verdict == api.VerdictConflict:
-			le.Conflicts++
-		}
-		if len(le.Reports) < maxLedgerReports {
-			le.Reports = append(le.Reports, *r)
-		}
-	}
-	le.Updated = now
-}
-
-// setRecords replaces the records of run runID's attempts with recs.
-func (le *LedgerEntry) setRecords(runID string, recs []AttemptRecord) {
-	out := le.AttemptRecords[:0:0]
-	for _, r := range le.AttemptRecords {
-		if r.RunID != runID {
-			out = append(out, r)
-		}
-	}
-	for _, r := range recs {
-		r.RunID = runID
-		out = append(out, r)
-	}
-	if n := len(out) - maxLedgerAttempts; n > 0 {
-		out = out[n:]
-	}
-	le.AttemptRecords = out
-}
-
-func (le *LedgerEntry) addRun(runID string) {
-	if runID == "" || (len(le.RunIDs) > 0 && le.RunIDs[len(le.RunIDs)-1] == runID) {
-		return
-	}
-	for _, r := range le.RunIDs {
-		if r == runID {
-			return
-		}
-	}
-	if len(le.RunIDs) == maxLedgerRuns {
-		le.RunIDs = append(le.RunIDs[:1], le.RunIDs[2:]...) // keep the first run
-	}
-	le.RunIDs = append(le.RunIDs, runID)
-}
-
 // ledger folds the run's ledger changes into the entries of this
 // transaction (read once from the store) and adds the writes to the batch.
-func (x *txn) ledger(ctx context.Context, tr *txnRun, changes []LedgerChange) error {
+func (x *txn) ledger(ctx context.Context, tr *txnRun, changes []machine.LedgerChange) error {
 	for _, c := range changes {
 		if c.Key == "" {
 			continue
@@ -187,7 +47,7 @@ func (x *txn) ledger(ctx context.Context, tr *txnRun, changes []LedgerChange) er
 
 // ledgerChange applies one change to the entry (workflowID, c.Key) and
 // puts the entry, and the indexes a report asks for, in the batch.
-func (x *txn) ledgerChange(ctx context.Context, workflowID, runID string, c LedgerChange) error {
+func (x *txn) ledgerChange(ctx context.Context, workflowID, runID string, c machine.LedgerChange) error {
 	var err error
 	if c.Result, err = x.storePayload(ctx, "ledger result", c.Result); err != nil {
 		return err
@@ -200,15 +60,15 @@ func (x *txn) ledgerChange(ctx context.Context, workflowID, runID string, c Ledg
 			return err
 		}
 		if old == nil {
-			old = &LedgerEntry{}
+			old = &machine.LedgerEntry{}
 		}
 		le = old
 		if x.ledgerEntries == nil {
-			x.ledgerEntries = map[string]*LedgerEntry{}
+			x.ledgerEntries = map[string]*machine.LedgerEntry{}
 		}
 		x.ledgerEntries[string(key)] = le
 	}
-	le.apply(c, runID, x.now)
+	le.Apply(c, runID, x.now)
 	b, err := encodeLedger(le)
 	if err != nil {
 		return err
@@ -253,7 +113,7 @@ func runReportKey(r *api.EffectReport) []byte {
 }
 
 // ledgerEntry reads one effects-ledger entry (nil when absent).
-func (e *Engine) ledgerEntry(ctx context.Context, workflowID, key string) (*LedgerEntry, error) {
+func (e *Engine) ledgerEntry(ctx context.Context, workflowID, key string) (*machine.LedgerEntry, error) {
 	b, err := e.store.Get(ctx, history.SpaceLedger, ledgerKey(workflowID, key))
 	if errors.Is(err, history.ErrNotFound) {
 		return nil, nil
@@ -261,15 +121,11 @@ func (e *Engine) ledgerEntry(ctx context.Context, workflowID, key string) (*Ledg
 	if err != nil {
 		return nil, storeErr(err)
 	}
-	le, err := decodeLedger(key, b)
-	if err == nil {
-		le.workflowID, le.key = workflowID, key
-	}
-	return le, err
+	return decodeLedger(key, b)
 }
 
-func decodeLedger(key string, b []byte) (*LedgerEntry, error) {
-	var le LedgerEntry
+func decodeLedger(key string, b []byte) (*machine.LedgerEntry, error) {
+	var le machine.LedgerEntry
 	if err := msgpack.Unmarshal(b, &le); err != nil {
 		return nil, fmt.Errorf("%w: %w: ledger entry %q: %w", api.ErrInternal, history.ErrCorrupt, key, err)
 	}
@@ -279,7 +135,7 @@ func decodeLedger(key string, b []byte) (*LedgerEntry, error) {
 // runReports reads the judged late reports recorded for a run.
 func (e *Engine) runReports(ctx context.Context, ref history.RunRef) ([]api.EffectReport, error) {
 	prefix := history.Key().Str("e").Str(ref.WorkflowID).Str(ref.RunID).Bytes()
-	recs, err := e.store.Scan(ctx, history.SpaceIndex, history.ScanOptions{Prefix: prefix, Limit: maxLedgerReports})
+	recs, err := e.store.Scan(ctx, history.SpaceIndex, history.ScanOptions{Prefix: prefix, Limit: machine.MaxLedgerReports})
 	if err != nil {
 		return nil, storeErr(err)
 	}
@@ -305,7 +161,7 @@ func (e *Engine) ListEffects(ctx context.Context, req *api.ListEffectsRequest) (
 		return nil, err
 	}
 	defer e.leave()
-	if err := firstErr(e.m.checkID("workflow id", req.WorkflowID, false), e.m.checkID("key prefix", req.KeyPrefix, false)); err != nil {
+	if err := firstErr(e.m.CheckID("workflow id", req.WorkflowID, false), e.m.CheckID("key prefix", req.KeyPrefix, false)); err != nil {
 		return nil, err
 	}
 	size := req.PageSize
@@ -319,7 +175,7 @@ func (e *Engine) ListEffects(ctx context.Context, req *api.ListEffectsRequest) (
 	if req.WorkflowID != "" {
 		prefix = append(history.Key().Str(req.WorkflowID).Bytes(), escapeKeyPrefix(req.KeyPrefix)...)
 	}
-	return e.scanEffects(ctx, space, prefix, req, size, func(r history.Record) (string, string, *LedgerEntry, error) {
+	return e.scanEffects(ctx, space, prefix, req, size, func(r history.Record) (string, string, *machine.LedgerEntry, error) {
 		kr := history.ReadKey(r.Key)
 		wf, key := kr.Str(), kr.Str()
 		if kr.Err() != nil {
@@ -337,7 +193,7 @@ func (e *Engine) listDuplicates(ctx context.Context, req *api.ListEffectsRequest
 	if req.WorkflowID != "" {
 		prefix = append(history.Key().Str("x").Str(req.WorkflowID).Bytes(), escapeKeyPrefix(req.KeyPrefix)...)
 	}
-	return e.scanEffects(ctx, history.SpaceIndex, prefix, req, size, func(r history.Record) (string, string, *LedgerEntry, error) {
+	return e.scanEffects(ctx, history.SpaceIndex, prefix, req, size, func(r history.Record) (string, string, *machine.LedgerEntry, error) {
 		kr := history.ReadKey(r.Key)
 		_ = kr.Str()
 		wf, key := kr.Str(), kr.Str()
@@ -355,7 +211,7 @@ func (e *Engine) listDuplicates(ctx context.Context, req *api.ListEffectsRequest
 // scanEffects pages through space under prefix, turning each record into
 // a ledger entry with read and keeping those req's filters accept.
 func (e *Engine) scanEffects(ctx context.Context, space history.Space, prefix []byte, req *api.ListEffectsRequest, size int,
-	read func(history.Record) (wf, key string, le *LedgerEntry, err error)) (*api.ListEffectsResponse, error) {
+	read func(history.Record) (wf, key string, le *machine.LedgerEntry, err error)) (*api.ListEffectsResponse, error) {
 	resp := &api.ListEffectsResponse{}
 	after := req.NextPageToken
 	scanned := 0
@@ -399,7 +255,7 @@ func escapeKeyPrefix(s string) []byte {
 	return enc[:len(enc)-2]
 }
 
-func effectInfo(workflowID, key string, le *LedgerEntry) api.EffectInfo {
+func effectInfo(workflowID, key string, le *machine.LedgerEntry) api.EffectInfo {
 	return api.EffectInfo{
 		WorkflowID: workflowID, IdempotencyKey: key, ActivityType: le.ActivityType, Effect: le.Effect,
 		State: api.EffectState(le.State), RunID: le.RunID, ScheduledEventID: le.ScheduledEventID,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/machine"
 	"github.com/cairnflow/cairn/history"
 )
 
@@ -141,7 +142,7 @@ func (h *harness) signalRaw(id string) {
 	}
 }
 
-func (e *Engine) mustState(id string) *RunState {
+func (e *Engine) mustState(id string) *machine.RunState {
 	unlock := e.lock(id)
 	defer unlock()
 	return e.openRun(id).state
@@ -315,7 +316,7 @@ func TestOversizedActivityResultIsAnOutcome(t *testing.T) {
 		}
 		c, _ := find[*history.ActivityCompleted](t, h.history(id))
 		le, err := h.eng.ledgerEntry(h.ctx(), id, act.IdempotencyKey)
-		if err != nil || le.State != LedgerCompleted {
+		if err != nil || le.State != machine.LedgerCompleted {
 			t.Fatalf("ledger %+v %v", le, err)
 		}
 		switch {

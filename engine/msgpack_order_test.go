@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,7 +14,10 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/machine"
 )
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
 // TestMsgpackFieldOrder pins the field order of every struct that
 // api.MarshalMsgpack encodes as a positional array: the API's requests and
@@ -58,7 +62,7 @@ func TestMsgpackFieldOrder(t *testing.T) {
 
 // msgpackRoots lists the types encoded with api.MarshalMsgpack.
 func msgpackRoots() []reflect.Type {
-	roots := []reflect.Type{reflect.TypeFor[RunState](), reflect.TypeFor[LedgerEntry](), reflect.TypeFor[api.WorkflowInfo](),
+	roots := []reflect.Type{reflect.TypeFor[machine.RunState](), reflect.TypeFor[machine.LedgerEntry](), reflect.TypeFor[api.WorkflowInfo](),
 		reflect.TypeFor[wftToken](), reflect.TypeFor[actToken](), reflect.TypeFor[api.ErrorBody](), reflect.TypeFor[quarantineRecord]()}
 	svc := reflect.TypeFor[api.Service]()
 	for i := 0; i < svc.NumMethod(); i++ {
@@ -113,8 +117,8 @@ func msgpackShapes(roots []reflect.Type) []string {
 // TestRunStateReadsMapEncoding: run states written by earlier versions (a
 // msgpack map per struct) still decode, and equal their array encoding.
 func TestRunStateReadsMapEncoding(t *testing.T) {
-	st := &RunState{WorkflowID: "wf", RunID: "r1", WorkflowType: "W", TaskQueue: "q", Status: api.StatusRunning,
-		NextEventID: 7, Activities: map[int64]*ActivityInfo{5: {ActivityID: "a", ActivityType: "Echo", ScheduledEventID: 5, Attempt: 2}}}
+	st := &machine.RunState{WorkflowID: "wf", RunID: "r1", WorkflowType: "W", TaskQueue: "q", Status: api.StatusRunning,
+		NextEventID: 7, Activities: map[int64]*machine.ActivityInfo{5: {ActivityID: "a", ActivityType: "Echo", ScheduledEventID: 5, Attempt: 2}}}
 	asMap, err := msgpack.Marshal(st)
 	if err != nil {
 		t.Fatal(err)

@@ -13,12 +13,12 @@ import (
 )
 
 // Occurrence counters: where the occurrence part of an idempotency key
-// (machine.go, idempotencyKey) is counted.
+// (machine.IdempotencyKey) is counted.
 //
 // Each (run, activity type, key material) that an Idempotent or SideEffect
 // activity was scheduled with has a record of its own in history.SpaceIndex,
 // key occurrenceRecordKey (family "n", then workflow id, run id and
-// occurrenceKey), value the count (4 bytes, big-endian). A schedule reads
+// OccurrenceKey), value the count (4 bytes, big-endian). A schedule reads
 // its counter (one point read), counts one more, and the new value is
 // written in the same batch as the schedule's events and run state
 // (txn.build): O(1) per schedule, and nothing at all for the transitions
@@ -26,9 +26,9 @@ import (
 // counters, so it does not grow with the number of distinct actions.
 //
 // The count a transition advances lives in its working copy of the run
-// state (RunState.occ, in memory only) until the batch is committed: a
-// refused, failed or abandoned transition is discarded with its working
-// copy, so no counter ever moves without its schedule being durable. After
+// state (RunState.UncommittedOccurrences, in memory only) until the batch
+// is committed: a refused, failed or abandoned transition is discarded
+// with its working copy, so no counter ever moves without its schedule being durable. After
 // the commit the counts are read from the store again (installRun forgets
 // them): there is no cache to keep coherent with the store, even after a
 // commit whose outcome was unknown (resync.go reads the run back).
@@ -37,8 +37,9 @@ import (
 // RunState.Occurrences. They are read as the committed counts, and moved
 // to records a chunk at a time, in the run's next writes (each counter
 // leaves the map in the batch that writes its record; the map is dropped
-// once empty): the keys are those the earlier engine would have assigned. Counters are per run: a new run of the workflow id
-// (continue-as-new, a reused id) counts from zero, so it repeats the keys
+// once empty): the keys are those the earlier engine would have assigned.
+// Counters are per run: a new run of the workflow id (continue-as-new, a
+// reused id) counts from zero, so it repeats the keys
 // of the earlier run on purpose and the ledger deduplicates them.
 
 // occurrenceRecordKey is the record key of one counter.
@@ -74,46 +75,6 @@ func (e *Engine) readOccurrence(ref history.RunRef, okey string) (int32, error) 
 	return n, nil
 }
 
-// nextKey counts one more identical action (activity type, key material)
-// in the run and returns its idempotency key. On a failure to read the
-// count it returns "" and records the error in t.err: the transition fails
-// and its working copy is discarded.
-func (t *transition) nextKey(activityType string, material []byte) string {
-	st := t.st
-	ok := occurrenceKey(activityType, material)
-	n, pending := st.occ[ok]
-	if !pending {
-		var err error
-		if n, err = t.committedOccurrence(ok); err != nil {
-			if t.err == nil {
-				t.err = err
-			}
-			return ""
-		}
-	}
-	n++
-	if st.occ == nil {
-		st.occ = map[string]int32{}
-	}
-	st.occ[ok] = n
-	return idempotencyKey(st.WorkflowID, activityType, material, n)
-}
-
-// committedOccurrence is the count of okey as of the run's last commit:
-// from the map of a run state of the earlier form while the counter is
-// still there, else from the counter's record. A counter is in one of the
-// two, never both: a migration moves it in one batch (occurrences).
-func (t *transition) committedOccurrence(okey string) (int32, error) {
-	st := t.st
-	if n, ok := st.Occurrences[okey]; ok {
-		return n, nil
-	}
-	if t.m.Occurrence == nil {
-		return 0, nil
-	}
-	return t.m.Occurrence(st.Ref(), okey)
-}
-
 // migrateChunk bounds the counters of a run state of the earlier form that
 // one transaction moves to records. Each record's key carries the run's ids
 // (a workflow id may be 1,000 bytes), so a map of thousands of counters
@@ -134,8 +95,9 @@ func (x *txn) occurrences(tr *txnRun) {
 	put := func(ok string, n int32) {
 		x.batch.Puts = append(x.batch.Puts, history.Record{Space: history.SpaceIndex, Key: occurrenceRecordKey(ref, ok), Value: encodeOccurrence(n)})
 	}
-	for _, ok := range slices.Sorted(maps.Keys(st.occ)) {
-		put(ok, st.occ[ok])
+	occ := st.UncommittedOccurrences()
+	for _, ok := range slices.Sorted(maps.Keys(occ)) {
+		put(ok, occ[ok])
 		delete(st.Occurrences, ok)
 	}
 	if len(st.Occurrences) > 0 {

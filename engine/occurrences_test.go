@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/machine"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/history/faultstore"
 	"github.com/cairnflow/cairn/internal/crashpoint"
@@ -166,7 +167,7 @@ func TestOccurrenceReadFailureFailsTheTransition(t *testing.T) {
 	task := h.pollWFT("q")
 	n := h.historyLen("wf")
 	remove := h.fault.Inject(faultstore.Rule{Op: faultstore.OpGet,
-		Match: faultstore.KeyIs(history.SpaceIndex, occurrenceRecordKey(ref, occurrenceKey("Pay", []byte(`{"invoice":"INV-1"}`)))),
+		Match: faultstore.KeyIs(history.SpaceIndex, occurrenceRecordKey(ref, machine.OccurrenceKey("Pay", []byte(`{"invoice":"INV-1"}`)))),
 		Err:   faultstore.ErrIO})
 	err := h.completeErr(task, pay("a2", "INV-1"))
 	wantErr(t, err, api.ErrInternal)
@@ -203,7 +204,7 @@ func TestOccurrencesOfEarlierRunStates(t *testing.T) {
 	if st.Occurrences != nil {
 		t.Fatalf("the run state still holds %v after its next write", st.Occurrences)
 	}
-	if got := occurrenceRecords(t, h, ref); len(got) != 3 || got[occurrenceKey("Pay", []byte(`{"invoice":"INV-1"}`))] != 3 {
+	if got := occurrenceRecords(t, h, ref); len(got) != 3 || got[machine.OccurrenceKey("Pay", []byte(`{"invoice":"INV-1"}`))] != 3 {
 		t.Fatalf("occurrence records %v", got)
 	}
 	if r := check(t, h); !r.OK() {
@@ -220,7 +221,7 @@ func TestCheckFindsLostOccurrenceCounter(t *testing.T) {
 	h.close()
 	h.openStoreOnly()
 	if err := h.store.Commit(h.ctx(), &history.Batch{Puts: []history.Record{{Space: history.SpaceIndex,
-		Key: occurrenceRecordKey(ref, occurrenceKey("Pay", []byte(`{"invoice":"INV-1"}`))), Value: encodeOccurrence(1)}}}); err != nil {
+		Key: occurrenceRecordKey(ref, machine.OccurrenceKey("Pay", []byte(`{"invoice":"INV-1"}`))), Value: encodeOccurrence(1)}}}); err != nil {
 		t.Fatal(err)
 	}
 	wantProblem(t, check(t, h), "occurrence", "wf", "assigned 2 idempotency keys but the run's occurrence counters add up to 1")
@@ -276,7 +277,7 @@ func toEarlierForm(t *testing.T, h *harness, ref history.RunRef) {
 	}
 }
 
-func readState(t *testing.T, h *harness, ref history.RunRef) *RunState {
+func readState(t *testing.T, h *harness, ref history.RunRef) *machine.RunState {
 	t.Helper()
 	b, err := h.store.Get(context.Background(), history.SpaceRunState, stateKey(ref))
 	if err != nil {
@@ -308,26 +309,6 @@ func occurrenceRecords(t *testing.T, h *harness, ref history.RunRef) map[string]
 		out[ok] = n
 	}
 	return out
-}
-
-// TestMachineReadsEarlierFormFirst: while a run state of the earlier form
-// is not migrated, its map is the committed count — no record is read —
-// and a count this transition advanced is read back from the working
-// copy, not from the store.
-func TestMachineReadsEarlierFormFirst(t *testing.T) {
-	s := newScript(t)
-	s.start(api.StartWorkflowRequest{})
-	reads := 0
-	s.m.Occurrence = func(history.RunRef, string) (int32, error) { reads++; return 7, nil }
-	s.st.Occurrences = map[string]int32{occurrenceKey("Pay", []byte(`{"invoice":"INV-1"}`)): 2}
-	evs := s.complete(pay("a3", "INV-1"), pay("a4", "INV-1")).Events
-	s.st.Occurrences = nil // as the commit of that transition leaves it
-	evs = append(evs, s.complete(pay("b8", "INV-2"), pay("b9", "INV-2")).Events...)
-	if reads != 1 {
-		t.Errorf("%d counts read from the store, want 1 (INV-2's first)", reads)
-	}
-	wantKeys(t, keysOf(evs), map[string]string{"a3": payKey("wf", "INV-1", 3), "a4": payKey("wf", "INV-1", 4),
-		"b8": payKey("wf", "INV-2", 8), "b9": payKey("wf", "INV-2", 9)})
 }
 
 // TestOccurrencesThroughCrashPoints: the store dies just before the
@@ -375,7 +356,7 @@ func TestDamagedOccurrenceCounterQuarantinesTheRun(t *testing.T) {
 			h := newHarness(t)
 			ref := history.RunRef{WorkflowID: "wf", RunID: h.start("wf", "W")}
 			h.complete(h.pollWFT("q"), pay("a1", "INV-1"))
-			key := occurrenceRecordKey(ref, occurrenceKey("Pay", []byte(`{"invoice":"INV-1"}`)))
+			key := occurrenceRecordKey(ref, machine.OccurrenceKey("Pay", []byte(`{"invoice":"INV-1"}`)))
 			if how == "short value" {
 				if err := h.store.Commit(h.ctx(), &history.Batch{Puts: []history.Record{{Space: history.SpaceIndex, Key: key,
 					Value: []byte{0, 1}}}}); err != nil {
@@ -424,7 +405,7 @@ func TestLargeEarlierFormMigratesInChunks(t *testing.T) {
 	invoice := map[string]string{}
 	for i := range extra {
 		inv := fmt.Sprintf("X-%d", i)
-		invoice[occurrenceKey("Pay", []byte(fmt.Sprintf(`{"invoice":%q}`, inv)))] = inv
+		invoice[machine.OccurrenceKey("Pay", []byte(fmt.Sprintf(`{"invoice":%q}`, inv)))] = inv
 	}
 	toEarlierForm(t, h, ref)
 	st := readState(t, h, ref)
@@ -474,7 +455,7 @@ func TestLargeEarlierFormMigratesInChunks(t *testing.T) {
 	}
 	h.close()
 	h.openStoreOnly()
-	if st, recs := readState(t, h, ref), occurrenceRecords(t, h, ref); st.Occurrences != nil || len(recs) != extra+1 || recs[occurrenceKey("Pay", []byte(`{"invoice":"INV-1"}`))] != 2 {
+	if st, recs := readState(t, h, ref), occurrenceRecords(t, h, ref); st.Occurrences != nil || len(recs) != extra+1 || recs[machine.OccurrenceKey("Pay", []byte(`{"invoice":"INV-1"}`))] != 2 {
 		t.Fatalf("after %d writes: %d counters left in the map, %d records", extra/migrateChunk+2, len(st.Occurrences), len(recs))
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/machine"
 	"github.com/cairnflow/cairn/history"
 )
 
@@ -45,7 +46,7 @@ type corruptRun struct {
 	current bool
 	// state is the run's last known good state (nil when the state record
 	// is what was damaged), for list and describe only.
-	state *RunState
+	state *machine.RunState
 }
 
 // quarantineRecord is what the store keeps about a quarantined run.
@@ -239,7 +240,7 @@ func (e *Engine) failParent(ctx context.Context, c *corruptRun) error {
 		return err
 	}
 	defer e.leave()
-	var p ParentRef
+	var p machine.ParentRef
 	if c.state != nil {
 		if c.state.Parent == nil {
 			return nil
@@ -254,9 +255,9 @@ func (e *Engine) failParent(ctx context.Context, c *corruptRun) error {
 		if !ok || ws.ParentWorkflowID == "" {
 			return nil
 		}
-		p = ParentRef{WorkflowID: ws.ParentWorkflowID, RunID: ws.ParentRunID, InitiatedEventID: ws.ParentInitiatedEventID}
+		p = machine.ParentRef{WorkflowID: ws.ParentWorkflowID, RunID: ws.ParentRunID, InitiatedEventID: ws.ParentInitiatedEventID}
 	}
-	failed := &RunState{WorkflowID: c.ref.WorkflowID, RunID: c.ref.RunID, Status: api.StatusFailed,
+	failed := &machine.RunState{WorkflowID: c.ref.WorkflowID, RunID: c.ref.RunID, Status: api.StatusFailed,
 		Failure: &history.Failure{Type: "DataCorrupt", Message: "the child run is quarantined: " + c.reason, NonRetryable: true}}
 	return e.transact(ctx, []string{p.WorkflowID}, func(x *txn) error {
 		pe := e.openRun(p.WorkflowID)

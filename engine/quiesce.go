@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/machine"
 )
 
 // watch is the engine-wide change signal used by test environments that
@@ -100,7 +101,7 @@ func (e *Engine) Quiescent() bool {
 }
 
 // runBusy: the run has work that needs no time to pass.
-func runBusy(st *RunState) bool {
+func runBusy(st *machine.RunState) bool {
 	if !st.Status.Open() {
 		return false
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/machine"
 	"github.com/cairnflow/cairn/history"
 )
 
@@ -36,7 +37,7 @@ func (e *Engine) noteReport(r *api.EffectReport) {
 // counters and list entries, and the run's report index), in one
 // transaction. changes are the ledger changes to apply with it. The
 // caller holds the workflow id's lock.
-func (e *Engine) recordClosedRunReport(ctx context.Context, st *RunState, changes []LedgerChange) error {
+func (e *Engine) recordClosedRunReport(ctx context.Context, st *machine.RunState, changes []machine.LedgerChange) error {
 	x := e.newTxn(e.now(), []string{st.WorkflowID})
 	nst := st
 	for _, change := range changes {
@@ -123,7 +124,7 @@ func (e *Engine) countDuplicates(ctx context.Context) error {
 // closedRunReport judges a report of an attempt whose run has closed, from
 // the action's effects-ledger entry, and records what it proves on the
 // entry and the run's record.
-func (e *Engine) closedRunReport(ctx context.Context, tok actToken, r AttemptReport) (ReportAck, error) {
+func (e *Engine) closedRunReport(ctx context.Context, tok actToken, r machine.AttemptReport) (machine.ReportAck, error) {
 	unlock := e.lock(tok.W)
 	defer unlock()
 	st, _, err := e.loadState(ctx, tok.W, tok.R)
@@ -151,19 +152,19 @@ func (e *Engine) closedRunReport(ctx context.Context, tok actToken, r AttemptRep
 	if le == nil {
 		return 0, stale
 	}
-	j := judgeClosed(le, st.RunID, r)
-	if j.err != nil || j.repeated {
-		return j.ack, j.err
+	j, err := machine.JudgeClosed(tok.W, st.RunID, sched.IdempotencyKey, le, r) // r.ScheduledEventID is tok.S
+	if err != nil || j.Repeated {
+		return j.Ack, err
 	}
-	var changes []LedgerChange
-	for i := range j.reports {
-		rep := j.reports[i]
+	var changes []machine.LedgerChange
+	for i := range j.Reports {
+		rep := j.Reports[i]
 		rep.ScheduledEventID, rep.IdempotencyKey, rep.ActivityType = tok.S, sched.IdempotencyKey, sched.ActivityType
-		changes = append(changes, LedgerChange{Key: sched.IdempotencyKey, KeepState: true, Report: &rep})
+		changes = append(changes, machine.LedgerChange{Key: sched.IdempotencyKey, KeepState: true, Report: &rep})
 	}
-	changes = append(changes, j.change(tok.S, le))
+	changes = append(changes, j.Change)
 	if err := e.recordClosedRunReport(ctx, st, changes); err != nil {
 		return 0, err
 	}
-	return j.ack, nil
+	return j.Ack, nil
 }

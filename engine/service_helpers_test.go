@@ -179,10 +179,6 @@ func cancelWF() api.Command {
 	return api.Command{Type: api.CommandCancelWorkflow, CancelWorkflow: &api.CancelWorkflowCommand{}}
 }
 
-func cancelActivityCmd(schedID int64) api.Command {
-	return api.Command{Type: api.CommandRequestCancelActivity, RequestCancelActivity: &api.RequestCancelActivityCommand{ScheduledEventID: schedID}}
-}
-
 func childCmd(id, typ string, policy history.ParentClosePolicy) api.Command {
 	return api.Command{Type: api.CommandStartChildWorkflow, StartChildWorkflow: &api.StartChildWorkflowCommand{
 		WorkflowID: id, WorkflowType: typ, Input: jsonPayload(`"child-in"`), ParentClosePolicy: policy}}

@@ -170,7 +170,7 @@ func (e *Engine) DescribeTaskQueue(ctx context.Context, req *api.DescribeTaskQue
 		return nil, err
 	}
 	defer e.leave()
-	if err := e.m.checkID("task queue", req.TaskQueue, true); err != nil {
+	if err := e.m.CheckID("task queue", req.TaskQueue, true); err != nil {
 		return nil, err
 	}
 	q := e.pollers.snapshot(e.now(), req.TaskQueue)[req.TaskQueue]

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/machine"
 	"github.com/cairnflow/cairn/history"
 )
 
@@ -120,7 +121,7 @@ func (e *Engine) fire(k timerKey) {
 		if !fireDurable(entry.state, st, out) {
 			// Nothing durable changed (a stale or renewed deadline, a sticky
 			// fallback, a backoff ending): act in memory only.
-			e.installRun(&txnRun{st: st, entry: entry, outs: []Output{out}})
+			e.installRun(&txnRun{st: st, entry: entry, outs: []machine.Output{out}})
 			return nil
 		}
 		e.stats.timersFired.Add(1)
@@ -137,12 +138,12 @@ func (e *Engine) fire(k timerKey) {
 // restart: new events, a dispatch, a close, an activity attempt moved to its
 // retry backoff (the attempt count and backoff must not be forgotten), or a
 // workflow task attempt counted.
-func fireDurable(before, st *RunState, out Output) bool {
+func fireDurable(before, st *machine.RunState, out machine.Output) bool {
 	if len(out.Events) > 0 || len(out.ActivitiesReady) > 0 || out.Closed || st.WFT.Attempt != before.WFT.Attempt {
 		return true
 	}
 	for _, d := range out.Deadlines {
-		if d.Kind == DeadlineActivityRetry {
+		if d.Kind == machine.DeadlineActivityRetry {
 			return true
 		}
 	}
@@ -220,7 +221,7 @@ func (e *Engine) recoverRun(ctx context.Context, key []byte) error {
 // again; deadlines are armed and ready tasks queued. Stale queue entries
 // and deadlines left from before are ignored when they come up. Call it
 // with the run's lock held (or during Open).
-func (e *Engine) adopt(entry *runEntry, st *RunState) {
+func (e *Engine) adopt(entry *runEntry, st *machine.RunState) {
 	st.WFT.StickyQueue, st.WFT.SeenEventID = "", 0 // caches are not trusted across a restart
 	e.m.Recovered(st, e.now())                     // heartbeats lived in memory: a fresh window
 	entry.state = st
@@ -241,7 +242,7 @@ func (e *Engine) adopt(entry *runEntry, st *RunState) {
 // recoverState reads an open run's state and checks that its history ends
 // where the state says: a history that is shorter (events lost) or longer
 // (the state rolled back) is damage. Errors that are damage are *runDamage.
-func (e *Engine) recoverState(ctx context.Context, ref history.RunRef) (*RunState, error) {
+func (e *Engine) recoverState(ctx context.Context, ref history.RunRef) (*machine.RunState, error) {
 	b, err := e.store.Get(ctx, history.SpaceRunState, stateKey(ref))
 	if errors.Is(err, history.ErrNotFound) {
 		err = &history.CorruptError{Space: history.SpaceRunState, Key: stateKey(ref), Reason: "the open-run index names this run but its state record is missing"}
@@ -269,7 +270,7 @@ func (e *Engine) recoverState(ctx context.Context, ref history.RunRef) (*RunStat
 
 // recoverOrphan applies the parent-close policy to a child whose parent
 // closed while the engine was down between the two transactions.
-func (e *Engine) recoverOrphan(st *RunState) {
+func (e *Engine) recoverOrphan(st *machine.RunState) {
 	p := st.Parent
 	if p == nil || p.ParentClosePolicy == history.ParentCloseAbandon {
 		return
@@ -282,7 +283,7 @@ func (e *Engine) recoverOrphan(st *RunState) {
 		if err != nil || pst.Status.Open() {
 			return
 		}
-		e.applyParentClose(ctx, pst, ChildInfo{WorkflowID: st.WorkflowID, RunID: st.RunID, ParentClosePolicy: p.ParentClosePolicy})
+		e.applyParentClose(ctx, pst, machine.ChildInfo{WorkflowID: st.WorkflowID, RunID: st.RunID, ParentClosePolicy: p.ParentClosePolicy})
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/machine"
 	"github.com/cairnflow/cairn/history"
 )
 
@@ -51,7 +52,7 @@ func (x *txn) start(ctx context.Context, req *api.StartWorkflowRequest) (*api.St
 			return nil, err
 		}
 	}
-	st, out := e.m.Start(StartParams{Request: *req, RunID: e.opts.NewRunID()}, x.now)
+	st, out := e.m.Start(machine.StartParams{Request: *req, RunID: e.opts.NewRunID()}, x.now)
 	tr := x.run(nil, nil, st)
 	if err := x.apply(ctx, tr, out); err != nil {
 		return nil, err
@@ -59,7 +60,7 @@ func (x *txn) start(ctx context.Context, req *api.StartWorkflowRequest) (*api.St
 	return &api.StartWorkflowResponse{RunID: st.RunID, Started: true}, nil
 }
 
-func reuseAllowed(p api.ReusePolicy, prev *RunState) error {
+func reuseAllowed(p api.ReusePolicy, prev *machine.RunState) error {
 	switch p {
 	case api.RejectDuplicate:
 		return api.Errorf(api.ErrAlreadyStarted, "workflow %q already ran (run %q, %s) and the reuse policy rejects duplicates",
@@ -79,10 +80,10 @@ func (e *Engine) SignalWorkflow(ctx context.Context, req *api.SignalWorkflowRequ
 		return nil, err
 	}
 	defer e.leave()
-	if err := firstErr(e.m.checkID("signal name", req.SignalName, true), e.m.checkPayload("signal", req.Input)); err != nil {
+	if err := firstErr(e.m.CheckID("signal name", req.SignalName, true), e.m.CheckPayload("signal", req.Input)); err != nil {
 		return nil, err
 	}
-	err := e.onOpenRun(ctx, req.WorkflowID, req.RunID, false, func(x *txn, tr *txnRun) (Output, error) {
+	err := e.onOpenRun(ctx, req.WorkflowID, req.RunID, false, func(x *txn, tr *txnRun) (machine.Output, error) {
 		return e.m.Signal(tr.st, req.SignalName, req.Input, req.Identity, x.now)
 	})
 	if err != nil {
@@ -93,7 +94,7 @@ func (e *Engine) SignalWorkflow(ctx context.Context, req *api.SignalWorkflowRequ
 
 // onOpenRun applies fn to the named open run in one transaction. With
 // mayClose, the run's parent is locked too (its close notifies the parent).
-func (e *Engine) onOpenRun(ctx context.Context, workflowID, runID string, mayClose bool, fn func(x *txn, tr *txnRun) (Output, error)) error {
+func (e *Engine) onOpenRun(ctx context.Context, workflowID, runID string, mayClose bool, fn func(x *txn, tr *txnRun) (machine.Output, error)) error {
 	ids := []string{workflowID}
 	if mayClose {
 		if p := e.parentOf(workflowID); p != nil {
@@ -128,8 +129,8 @@ func (e *Engine) SignalWithStartWorkflow(ctx context.Context, req *api.SignalWit
 	defer e.leave()
 	start := req.Start
 	start.ConflictPolicy = api.ConflictUseExisting
-	if err := firstErr(e.m.ValidateStart(&start), e.m.checkID("signal name", req.SignalName, true),
-		e.m.checkPayload("signal", req.SignalInput)); err != nil {
+	if err := firstErr(e.m.ValidateStart(&start), e.m.CheckID("signal name", req.SignalName, true),
+		e.m.CheckPayload("signal", req.SignalInput)); err != nil {
 		return nil, err
 	}
 	var resp *api.StartWorkflowResponse
@@ -160,7 +161,7 @@ func (e *Engine) RequestCancelWorkflow(ctx context.Context, req *api.CancelWorkf
 		return nil, err
 	}
 	defer e.leave()
-	err := e.onOpenRun(ctx, req.WorkflowID, req.RunID, false, func(x *txn, tr *txnRun) (Output, error) {
+	err := e.onOpenRun(ctx, req.WorkflowID, req.RunID, false, func(x *txn, tr *txnRun) (machine.Output, error) {
 		return e.m.RequestCancel(tr.st, req.Reason, req.Identity, x.now)
 	})
 	if err != nil {
@@ -175,10 +176,10 @@ func (e *Engine) TerminateWorkflow(ctx context.Context, req *api.TerminateWorkfl
 		return nil, err
 	}
 	defer e.leave()
-	if err := e.m.checkPayload("details", req.Details); err != nil {
+	if err := e.m.CheckPayload("details", req.Details); err != nil {
 		return nil, err
 	}
-	err := e.onOpenRun(ctx, req.WorkflowID, req.RunID, true, func(x *txn, tr *txnRun) (Output, error) {
+	err := e.onOpenRun(ctx, req.WorkflowID, req.RunID, true, func(x *txn, tr *txnRun) (machine.Output, error) {
 		return e.m.Terminate(tr.st, req.Reason, req.Details, req.Identity, x.now)
 	})
 	if err != nil {
@@ -193,7 +194,7 @@ func (e *Engine) ResolveActivity(ctx context.Context, req *api.ResolveActivityRe
 		return nil, err
 	}
 	defer e.leave()
-	err := e.onOpenRun(ctx, req.WorkflowID, req.RunID, false, func(x *txn, tr *txnRun) (Output, error) {
+	err := e.onOpenRun(ctx, req.WorkflowID, req.RunID, false, func(x *txn, tr *txnRun) (machine.Output, error) {
 		return e.m.Resolve(tr.st, req, x.now)
 	})
 	if err != nil {
@@ -237,7 +238,7 @@ func (e *Engine) describeRun(ctx context.Context, req *api.DescribeWorkflowReque
 	if wu, err := e.workflowUsage(ctx, st.WorkflowID); err != nil {
 		return nil, err
 	} else if wu != nil {
-		resp.WorkflowUsage = summarizeUsage(wu.Total, wu.ByModel, wu.Calls, e.opts.Pricing)
+		resp.WorkflowUsage = e.opts.Pricing.Summarize(wu.Total, wu.ByModel, wu.Calls)
 	}
 	if p := resp.Info.Pause; p != nil {
 		// The paused action's arguments, for the person deciding.
@@ -250,7 +251,7 @@ func (e *Engine) describeRun(ctx context.Context, req *api.DescribeWorkflowReque
 	return resp, nil
 }
 
-func describe(st *RunState) *api.DescribeWorkflowResponse {
+func describe(st *machine.RunState) *api.DescribeWorkflowResponse {
 	resp := &api.DescribeWorkflowResponse{Info: *summary(st), CancelRequested: st.CancelRequested}
 	for _, id := range sortedKeys(st.Activities) {
 		a := st.Activities[id]
@@ -326,12 +327,12 @@ func (e *Engine) GetHistory(ctx context.Context, req *api.GetHistoryRequest) (*a
 
 // snapshot returns a run's state and, for an open run, the channel that
 // closes at its next transition.
-func (e *Engine) snapshot(ctx context.Context, workflowID, runID string) (*RunState, chan struct{}, error) {
+func (e *Engine) snapshot(ctx context.Context, workflowID, runID string) (*machine.RunState, chan struct{}, error) {
 	st, changed, err := e.snapshotLocked(ctx, workflowID, runID)
 	return st, changed, e.settle(err)
 }
 
-func (e *Engine) snapshotLocked(ctx context.Context, workflowID, runID string) (*RunState, chan struct{}, error) {
+func (e *Engine) snapshotLocked(ctx context.Context, workflowID, runID string) (*machine.RunState, chan struct{}, error) {
 	unlock := e.lock(workflowID)
 	defer unlock()
 	st, entry, err := e.loadState(ctx, workflowID, runID)
@@ -585,7 +586,7 @@ func (e *Engine) QueryWorkflow(ctx context.Context, req *api.QueryWorkflowReques
 		return nil, err
 	}
 	defer e.leave()
-	if err := firstErr(e.m.checkID("query type", req.QueryType, true), e.m.checkPayload("query", req.Args)); err != nil {
+	if err := firstErr(e.m.CheckID("query type", req.QueryType, true), e.m.CheckPayload("query", req.Args)); err != nil {
 		return nil, err
 	}
 	st, _, err := e.snapshot(ctx, req.WorkflowID, req.RunID)

@@ -52,31 +52,6 @@ func TestContinueAsNewLinksRuns(t *testing.T) {
 	}
 }
 
-func TestRunTimeout(t *testing.T) {
-	h := newHarness(t)
-	h.startWith(api.StartWorkflowRequest{WorkflowID: "wf", RunTimeout: time.Minute})
-	task := h.pollWFT("q")
-	h.complete(task, startTimer("t", time.Hour))
-	h.advance(time.Minute - time.Millisecond)
-	if r := h.result("wf", ""); r.Closed {
-		t.Fatal("closed before the run timeout")
-	}
-	h.advance(time.Millisecond)
-	evs := h.history("wf")
-	wantTypes(t, evs, "WorkflowStarted WorkflowTaskCompleted TimerStarted WorkflowTimedOut")
-	if to, _ := find[*history.WorkflowTimedOut](t, evs); to.Timeout != "run" {
-		t.Fatalf("timed out %+v", to)
-	}
-	if r := h.result("wf", ""); r.Status != api.StatusTimedOut || r.Failure == nil {
-		t.Fatalf("result %+v", r)
-	}
-	// The timer deadline that is still armed does nothing to a closed run.
-	h.advance(time.Hour)
-	if n := h.historyLen("wf"); n != 4 {
-		t.Fatalf("%d events after the run closed", n)
-	}
-}
-
 func TestExecutionTimeoutSpansContinueAsNew(t *testing.T) {
 	h := newHarness(t)
 	h.startWith(api.StartWorkflowRequest{WorkflowID: "wf", ExecutionTimeout: 2 * time.Minute, RunTimeout: 90 * time.Second})

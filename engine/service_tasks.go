@@ -10,6 +10,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/machine"
 	"github.com/cairnflow/cairn/history"
 )
 
@@ -59,7 +60,7 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *api.PollWorkflowTask
 		return nil, err
 	}
 	defer e.leave()
-	if err := e.m.checkID("task queue", req.TaskQueue, true); err != nil {
+	if err := e.m.CheckID("task queue", req.TaskQueue, true); err != nil {
 		return nil, err
 	}
 	defer e.pollers.begin(req.TaskQueue, req.Identity, false, e.now)()
@@ -153,7 +154,7 @@ func (e *Engine) dispatchWFT(ctx context.Context, item wftItem, identity string)
 
 // workflowTask is the task of run st's workflow task dispatched under
 // epoch, from event first (its Events are the caller's to fill).
-func (e *Engine) workflowTask(st *RunState, epoch, first int64) *api.WorkflowTask {
+func (e *Engine) workflowTask(st *machine.RunState, epoch, first int64) *api.WorkflowTask {
 	return &api.WorkflowTask{
 		TaskToken:  encodeToken(&wftToken{W: st.WorkflowID, R: st.RunID, E: epoch}),
 		WorkflowID: st.WorkflowID, RunID: st.RunID, WorkflowType: st.WorkflowType, TaskQueue: st.TaskQueue,
@@ -194,7 +195,7 @@ func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *api.CompleteWork
 	if err := decodeToken(req.TaskToken, &tok); err != nil {
 		return nil, err
 	}
-	if err := e.m.checkID("sticky queue", req.StickyQueue, false); err != nil {
+	if err := e.m.CheckID("sticky queue", req.StickyQueue, false); err != nil {
 		return nil, err
 	}
 	ids := append([]string{tok.W}, commandTargets(req.Commands)...)
@@ -212,17 +213,17 @@ func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *api.CompleteWork
 			return fmt.Errorf("%w: parent lock missing", api.ErrInternal)
 		}
 		tr := x.edit(entry)
-		wc := WFTCompletion{Commands: req.Commands, StickyQueue: req.StickyQueue, Identity: req.Identity,
+		wc := machine.WFTCompletion{Commands: req.Commands, StickyQueue: req.StickyQueue, Identity: req.Identity,
 			Declarations: e.scheduleDeclarations(tr.st, req.Commands)}
 		wc.ChildRefused, wc.SignalDelivered = x.probeTargets(ctx, req.Commands)
 		out, err := e.m.CompleteWFT(tr.st, wc, x.now)
-		if errors.Is(err, ErrUnhandledEvents) {
+		if errors.Is(err, machine.ErrUnhandledEvents) {
 			unhandled = true
 			e.rescheduleWFT(entry)
 			x.runs, x.byRef = nil, map[history.RunRef]*txnRun{}
 			return nil
 		}
-		if IsRefusal(err) {
+		if machine.IsRefusal(err) {
 			// The same history through the same code makes the same
 			// commands: refusing them into a timeout would loop. The task
 			// fails with the refusal as its cause, durably.
@@ -388,7 +389,7 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *api.PollActivityTask
 		return nil, err
 	}
 	defer e.leave()
-	if err := e.m.checkID("task queue", req.TaskQueue, true); err != nil {
+	if err := e.m.CheckID("task queue", req.TaskQueue, true); err != nil {
 		return nil, err
 	}
 	defer e.pollers.begin(req.TaskQueue, req.Identity, true, e.now)()
@@ -479,7 +480,7 @@ func (e *Engine) dispatchActivity(ctx context.Context, item actItem, identity st
 		if len(out.Events) == 0 {
 			// A Read attempt: the lease lives in memory; a restart simply
 			// dispatches the attempt again.
-			tr := &txnRun{st: st, entry: entry, outs: []Output{out}}
+			tr := &txnRun{st: st, entry: entry, outs: []machine.Output{out}}
 			e.installRun(tr)
 			return nil
 		}
@@ -494,8 +495,8 @@ func (e *Engine) dispatchActivity(ctx context.Context, item actItem, identity st
 
 // activityTask is the task of a's current attempt; handedOff marks its
 // token (see actToken.H).
-func (e *Engine) activityTask(ctx context.Context, st *RunState, a *ActivityInfo, handedOff bool) (*api.ActivityTask, error) {
-	input := a.input
+func (e *Engine) activityTask(ctx context.Context, st *machine.RunState, a *machine.ActivityInfo, handedOff bool) (*api.ActivityTask, error) {
+	input := a.Input
 	if input == nil {
 		sched, err := e.scheduledEvent(ctx, st.Ref(), a.ScheduledEventID)
 		if err != nil {
@@ -511,7 +512,7 @@ func (e *Engine) activityTask(ctx context.Context, st *RunState, a *ActivityInfo
 		LeaseEpoch: a.LeaseEpoch, Effect: a.Effect, IdempotencyKey: a.IdempotencyKey, Reconcile: a.Reconciling,
 		ScheduledTime: a.ScheduledTime, StartedTime: a.StartedTime, Deadline: a.LeaseDeadline,
 		StartToCloseTimeout: a.Options.StartToCloseTimeout, HeartbeatTimeout: a.Options.HeartbeatTimeout,
-		HeartbeatDetails: a.HeartbeatDetails, MaxResultBytes: e.m.Limits.MaxPayloadBytes, HardDeadline: hardDeadline(a),
+		HeartbeatDetails: a.HeartbeatDetails, MaxResultBytes: e.m.Limits.MaxPayloadBytes, HardDeadline: a.HardDeadline(),
 		Metered: a.Metered,
 		KeyTask: a.KeyPending,
 	}, nil
@@ -560,7 +561,7 @@ func (e *Engine) CompleteActivity(ctx context.Context, req *api.CompleteActivity
 	if err := decodeToken(req.TaskToken, &tok); err != nil {
 		return nil, err
 	}
-	err := e.report(ctx, tok, AttemptReport{Kind: ReportCompleted, Result: req.Result, ResultOmitted: req.ResultOmitted,
+	err := e.report(ctx, tok, machine.AttemptReport{Kind: machine.ReportCompleted, Result: req.Result, ResultOmitted: req.ResultOmitted,
 		Identity: req.Identity, Usage: req.Usage, HeartbeatDetails: req.HeartbeatDetails, KeyMaterial: req.KeyMaterial})
 	if err != nil {
 		return nil, err
@@ -611,14 +612,14 @@ func (e *Engine) scheduledEvent(ctx context.Context, ref history.RunRef, schedID
 	return s, nil
 }
 
-// report applies an attempt's report (machine_report.go) in one
+// report applies an attempt's report (engine/machine, report.go) in one
 // transaction: the current attempt's outcome, or a late report judged
 // against the attempt records — from the run's state while the activity is
 // pending, from the action's effects-ledger entry once it has closed, and
 // after the run has closed through closedRunReport.
-func (e *Engine) report(ctx context.Context, tok actToken, r AttemptReport) error {
+func (e *Engine) report(ctx context.Context, tok actToken, r machine.AttemptReport) error {
 	r.ScheduledEventID, r.Epoch, r.Attempt, r.Lookup = tok.S, tok.E, tok.A, tok.L
-	var ack ReportAck
+	var ack machine.ReportAck
 	err := e.transact(ctx, []string{tok.W}, func(x *txn) error {
 		if c := e.corrupt.lookup(tok.W, tok.R); c != nil {
 			return c.err()
@@ -632,16 +633,19 @@ func (e *Engine) report(ctx context.Context, tok actToken, r AttemptReport) erro
 		if tok.H && (!pending || a.LeaseEpoch != tok.E) {
 			// A Read attempt handed over before its schedule was durable:
 			// S may name another activity now. Only its own lease counts.
-			return staleAttempt(tr.st, r)
+			return r.StaleError(tr.st)
 		}
-		var le *LedgerEntry
+		var (
+			key string
+			le  *machine.LedgerEntry
+		)
 		if !pending {
 			sched, err := e.tokenActivity(ctx, tr.st, tok)
 			if err != nil {
 				return err
 			}
-			if sched.IdempotencyKey != "" {
-				if le, err = e.ledgerEntry(ctx, tok.W, sched.IdempotencyKey); err != nil {
+			if key = sched.IdempotencyKey; key != "" {
+				if le, err = e.ledgerEntry(ctx, tok.W, key); err != nil {
 					return damaged(tr.st.Ref(), true, err)
 				}
 			}
@@ -649,7 +653,7 @@ func (e *Engine) report(ctx context.Context, tok actToken, r AttemptReport) erro
 		if pending && a.ShareResult {
 			r.Result = sharedResult(r.Result)
 		}
-		out, a2, err := e.m.Report(tr.st, r, le, x.now)
+		out, a2, err := e.m.Report(tr.st, r, key, le, x.now)
 		if err != nil {
 			return err
 		}
@@ -659,7 +663,7 @@ func (e *Engine) report(ctx context.Context, tok actToken, r AttemptReport) erro
 	if errors.Is(err, errRunNotOpen) && !tok.H {
 		ack, err = e.closedRunReport(ctx, tok, r)
 	}
-	if err == nil && ack == AckStale {
+	if err == nil && ack == machine.AckStale {
 		err = api.Errorf(api.ErrStaleAttempt, "activity %d of workflow %q: lease %d (attempt %d) is not current; its report was recorded",
 			tok.S, tok.W, tok.E, tok.A)
 	}
@@ -669,7 +673,7 @@ func (e *Engine) report(ctx context.Context, tok actToken, r AttemptReport) erro
 // tokenActivity returns the ActivityScheduled event an activity token
 // names, refusing a token that names no activity of the run as an invalid
 // argument (a client's mistake, not damage to the store).
-func (e *Engine) tokenActivity(ctx context.Context, st *RunState, tok actToken) (*history.ActivityScheduled, error) {
+func (e *Engine) tokenActivity(ctx context.Context, st *machine.RunState, tok actToken) (*history.ActivityScheduled, error) {
 	if tok.S < 1 || tok.S >= st.NextEventID {
 		return nil, api.Errorf(api.ErrInvalidArgument, "task token names event %d of workflow %q run %q, which has %d events",
 			tok.S, tok.W, tok.R, st.NextEventID-1)
@@ -696,24 +700,24 @@ func (e *Engine) FailActivity(ctx context.Context, req *api.FailActivityRequest)
 	if err := decodeToken(req.TaskToken, &tok); err != nil {
 		return nil, err
 	}
-	if err := e.m.checkPayload("failure details", req.Failure.Details); err != nil {
+	if err := e.m.CheckPayload("failure details", req.Failure.Details); err != nil {
 		// Refusing the report would leave the attempt to its lease: record
 		// the failure without its details.
 		req.Failure.Details = history.Payload{}
 		req.Failure.Message += fmt.Sprintf(" (failure details dropped: over the limit of %d bytes)", e.m.Limits.MaxPayloadBytes)
 	}
-	kind := ReportFailed
+	kind := machine.ReportFailed
 	switch {
 	case req.NotStarted:
-		kind = ReportNotStarted
+		kind = machine.ReportNotStarted
 	case req.Canceled:
-		kind = ReportCanceled
+		kind = machine.ReportCanceled
 	case req.NotHappened:
-		kind = ReportNotHappened
+		kind = machine.ReportNotHappened
 	case req.OutcomeUnknown:
-		kind = ReportUnknown
+		kind = machine.ReportUnknown
 	}
-	if err := e.report(ctx, tok, AttemptReport{Kind: kind, Failure: req.Failure, Identity: req.Identity, Usage: req.Usage,
+	if err := e.report(ctx, tok, machine.AttemptReport{Kind: kind, Failure: req.Failure, Identity: req.Identity, Usage: req.Usage,
 		RetryAfter: req.RetryAfter, HeartbeatDetails: req.HeartbeatDetails}); err != nil {
 		return nil, err
 	}

@@ -10,7 +10,8 @@ import (
 
 // Service-level scenarios: every test drives *Engine through api.Service
 // with scripted in-test workers, on an on-disk Badger store and a fake
-// clock (see harness_test.go).
+// clock (see harness_test.go). Scenarios that judge only the machine's
+// decisions are scripted in engine/machine.
 
 var _ api.Service = (*Engine)(nil)
 
@@ -55,28 +56,6 @@ func TestTimerOneDay(t *testing.T) {
 	h.advance(time.Hour)
 	wantTypes(t, h.history("wf"), "WorkflowStarted WorkflowTaskCompleted TimerStarted TimerFired")
 	h.complete(h.pollWFT("q"), completeWF(`"slept"`))
-}
-
-func TestTimerCancel(t *testing.T) {
-	h := newHarness(t)
-	h.start("wf", "T")
-	h.complete(h.pollWFT("q"), startTimer("t1", time.Hour), startTimer("t2", 2*time.Hour))
-	h.signal("wf", "stop", `1`)
-	h.complete(h.pollWFT("q"), cancelTimerCmd("t1"))
-	if d := h.describe("wf"); len(d.PendingTimers) != 1 || d.PendingTimers[0].TimerID != "t2" {
-		t.Fatalf("pending timers %+v", d.PendingTimers)
-	}
-	h.advance(time.Hour)
-	evs := h.history("wf")
-	wantTypes(t, evs, "WorkflowStarted WorkflowTaskCompleted TimerStarted TimerStarted SignalReceived WorkflowTaskCompleted TimerCanceled")
-	if c, _ := find[*history.TimerCanceled](t, evs); c.TimerID != "t1" || c.StartedEventID != 3 {
-		t.Fatalf("TimerCanceled %+v", c)
-	}
-	h.noWFT("q")
-	h.advance(time.Hour)
-	if evs := h.history("wf"); evs[len(evs)-1].Type() != history.TypeTimerFired {
-		t.Fatalf("t2 did not fire:\n%s", types(evs))
-	}
 }
 
 // --- workflow tasks ---

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/machine"
 	"github.com/cairnflow/cairn/history"
 )
 
@@ -43,7 +44,7 @@ func (x *txn) edit(entry *runEntry) *txnRun {
 
 // apply records out for tr and performs the cross-run consequences it asks
 // for, inside the same transaction.
-func (x *txn) apply(ctx context.Context, tr *txnRun, out Output) error {
+func (x *txn) apply(ctx context.Context, tr *txnRun, out machine.Output) error {
 	x.record(tr, out)
 	keepInputs(tr.st, out.Events)
 	if err := x.dedupe(ctx, tr, out.Events); err != nil {
@@ -80,7 +81,7 @@ func (x *txn) need(workflowID string) error {
 }
 
 // startChild creates a child run decided by the parent's command.
-func (x *txn) startChild(parent *txnRun, cs ChildStart) error {
+func (x *txn) startChild(parent *txnRun, cs machine.ChildStart) error {
 	if err := x.need(cs.Params.Request.WorkflowID); err != nil {
 		return err
 	}
@@ -91,7 +92,7 @@ func (x *txn) startChild(parent *txnRun, cs ChildStart) error {
 }
 
 // deliverSignal appends a signal to another open run.
-func (x *txn) deliverSignal(so SignalOut) error {
+func (x *txn) deliverSignal(so machine.SignalOut) error {
 	if err := x.need(so.WorkflowID); err != nil {
 		return err
 	}
@@ -127,7 +128,7 @@ func (x *txn) findOpen(workflowID string) *txnRun {
 }
 
 // notifyParent tells an open parent that its child closed.
-func (x *txn) notifyParent(ctx context.Context, child *RunState) error {
+func (x *txn) notifyParent(ctx context.Context, child *machine.RunState) error {
 	p := child.Parent
 	if p == nil {
 		return nil
@@ -154,12 +155,12 @@ func (x *txn) notifyParent(ctx context.Context, child *RunState) error {
 
 // keepInputs keeps the inputs of newly scheduled activities in memory (a
 // copy: the request's buffers are the caller's).
-func keepInputs(st *RunState, events []history.Event) {
+func keepInputs(st *machine.RunState, events []history.Event) {
 	for _, ev := range events {
 		if s, ok := ev.Attrs.(*history.ActivityScheduled); ok {
 			if a := st.Activities[ev.ID]; a != nil {
 				in := clonePayload(s.Input)
-				a.input = &in
+				a.Input = &in
 			}
 		}
 	}
@@ -193,9 +194,9 @@ func (x *txn) dedupe(ctx context.Context, tr *txnRun, events []history.Event) er
 			continue
 		}
 		switch entry.State {
-		case LedgerCompleted:
+		case machine.LedgerCompleted:
 			x.record(tr, x.e.m.Deduplicate(tr.st, schedID, entry.Result, entry.ResultOmitted, entry.RunID, entry.ScheduledEventID, x.now))
-		case LedgerInFlight, LedgerUnknown:
+		case machine.LedgerInFlight, machine.LedgerUnknown:
 			if entry.RunID != tr.st.RunID {
 				reason := fmt.Sprintf("run %s already started this action (%s, key %s) and its outcome is unknown", entry.RunID,
 					entry.ActivityType, key)
@@ -210,7 +211,7 @@ func (x *txn) dedupe(ctx context.Context, tr *txnRun, events []history.Event) er
 // The caller holds the run's lock.
 func (e *Engine) installRun(tr *txnRun) {
 	st := tr.st
-	st.occ = nil // committed: read from the store from now on (occurrences.go)
+	st.OccurrencesCommitted() // read from the store from now on (occurrences.go)
 	entry := tr.entry
 	if entry != nil && st.Status.Open() {
 		// The common case: an open run moves on. Its state is read and
@@ -245,7 +246,7 @@ func (e *Engine) installRun(tr *txnRun) {
 }
 
 // afterCommit dispatches what a committed output asks for.
-func (e *Engine) afterCommit(entry *runEntry, st *RunState, out Output) {
+func (e *Engine) afterCommit(entry *runEntry, st *machine.RunState, out machine.Output) {
 	if out.WFTReady && st.WFT.Scheduled && !st.WFT.Started {
 		e.enqueueWFT(entry, st)
 	}
@@ -267,7 +268,7 @@ func (e *Engine) afterCommit(entry *runEntry, st *RunState, out Output) {
 
 // enqueueWFT puts the run's workflow task on the sticky queue of the worker
 // that caches the run, or on the run's task queue.
-func (e *Engine) enqueueWFT(entry *runEntry, st *RunState) {
+func (e *Engine) enqueueWFT(entry *runEntry, st *machine.RunState) {
 	seq := e.seq.Add(1)
 	sticky := st.WFT.StickyQueue != ""
 	if d, ok := e.m.WFTEnqueued(st, seq, sticky, e.now()); ok {
@@ -282,7 +283,7 @@ func (e *Engine) enqueueWFT(entry *runEntry, st *RunState) {
 
 // closeChildren applies the parent-close policy to a closed parent's open
 // children, each in its own transaction, in the background.
-func (e *Engine) closeChildren(parent *RunState, children []ChildInfo) {
+func (e *Engine) closeChildren(parent *machine.RunState, children []machine.ChildInfo) {
 	e.background(func() {
 		ctx := context.Background()
 		for _, c := range children {
@@ -291,7 +292,7 @@ func (e *Engine) closeChildren(parent *RunState, children []ChildInfo) {
 	})
 }
 
-func (e *Engine) applyParentClose(ctx context.Context, parent *RunState, c ChildInfo) {
+func (e *Engine) applyParentClose(ctx context.Context, parent *machine.RunState, c machine.ChildInfo) {
 	if p := e.parentOf(c.WorkflowID); p == nil || p.WorkflowID != parent.WorkflowID {
 		return // the child closed already (or its id now belongs to another run)
 	}

@@ -9,6 +9,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/machine"
 	"github.com/cairnflow/cairn/history"
 )
 
@@ -112,7 +113,7 @@ func (h *streamHub) publish(ref history.RunRef, schedID int64, a liveAttempt, de
 // settle ends the streams of attempts a committed transition ended: done
 // for an activity that completed, superseded otherwise. A closed run's
 // stream is closed.
-func (h *streamHub) settle(ref history.RunRef, st *RunState, events []history.Event, now time.Time) {
+func (h *streamHub) settle(ref history.RunRef, st *machine.RunState, events []history.Event, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s, ok := h.open[ref]
@@ -202,7 +203,7 @@ func (e *Engine) PublishStream(ctx context.Context, req *api.PublishStreamReques
 	if entry == nil || entry.ref.RunID != tok.R {
 		return nil, api.Errorf(api.ErrStaleAttempt, "workflow %q run %q is not open", tok.W, tok.R)
 	}
-	a, err := e.m.current(entry.state, tok.S, tok.E)
+	a, err := e.m.Current(entry.state, tok.S, tok.E)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/machine"
 	"github.com/cairnflow/cairn/history"
 )
 
@@ -41,7 +42,7 @@ func (e *Engine) GetTranscript(ctx context.Context, req *api.GetTranscriptReques
 type transcriptBuilder struct {
 	ctx     context.Context
 	src     history.ChunkSource
-	st      *RunState
+	st      *machine.RunState
 	items   []api.TranscriptItem
 	emitted map[string]bool
 	tools   map[string]*api.ToolCallInfo // by "<turn>:<call id>"
@@ -113,7 +114,7 @@ func (b *transcriptBuilder) build(ctx context.Context, evs []history.Event) erro
 	return nil
 }
 
-func pendingState(a *ActivityInfo) string {
+func pendingState(a *machine.ActivityInfo) string {
 	switch a.State {
 	case api.ActivityStateStarted:
 		if a.Reconciling {

@@ -8,6 +8,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/machine"
 	"github.com/cairnflow/cairn/history"
 )
 
@@ -20,11 +21,11 @@ func ledgerKey(workflowID, key string) []byte {
 
 // Index keys: "a" lists every run by start time, "s" by status then start
 // time, "o" names the open runs (scanned on Open).
-func indexAllKey(st *RunState) []byte {
+func indexAllKey(st *machine.RunState) []byte {
 	return history.Key().Str("a").Int(st.StartTime.UnixNano()).Str(st.WorkflowID).Str(st.RunID).Bytes()
 }
 
-func indexStatusKey(status api.Status, st *RunState) []byte {
+func indexStatusKey(status api.Status, st *machine.RunState) []byte {
 	return history.Key().Str("s").Int(int64(status)).Int(st.StartTime.UnixNano()).Str(st.WorkflowID).Str(st.RunID).Bytes()
 }
 
@@ -34,7 +35,7 @@ func indexOpenKey(r history.RunRef) []byte {
 
 var bootKey = history.Key().Str("boot").Bytes()
 
-func encodeState(st *RunState) ([]byte, error) {
+func encodeState(st *machine.RunState) ([]byte, error) {
 	b, err := api.MarshalMsgpack(st)
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode run state: %w", api.ErrInternal, err)
@@ -42,8 +43,8 @@ func encodeState(st *RunState) ([]byte, error) {
 	return b, nil
 }
 
-func decodeState(b []byte) (*RunState, error) {
-	st := new(RunState)
+func decodeState(b []byte) (*machine.RunState, error) {
+	st := new(machine.RunState)
 	if err := msgpack.Unmarshal(b, st); err != nil {
 		return nil, fmt.Errorf("%w: %w: run state: %w", api.ErrInternal, history.ErrCorrupt, err)
 	}
@@ -60,19 +61,19 @@ type txn struct {
 	byRef map[history.RunRef]*txnRun
 	// ledger holds the effects-ledger entries this transaction changes,
 	// by record key, read once and written once (see ledger.go).
-	ledgerEntries map[string]*LedgerEntry
+	ledgerEntries map[string]*machine.LedgerEntry
 	// newChunks are the payload chunks the batch writes (by hash).
 	newChunks map[string]struct{}
 }
 
 // txnRun is one run touched by a transaction.
 type txnRun struct {
-	before  *RunState // installed state before (nil for a new run)
-	st      *RunState // the new state
+	before  *machine.RunState // installed state before (nil for a new run)
+	st      *machine.RunState // the new state
 	entry   *runEntry
 	first   int64 // NextEventID before the transaction
 	events  []history.Event
-	outs    []Output
+	outs    []machine.Output
 	created bool
 }
 
@@ -85,7 +86,7 @@ func (e *Engine) newTxn(now time.Time, held []string) *txn {
 }
 
 // run registers a run's working copy. Call once per run, before record.
-func (x *txn) run(entry *runEntry, before, st *RunState) *txnRun {
+func (x *txn) run(entry *runEntry, before, st *machine.RunState) *txnRun {
 	// The history continues from the installed state: st may already have
 	// been advanced by the machine (fire, dispatch) before it is registered.
 	tr := &txnRun{before: before, st: st, entry: entry, first: 1, created: true}
@@ -98,7 +99,7 @@ func (x *txn) run(entry *runEntry, before, st *RunState) *txnRun {
 }
 
 // record adds an Output produced for tr.
-func (x *txn) record(tr *txnRun, out Output) {
+func (x *txn) record(tr *txnRun, out machine.Output) {
 	tr.events = append(tr.events, out.Events...)
 	tr.outs = append(tr.outs, out)
 }
@@ -171,12 +172,12 @@ func (x *txn) index(tr *txnRun) error {
 }
 
 // countsChanged reports whether the effect counters the list shows moved.
-func countsChanged(before, st *RunState) bool {
+func countsChanged(before, st *machine.RunState) bool {
 	return before != nil && (before.Duplicates != st.Duplicates || before.EffectConflicts != st.EffectConflicts)
 }
 
 // summary is what the list indexes store about a run.
-func summary(st *RunState) *api.WorkflowInfo {
+func summary(st *machine.RunState) *api.WorkflowInfo {
 	info := &api.WorkflowInfo{
 		WorkflowID: st.WorkflowID, RunID: st.RunID, WorkflowType: st.WorkflowType, TaskQueue: st.TaskQueue,
 		Status: st.EffectiveStatus(), StartTime: st.StartTime, CloseTime: st.CloseTime, HistoryLength: st.NextEventID - 1,
@@ -189,7 +190,7 @@ func summary(st *RunState) *api.WorkflowInfo {
 		info.Pause = &api.PauseInfo{ScheduledEventID: a.ScheduledEventID, ActivityID: a.ActivityID, ActivityType: a.ActivityType,
 			IdempotencyKey: a.IdempotencyKey, Attempt: a.Attempt, Reason: a.UnknownReason, Since: a.UnknownSince,
 			Kind: api.PauseOutcomeUnknown}
-	} else if held := st.held(); len(held) > 0 && st.Status.Open() {
+	} else if held := st.Held(); len(held) > 0 && st.Status.Open() {
 		a := held[0]
 		info.Pause = &api.PauseInfo{ScheduledEventID: a.ScheduledEventID, ActivityID: a.ActivityID, ActivityType: a.ActivityType,
 			Attempt: a.Attempt, Reason: a.HeldReason, Since: a.HeldSince, Kind: api.PauseBudget}
@@ -232,7 +233,7 @@ func (x *txn) commit(ctx context.Context) error {
 type handedOff struct {
 	e         *Engine
 	tr        *txnRun
-	deadlines []Deadline
+	deadlines []machine.Deadline
 	wftNext   int64 // the workflow task's NextEventID, 0 if none was handed off
 }
 
@@ -317,12 +318,12 @@ func (x *txn) handOffActivities(h *handedOff) {
 	for _, out := range h.tr.outs {
 		for _, id := range out.ActivitiesReady {
 			a, ok := st.Activities[id]
-			if !ok || a.State != api.ActivityStateScheduled || a.Effect != history.Read || a.Reconciling || a.input == nil ||
+			if !ok || a.State != api.ActivityStateScheduled || a.Effect != history.Read || a.Reconciling || a.Input == nil ||
 				e.actQ.Waiting(a.Options.TaskQueue) == 0 {
 				continue
 			}
 			epoch := e.nextEpoch()
-			var lease []Deadline
+			var lease []machine.Deadline
 			e.actQ.OfferBuilt(a.Options.TaskQueue, func(identity string) (actItem, bool) {
 				if e.upgrades(a) {
 					// The waiting poller declared it: it is dispatched the
@@ -362,7 +363,7 @@ func (h *handedOff) installed() {
 	}
 }
 
-func wftReady(outs []Output) bool {
+func wftReady(outs []machine.Output) bool {
 	for _, o := range outs {
 		if o.WFTReady {
 			return true

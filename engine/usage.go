@@ -103,3 +103,11 @@ func (e *Engine) UpdateBudget(ctx context.Context, req *api.UpdateBudgetRequest)
 	}
 	return &api.UpdateBudgetResponse{Budget: *status}, nil
 }
+
+// addTotal adds u to a total over several models (which names none), as
+// machine.RunState.Usage sums a run's.
+func addTotal(total, u history.Usage) history.Usage {
+	total = total.Add(u)
+	total.Model = ""
+	return total
+}

@@ -1,13 +1,10 @@
-package engine
+package machine
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/cairnflow/cairn/engine/api"
@@ -18,27 +15,39 @@ import (
 // events, new state, what to dispatch, which deadlines to arm, what other
 // runs it touches). It starts no goroutine, reads no clock, and does no I/O
 // but one read, through Occurrence, when it assigns an idempotency key;
-// the Service (engine.go) owns the store, the locks and the queues and runs
-// every input through a Machine inside one store transaction.
+// the service (package engine) owns the store, the locks and the queues
+// and runs every input through a Machine inside one store transaction.
+//
+// Its fields are its configuration, set before the first input and not
+// changed after; what it needs of the service comes in as functions
+// (NewRunID, Occurrence). A Machine holds no state of its own: one serves
+// any number of runs, from several goroutines at once when those functions
+// allow it, as long as each run state is used by one goroutine at a time.
 //
 // Every input method mutates the state it is given and returns an Output.
 // On error nothing in Output is meaningful and the caller must discard the
 // state (the service always hands the machine a Clone).
 type Machine struct {
-	Limits   Limits
+	// Limits bound what one run may hold; they must be filled
+	// (Limits.FillDefaults).
+	Limits Limits
+	// Defaults fill unset timeouts and policies; they must be filled
+	// (Defaults.FillDefaults).
 	Defaults Defaults
 	// DriftMargin is added to a lost attempt's lease deadline before the
-	// engine treats it as unable to act (Options.LeaseDriftMargin).
+	// engine treats it as unable to act (engine.Options.LeaseDriftMargin).
 	DriftMargin time.Duration
-	// NewRunID returns a fresh run id (random in the service, a counter in
-	// tests).
+	// NewRunID returns a fresh run id, for a child or the next run of a
+	// continue-as-new (random in the service, a counter in tests).
 	NewRunID func() string
 	// Pricing prices reported usage (cost 0 for a model it lacks).
 	Pricing Pricing
 	// Occurrence returns the committed count of a run's occurrence counter
-	// (occurrences.go): the one record the machine reads, when it assigns
-	// an idempotency key. The service reads it from the store; nil means
-	// none is committed (a machine whose states live in memory only).
+	// okey (OccurrenceKey; 0 when there is none): the one record the
+	// machine reads, when it assigns an idempotency key. The service reads
+	// it from the store (engine/occurrences.go), and an error fails the
+	// input; nil means none is committed (a machine whose states live in
+	// memory only).
 	Occurrence func(ref history.RunRef, okey string) (int32, error)
 }
 
@@ -122,7 +131,7 @@ type SignalOut struct {
 // ErrUnhandledEvents is returned by CompleteWorkflowTask when the commands
 // close the run but events arrived while the task ran: the code must see
 // them first. The task is rescheduled; nothing is written.
-var ErrUnhandledEvents = errors.New("engine: new events arrived while the workflow task ran")
+var ErrUnhandledEvents = errors.New("machine: new events arrived while the workflow task ran")
 
 type transition struct {
 	m   *Machine
@@ -305,7 +314,10 @@ func (m *Machine) checkGrowth(st *RunState, n int64) error {
 // history only grows.
 type historyFullError struct{ msg string }
 
+// Error implements error.
 func (e *historyFullError) Error() string { return api.ErrLimitExceeded.Error() + ": " + e.msg }
+
+// Unwrap makes the error an api.ErrLimitExceeded.
 func (e *historyFullError) Unwrap() error { return api.ErrLimitExceeded }
 
 // close ends the run.
@@ -329,42 +341,6 @@ func (t *transition) close(status api.Status, result history.Payload, failure *h
 // suggest continuing as new.
 func (m *Machine) SuggestContinueAsNew(st *RunState) bool {
 	return m.Limits.SuggestContinueAsNewAt > 0 && st.NextEventID-1 >= m.Limits.SuggestContinueAsNewAt
-}
-
-// idempotencyKey derives an action's key; see docs/effects.md.
-func idempotencyKey(workflowID, activityType string, material []byte, occurrence int32) string {
-	h := sha256.New()
-	writeField(h, []byte(workflowID))
-	writeField(h, []byte(activityType))
-	writeField(h, material)
-	writeField(h, []byte(strconv.FormatInt(int64(occurrence), 10)))
-	return hex.EncodeToString(h.Sum(nil)[:16])
-}
-
-// IdempotencyKey is the exported form of the key derivation, for tools and
-// tests: hash(workflow id, activity type, key material, occurrence).
-func IdempotencyKey(workflowID, activityType string, material []byte, occurrence int32) string {
-	return idempotencyKey(workflowID, activityType, material, occurrence)
-}
-
-type byteWriter interface{ Write([]byte) (int, error) }
-
-// writeField writes a length-prefixed field so that no two different
-// tuples hash the same bytes.
-func writeField(h byteWriter, b []byte) {
-	var n [8]byte
-	l := uint64(len(b))
-	for i := 7; i >= 0; i-- {
-		n[i] = byte(l)
-		l >>= 8
-	}
-	_, _ = h.Write(n[:])
-	_, _ = h.Write(b)
-}
-
-func occurrenceKey(activityType string, material []byte) string {
-	sum := sha256.Sum256(material)
-	return activityType + "\x00" + hex.EncodeToString(sum[:12])
 }
 
 // backoff returns the wait before retry number attempt+1.
@@ -404,7 +380,10 @@ func retryable(p *history.RetryPolicy, f *history.Failure, attempt int32) bool {
 	return f == nil || !slices.Contains(p.NonRetryableErrorTypes, f.Type)
 }
 
-func (m *Machine) checkID(what, id string, required bool) error {
+// CheckID checks an id or a name against Limits.MaxIDBytes (and, when
+// required, that it is set): api.ErrLimitExceeded or
+// api.ErrInvalidArgument naming what it is.
+func (m *Machine) CheckID(what, id string, required bool) error {
 	if required && id == "" {
 		return api.Errorf(api.ErrInvalidArgument, "%s is required", what)
 	}
@@ -414,7 +393,9 @@ func (m *Machine) checkID(what, id string, required bool) error {
 	return nil
 }
 
-func (m *Machine) checkPayload(what string, p history.Payload) error {
+// CheckPayload checks the bytes payload p adds against
+// Limits.MaxPayloadBytes: api.ErrLimitExceeded naming what it is.
+func (m *Machine) CheckPayload(what string, p history.Payload) error {
 	if len(p.Data) > m.Limits.MaxPayloadBytes {
 		return api.Errorf(api.ErrLimitExceeded, "%s payload is %d bytes, limit %d", what, len(p.Data), m.Limits.MaxPayloadBytes)
 	}
@@ -426,7 +407,7 @@ func (m *Machine) ValidateStart(req *api.StartWorkflowRequest) error {
 	for _, c := range []struct {
 		what, id string
 	}{{"workflow id", req.WorkflowID}, {"workflow type", req.WorkflowType}, {"task queue", req.TaskQueue}} {
-		if err := m.checkID(c.what, c.id, true); err != nil {
+		if err := m.CheckID(c.what, c.id, true); err != nil {
 			return err
 		}
 	}
@@ -436,7 +417,7 @@ func (m *Machine) ValidateStart(req *api.StartWorkflowRequest) error {
 	if req.ReusePolicy > api.RejectDuplicate || req.ConflictPolicy > api.ConflictUseExisting {
 		return api.Errorf(api.ErrInvalidArgument, "unknown reuse or conflict policy")
 	}
-	return m.checkPayload("input", req.Input)
+	return m.CheckPayload("input", req.Input)
 }
 
 func fmtFailure(f *history.Failure) string {

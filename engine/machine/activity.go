@@ -1,4 +1,4 @@
-package engine
+package machine
 
 import (
 	"fmt"
@@ -16,28 +16,12 @@ const (
 	outcomeLeaseLost = "lease_lost"
 )
 
-// LedgerState is where an idempotency key stands in the effects ledger.
-type LedgerState uint8
-
-// The ledger states.
-const (
-	// LedgerInFlight: intent recorded, no outcome yet.
-	LedgerInFlight LedgerState = iota + 1
-	// LedgerCompleted: the action happened; the entry holds its result.
-	LedgerCompleted
-	// LedgerUnknown: an attempt's outcome is unknown.
-	LedgerUnknown
-	// LedgerNotHappened: the action did not take place (failed for good,
-	// resolved as not happened); a later schedule may perform it.
-	LedgerNotHappened
-)
-
 // scheduleActivity schedules an activity. d, when known, is the activity
 // as the workers of its task queue declare it: the stronger class of the
 // two applies, the declared Reconcile lookup, and — when the workflow's
 // worker did not compute the key material the way the declaration says
 // (it did not declare the activity, or not its business key) — the key
-// waits for a key task (machine_keys.go).
+// waits for a key task (keys.go).
 func (t *transition) scheduleActivity(c *api.ScheduleActivityCommand, wtc int64, d *api.ActivityDeclaration) func() {
 	st := t.st
 	opts := c.Options
@@ -148,8 +132,9 @@ func (t *transition) dispatch(a *ActivityInfo, epoch int64, identity string) {
 	t.deadline(Deadline{At: a.LeaseDeadline, Kind: DeadlineActivityLease, ID: a.ScheduledEventID, Epoch: epoch})
 }
 
-// hardDeadline is when an attempt ends whatever its heartbeats say.
-func hardDeadline(a *ActivityInfo) time.Time {
+// HardDeadline is when the current attempt ends whatever its heartbeats
+// say: its start-to-close timeout, else its schedule-to-close timeout.
+func (a *ActivityInfo) HardDeadline() time.Time {
 	if a.Options.StartToCloseTimeout == 0 {
 		return a.ScheduledTime.Add(a.Options.ScheduleToCloseTimeout)
 	}
@@ -158,15 +143,17 @@ func hardDeadline(a *ActivityInfo) time.Time {
 
 // leaseDeadline is when an attempt's lease ends without news from the worker.
 func leaseDeadline(a *ActivityInfo, from time.Time) time.Time {
-	end := hardDeadline(a)
+	end := a.HardDeadline()
 	if hb := a.Options.HeartbeatTimeout; hb > 0 && from.Add(hb).Before(end) {
 		return from.Add(hb)
 	}
 	return end
 }
 
-// current returns the activity if epoch names its live attempt.
-func (m *Machine) current(st *RunState, schedID, epoch int64) (*ActivityInfo, error) {
+// Current returns the activity scheduled as schedID if epoch names its
+// live attempt: api.ErrStaleAttempt when it does not, api.ErrWorkflowClosed
+// when the run has closed.
+func (m *Machine) Current(st *RunState, schedID, epoch int64) (*ActivityInfo, error) {
 	a, ok := st.Activities[schedID]
 	if !ok || a.LeaseEpoch != epoch || (a.State != api.ActivityStateStarted && a.State != api.ActivityStateUnknown) {
 		return nil, api.Errorf(api.ErrStaleAttempt, "activity %d of workflow %q: lease %d is not current", schedID, st.WorkflowID, epoch)
@@ -180,11 +167,11 @@ func (m *Machine) current(st *RunState, schedID, epoch int64) (*ActivityInfo, er
 // Heartbeat extends the lease of the current attempt. It changes only
 // in-memory lease state: heartbeats are not written to history.
 func (m *Machine) Heartbeat(st *RunState, schedID, epoch int64, details history.Payload, now time.Time) (time.Time, bool, error) {
-	a, err := m.current(st, schedID, epoch)
+	a, err := m.Current(st, schedID, epoch)
 	if err != nil {
 		return time.Time{}, false, err
 	}
-	if m.checkPayload("heartbeat details", details) != nil {
+	if m.CheckPayload("heartbeat details", details) != nil {
 		// Too large to keep: the heartbeat still extends the lease (an
 		// activity making progress must not lose it over its details).
 		details = history.Payload{}
@@ -204,7 +191,7 @@ func (m *Machine) fitResult(result history.Payload, omitted string) (history.Pay
 	if omitted != "" {
 		return history.Payload{}, omitted
 	}
-	if err := m.checkPayload("activity result", result); err != nil {
+	if err := m.CheckPayload("activity result", result); err != nil {
 		return history.Payload{}, fmt.Sprintf("the activity result is %d bytes, over the limit of %d (Limits.MaxPayloadBytes)",
 			len(result.Data), m.Limits.MaxPayloadBytes)
 	}
@@ -268,10 +255,10 @@ func (m *Machine) ActivityFailed(st *RunState, schedID, epoch int64, f history.F
 // reportCurrent is Report for a report that must come from the attempt
 // holding the lease: anything else is api.ErrStaleAttempt.
 func (m *Machine) reportCurrent(st *RunState, r AttemptReport, now time.Time) (Output, error) {
-	if _, err := m.current(st, r.ScheduledEventID, r.Epoch); err != nil {
+	if _, err := m.Current(st, r.ScheduledEventID, r.Epoch); err != nil {
 		return Output{}, err
 	}
-	out, _, err := m.Report(st, r, nil, now)
+	out, _, err := m.Report(st, r, "", nil, now)
 	return out, err
 }
 
@@ -366,7 +353,7 @@ func (m *Machine) Resolve(st *RunState, req *api.ResolveActivityRequest, now tim
 	}
 	// No history limit here: a paused run must stay resolvable (its next
 	// workflow task enforces the limit).
-	if err := m.checkPayload("result", req.Result); err != nil {
+	if err := m.CheckPayload("result", req.Result); err != nil {
 		return Output{}, err
 	}
 	t := m.begin(st, now)

@@ -1,4 +1,4 @@
-package engine
+package machine
 
 import (
 	"fmt"
@@ -63,7 +63,9 @@ func DefaultLimits() Limits {
 	}
 }
 
-func (l *Limits) fillDefaults() {
+// FillDefaults sets every limit left zero to its default
+// (DefaultLimits).
+func (l *Limits) FillDefaults() {
 	d := DefaultLimits()
 	if l.MaxPayloadBytes == 0 {
 		l.MaxPayloadBytes = d.MaxPayloadBytes
@@ -139,7 +141,9 @@ func DefaultDefaults() Defaults {
 	}
 }
 
-func (d *Defaults) fillDefaults() {
+// FillDefaults sets every value left zero to its default
+// (DefaultDefaults).
+func (d *Defaults) FillDefaults() {
 	z := DefaultDefaults()
 	if d.TaskTimeout == 0 {
 		d.TaskTimeout = z.TaskTimeout

@@ -1,4 +1,4 @@
-package engine
+package machine
 
 import (
 	"errors"
@@ -21,7 +21,7 @@ type WFTCompletion struct {
 	// SignalDelivered[i] says whether command i's signal found an open run.
 	SignalDelivered map[int]bool
 	// Declarations[i] is the declaration of command i's activity by the
-	// workers of its task queue, if the engine has one (declarations.go).
+	// workers of its task queue, if the engine has one (engine/declarations.go).
 	Declarations map[int]api.ActivityDeclaration
 }
 
@@ -226,8 +226,8 @@ func (m *Machine) validateCommand(i int, c *api.Command) error {
 		if a == nil {
 			return bad("missing attributes")
 		}
-		if err := firstErr(m.checkID("activity type", a.ActivityType, true), m.checkID("activity id", a.ActivityID, true),
-			m.checkID("task queue", a.Options.TaskQueue, false), m.checkPayload("activity input", a.Input)); err != nil {
+		if err := firstErr(m.CheckID("activity type", a.ActivityType, true), m.CheckID("activity id", a.ActivityID, true),
+			m.CheckID("task queue", a.Options.TaskQueue, false), m.CheckPayload("activity input", a.Input)); err != nil {
 			return err
 		}
 		if a.Effect > history.SideEffect {
@@ -248,7 +248,7 @@ func (m *Machine) validateCommand(i int, c *api.Command) error {
 		if c.StartTimer.Duration < 0 {
 			return bad("negative duration")
 		}
-		return m.checkID("timer id", c.StartTimer.TimerID, true)
+		return m.CheckID("timer id", c.StartTimer.TimerID, true)
 	case api.CommandCancelTimer:
 		if c.CancelTimer == nil {
 			return bad("missing attributes")
@@ -257,26 +257,26 @@ func (m *Machine) validateCommand(i int, c *api.Command) error {
 		if c.RecordMarker == nil {
 			return bad("missing attributes")
 		}
-		return firstErr(m.checkID("marker name", c.RecordMarker.Name, true), m.checkPayload("marker", c.RecordMarker.Data))
+		return firstErr(m.CheckID("marker name", c.RecordMarker.Name, true), m.CheckPayload("marker", c.RecordMarker.Data))
 	case api.CommandStartChildWorkflow:
 		s := c.StartChildWorkflow
 		if s == nil {
 			return bad("missing attributes")
 		}
-		return firstErr(m.checkID("child workflow id", s.WorkflowID, true), m.checkID("child workflow type", s.WorkflowType, true),
-			m.checkPayload("child input", s.Input))
+		return firstErr(m.CheckID("child workflow id", s.WorkflowID, true), m.CheckID("child workflow type", s.WorkflowType, true),
+			m.CheckPayload("child input", s.Input))
 	case api.CommandSignalExternalWorkflow:
 		s := c.SignalExternalWorkflow
 		if s == nil {
 			return bad("missing attributes")
 		}
-		return firstErr(m.checkID("workflow id", s.WorkflowID, true), m.checkID("signal name", s.SignalName, true),
-			m.checkPayload("signal", s.Input))
+		return firstErr(m.CheckID("workflow id", s.WorkflowID, true), m.CheckID("signal name", s.SignalName, true),
+			m.CheckPayload("signal", s.Input))
 	case api.CommandCompleteWorkflow:
 		if c.CompleteWorkflow == nil {
 			return bad("missing attributes")
 		}
-		return m.checkPayload("result", c.CompleteWorkflow.Result)
+		return m.CheckPayload("result", c.CompleteWorkflow.Result)
 	case api.CommandFailWorkflow:
 		if c.FailWorkflow == nil {
 			return bad("missing attributes")
@@ -289,7 +289,7 @@ func (m *Machine) validateCommand(i int, c *api.Command) error {
 		if c.ContinueAsNew == nil {
 			return bad("missing attributes")
 		}
-		return m.checkPayload("continue-as-new input", c.ContinueAsNew.Input)
+		return m.CheckPayload("continue-as-new input", c.ContinueAsNew.Input)
 	case api.CommandSetBudget:
 		if c.SetBudget == nil {
 			return bad("missing attributes")

@@ -1,4 +1,4 @@
-package engine
+package machine
 
 import (
 	"maps"
@@ -44,11 +44,11 @@ type RunState struct {
 	// Occurrences is where run states written by earlier engines counted
 	// identical (activity type, key material) schedules: the occurrence
 	// part of the idempotency key. The counters are records of their own
-	// now (occurrences.go); this map is read while a run written in that
+	// now (the service's, engine/occurrences.go); this map is read while a run written in that
 	// form is not migrated, and dropped in the run's next write.
 	Occurrences map[string]int32 `msgpack:",omitempty"`
 	// occ holds the occurrence counts this working copy advanced, not yet
-	// committed (occurrences.go). Empty in an installed state.
+	// committed (UncommittedOccurrences). Empty in an installed state.
 	occ map[string]int32 `msgpack:"-"`
 
 	CancelRequested bool `msgpack:",omitempty"`
@@ -155,7 +155,7 @@ type ActivityInfo struct {
 	HeldSince  time.Time `msgpack:",omitempty"`
 	// Attempts are the attempts of an Idempotent or SideEffect action whose
 	// intent was recorded, oldest first: what each reported and what it
-	// is held to have done (see machine_report.go).
+	// is held to have done (see report.go).
 	Attempts []AttemptRecord `msgpack:",omitempty"`
 	// Late holds reports of earlier attempts that came while the current
 	// attempt runs (a success, or an unknown outcome); the current
@@ -177,7 +177,7 @@ type ActivityInfo struct {
 	GiveBacks int32 `msgpack:",omitempty"`
 	// KeyPending: the idempotency key waits for key material that only a
 	// worker running the activity can compute (a key task, see
-	// machine_keys.go); KeyMaterial holds it once known, until the keys of
+	// keys.go); KeyMaterial holds it once known, until the keys of
 	// the activity type are assigned in schedule order.
 	KeyPending  bool   `msgpack:",omitempty"`
 	KeyMaterial []byte `msgpack:",omitempty"`
@@ -186,10 +186,11 @@ type ActivityInfo struct {
 	// ShareResult: the result is stored as a chunk (sharedResult).
 	ShareResult bool `msgpack:",omitempty"`
 
-	// input is the activity's input, kept in memory by the service so that
+	// Input is the activity's input, kept in memory by the service so that
 	// a dispatch need not read the ActivityScheduled event back (nil after
-	// a restart: then it is read).
-	input *history.Payload
+	// a restart: then it is read). The machine neither sets nor reads it,
+	// and it is not stored.
+	Input *history.Payload `msgpack:"-"`
 }
 
 // TimerInfo is one running user timer.
@@ -212,6 +213,20 @@ type ChildInfo struct {
 func (s *RunState) Ref() history.RunRef {
 	return history.RunRef{WorkflowID: s.WorkflowID, RunID: s.RunID}
 }
+
+// UncommittedOccurrences returns the occurrence counts the transitions
+// applied to this working copy advanced, by occurrence key (OccurrenceKey),
+// not yet committed; nil when there are none. The service writes each as
+// the counter's record in the batch that commits the state, then calls
+// OccurrencesCommitted; until then the machine reads them from here, and
+// after it through Machine.Occurrence. The map belongs to the state: the
+// caller must not modify it.
+func (s *RunState) UncommittedOccurrences() map[string]int32 { return s.occ }
+
+// OccurrencesCommitted records that the state's uncommitted occurrence
+// counts are durable: the machine reads them through Machine.Occurrence
+// from now on.
+func (s *RunState) OccurrencesCommitted() { s.occ = nil }
 
 // Clone returns a deep copy that a transition may mutate freely.
 func (s *RunState) Clone() *RunState {

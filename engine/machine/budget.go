@@ -1,4 +1,4 @@
-package engine
+package machine
 
 import (
 	"fmt"
@@ -103,8 +103,8 @@ func (t *transition) holdIfOverBudget(a *ActivityInfo) bool {
 	return true
 }
 
-// held returns the run's held activities in schedule order.
-func (st *RunState) held() []*ActivityInfo {
+// Held returns the metered activities the budget holds, in schedule order.
+func (st *RunState) Held() []*ActivityInfo {
 	var out []*ActivityInfo
 	for _, id := range sortedKeys(st.Activities) {
 		if a := st.Activities[id]; a.State == api.ActivityStateHeld {
@@ -123,7 +123,7 @@ func (t *transition) setBudget(c *api.SetBudgetCommand, wtc int64) {
 
 // releaseHeld lets held activities go on when the budget allows them.
 func (t *transition) releaseHeld() {
-	for _, a := range t.st.held() {
+	for _, a := range t.st.Held() {
 		if why := t.st.budgetExceeded(a.Turn); why != "" {
 			a.HeldReason = why
 			continue
@@ -143,7 +143,7 @@ func (m *Machine) UpdateBudget(st *RunState, req *api.UpdateBudgetRequest, now t
 	if req.Budget.MaxTokens < 0 || req.Budget.MaxTurns < 0 || req.Budget.MaxCostUSD < 0 {
 		return Output{}, api.Errorf(api.ErrInvalidArgument, "a budget must not be negative")
 	}
-	held := st.held()
+	held := st.Held()
 	if req.Stop && len(held) == 0 {
 		// A stop fails the held calls; with none it would be a silent no-op
 		// while the agent goes on spending.
@@ -175,7 +175,7 @@ func (m *Machine) UpdateBudget(st *RunState, req *api.UpdateBudgetRequest, now t
 // BudgetStatus reports the run's budget and where it stands.
 func (st *RunState) BudgetStatus() *api.BudgetStatus {
 	b := &api.BudgetStatus{Budget: st.Budget, Used: st.Usage, Turns: st.Turns}
-	for _, a := range st.held() {
+	for _, a := range st.Held() {
 		b.Held = append(b.Held, a.ScheduledEventID)
 		if b.Exceeded == "" {
 			b.Exceeded = a.HeldReason
@@ -189,10 +189,13 @@ func (st *RunState) BudgetStatus() *api.BudgetStatus {
 
 // UsageSummary reports the run's usage.
 func (st *RunState) UsageSummary(p Pricing) *api.UsageSummary {
-	return summarizeUsage(st.Usage, st.UsageByModel, st.Turns, p)
+	return p.Summarize(st.Usage, st.UsageByModel, st.Turns)
 }
 
-func summarizeUsage(total history.Usage, byModel []history.Usage, calls int64, p Pricing) *api.UsageSummary {
+// Summarize reports usage — a total, its parts by model and the metered
+// calls counted — with the models p has no price for, for a run or for
+// every run of a workflow id.
+func (p Pricing) Summarize(total history.Usage, byModel []history.Usage, calls int64) *api.UsageSummary {
 	s := &api.UsageSummary{Total: total, ByModel: slices.Clone(byModel), Calls: calls}
 	for _, u := range byModel {
 		if _, ok := p.Cost(u); !ok && u.Model != "" {

@@ -1,7 +1,10 @@
-package engine
+package machine
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/cairnflow/cairn/engine/api"
@@ -126,4 +129,92 @@ func (t *transition) assignKeys(typ, identity string) {
 			DeclaredBy: identity})
 		t.readyActivity(a)
 	}
+}
+
+// Idempotency keys and their occurrences. An action's key is hash(workflow
+// id, activity type, key material, occurrence), where the occurrence
+// counts the identical (activity type, key material) actions scheduled in
+// the run so far, from 1. A transition counts in its working copy of the
+// run state (RunState.UncommittedOccurrences), on top of the count
+// committed before it: Machine.Occurrence, or RunState.Occurrences for a
+// run state of the earlier form. The service stores the counters
+// (engine/occurrences.go).
+
+// idempotencyKey derives an action's key; see docs/effects.md.
+func idempotencyKey(workflowID, activityType string, material []byte, occurrence int32) string {
+	h := sha256.New()
+	writeField(h, []byte(workflowID))
+	writeField(h, []byte(activityType))
+	writeField(h, material)
+	writeField(h, []byte(strconv.FormatInt(int64(occurrence), 10)))
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// IdempotencyKey is the exported form of the key derivation, for tools and
+// tests: hash(workflow id, activity type, key material, occurrence).
+func IdempotencyKey(workflowID, activityType string, material []byte, occurrence int32) string {
+	return idempotencyKey(workflowID, activityType, material, occurrence)
+}
+
+type byteWriter interface{ Write([]byte) (int, error) }
+
+// writeField writes a length-prefixed field so that no two different
+// tuples hash the same bytes.
+func writeField(h byteWriter, b []byte) {
+	var n [8]byte
+	l := uint64(len(b))
+	for i := 7; i >= 0; i-- {
+		n[i] = byte(l)
+		l >>= 8
+	}
+	_, _ = h.Write(n[:])
+	_, _ = h.Write(b)
+}
+
+// OccurrenceKey names the occurrence counter of the identical actions
+// (activity type, key material) of a run: the key Machine.Occurrence and
+// RunState.UncommittedOccurrences count under.
+func OccurrenceKey(activityType string, material []byte) string {
+	sum := sha256.Sum256(material)
+	return activityType + "\x00" + hex.EncodeToString(sum[:12])
+}
+
+// nextKey counts one more identical action (activity type, key material)
+// in the run and returns its idempotency key. On a failure to read the
+// count it returns "" and records the error in t.err: the transition fails
+// and its working copy is discarded.
+func (t *transition) nextKey(activityType string, material []byte) string {
+	st := t.st
+	ok := OccurrenceKey(activityType, material)
+	n, pending := st.occ[ok]
+	if !pending {
+		var err error
+		if n, err = t.committedOccurrence(ok); err != nil {
+			if t.err == nil {
+				t.err = err
+			}
+			return ""
+		}
+	}
+	n++
+	if st.occ == nil {
+		st.occ = map[string]int32{}
+	}
+	st.occ[ok] = n
+	return idempotencyKey(st.WorkflowID, activityType, material, n)
+}
+
+// committedOccurrence is the count of okey as of the run's last commit:
+// from the map of a run state of the earlier form while the counter is
+// still there, else from the counter's record. A counter is in one of the
+// two, never both: a migration moves it in one batch (occurrences).
+func (t *transition) committedOccurrence(okey string) (int32, error) {
+	st := t.st
+	if n, ok := st.Occurrences[okey]; ok {
+		return n, nil
+	}
+	if t.m.Occurrence == nil {
+		return 0, nil
+	}
+	return t.m.Occurrence(st.Ref(), okey)
 }

@@ -330,13 +330,13 @@ func (p *Proc) Send(line string) {
 // Pid is the process's id.
 func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 
-// Signal sends sig to the process; it fails the test if that fails (the
+// Signal sends sig to the process; its error says why it could not (the
 // process was reaped).
-func (p *Proc) Signal(sig os.Signal) {
-	p.t.Helper()
+func (p *Proc) Signal(sig os.Signal) error {
 	if err := p.cmd.Process.Signal(sig); err != nil {
-		p.t.Fatalf("%v to %s: %v", sig, p.name, err)
+		return fmt.Errorf("%v to %s: %w", sig, p.name, err)
 	}
+	return nil
 }
 
 // Kill kills the process with SIGKILL, if it still runs, and returns once

@@ -16,9 +16,9 @@
 //		w.WaitLog(ctx, "worker started")
 //		out, err := testkit.CLI(ctx, t, srv.Addr, "workflow", "start", "--type", "Greeting", "--id", "g", "--task-queue", "hello")
 //		if err != nil {
-//			t.Fatal(err) // err says the exit code and holds what the command printed on stderr
+//			t.Fatal(err) // the exit code, and what it printed on stderr; out.Code and out.Stdout are there too
 //		}
-//		_ = out.Stdout
+//		t.Log(out.Stdout)
 //		c := testkit.Dial(t, srv.Addr, "test")
 //		testkit.WaitEvent(ctx, t, c.Service(), "g", "", "the timer", func(ev history.Event) bool {
 //			return ev.Type() == history.TypeTimerStarted

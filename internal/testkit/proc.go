@@ -51,13 +51,9 @@ func (c Cmd) name() string {
 	return filepath.Base(c.Path)
 }
 
+// command is c as an exec.Cmd killed when ctx ends.
 func (c Cmd) command(ctx context.Context) *exec.Cmd {
-	var cmd *exec.Cmd
-	if ctx == nil {
-		cmd = exec.Command(c.Path, c.Args...)
-	} else {
-		cmd = exec.CommandContext(ctx, c.Path, c.Args...)
-	}
+	cmd := exec.CommandContext(ctx, c.Path, c.Args...)
 	cmd.Env = append(os.Environ(), c.Env...)
 	cmd.WaitDelay = 10 * time.Second // a grandchild holding the pipes does not hold the test
 	return cmd
@@ -89,7 +85,7 @@ type Proc struct {
 // its output is logged if the test failed.
 func Start(t testing.TB, c Cmd) *Proc {
 	t.Helper()
-	p := &Proc{t: t, name: c.name(), cmd: c.command(nil), exited: make(chan struct{}), changed: make(chan struct{})}
+	p := &Proc{t: t, name: c.name(), cmd: c.command(context.Background()), exited: make(chan struct{}), changed: make(chan struct{})}
 	p.cmd.Stdout = streamWriter{p, 0, true}
 	p.cmd.Stderr = streamWriter{p, 1, !c.StdoutOnly}
 	stdin, err := p.cmd.StdinPipe()
@@ -161,8 +157,9 @@ func (w streamWriter) Write(b []byte) (int, error) {
 // addLine appends a line, letting go of the oldest beyond maxHeld bytes.
 // The caller holds p.mu.
 func (p *Proc) addLine(b []byte) {
-	p.lines = append(p.lines, string(bytes.TrimSuffix(b, []byte("\r"))))
-	p.held += len(b)
+	line := string(bytes.TrimSuffix(b, []byte("\r")))
+	p.lines = append(p.lines, line)
+	p.held += len(line)
 	for p.held > maxHeld && len(p.lines) > 1 {
 		p.held -= len(p.lines[0])
 		p.lines[0] = ""

@@ -32,7 +32,8 @@ import (
 	"github.com/cairnflow/cairn/worker"
 )
 
-// waitTimeout bounds every wait for another process.
+// waitTimeout bounds the waits for a run and the engine (the waits for a
+// child process's lines are the kit's: testkit.WaitTimeout, the same).
 const waitTimeout = 60 * time.Second
 
 // The environment of a child process (the test binary re-executed).

@@ -11,11 +11,8 @@ package scenario_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http/httptest"
-	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -365,15 +362,3 @@ func requestToolMessages(t *testing.T, r fakellm.Request) [][2]string {
 	}
 	return out
 }
-
-func sortedKeys(m map[string]int) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-var _ = errors.New
-var _ = strings.Contains

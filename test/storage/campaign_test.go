@@ -291,17 +291,17 @@ func takeSnapshot(st *badgerstore.Store) (*snapshot, error) {
 	return s, nil
 }
 
-// diff compares what st serves with the reference. It returns the damage
-// the store reported (an error wrapping history.ErrCorrupt), or a
-// description of silently different data, or neither.
-func (ref *snapshot) diff(st *badgerstore.Store) (reported error, silent string) {
+// diff compares what st serves with the reference. It returns a
+// description of silently different data, or the damage the store
+// reported (an error wrapping history.ErrCorrupt), or neither.
+func (ref *snapshot) diff(st *badgerstore.Store) (silent string, reported error) {
 	for _, sp := range spaces {
 		recs, err := st.Scan(bg, sp, history.ScanOptions{})
 		if err != nil {
 			if errors.Is(err, history.ErrCorrupt) {
-				return err, ""
+				return "", err
 			}
-			return nil, fmt.Sprintf("scan %s failed without naming damage: %v", sp, err)
+			return fmt.Sprintf("scan %s failed without naming damage: %v", sp, err), nil
 		}
 		got := map[string]string{}
 		for _, r := range recs {
@@ -309,14 +309,14 @@ func (ref *snapshot) diff(st *badgerstore.Store) (reported error, silent string)
 		}
 		for k, v := range ref.records[sp] {
 			if g, ok := got[k]; !ok {
-				return nil, fmt.Sprintf("%s record %x is missing", sp, k)
+				return fmt.Sprintf("%s record %x is missing", sp, k), nil
 			} else if g != v {
-				return nil, fmt.Sprintf("%s record %x has another value", sp, k)
+				return fmt.Sprintf("%s record %x has another value", sp, k), nil
 			}
 		}
 		for k := range got {
 			if _, ok := ref.records[sp][k]; !ok {
-				return nil, fmt.Sprintf("%s record %x appeared", sp, k)
+				return fmt.Sprintf("%s record %x appeared", sp, k), nil
 			}
 		}
 	}
@@ -324,22 +324,22 @@ func (ref *snapshot) diff(st *badgerstore.Store) (reported error, silent string)
 		evs, err := st.ReadEvents(bg, run, 1, 0)
 		if err != nil {
 			if errors.Is(err, history.ErrCorrupt) {
-				return err, ""
+				return "", err
 			}
-			return nil, fmt.Sprintf("read %v failed without naming damage: %v", run, err)
+			return fmt.Sprintf("read %v failed without naming damage: %v", run, err), nil
 		}
 		want := ref.events[run]
 		if len(evs) != len(want) {
-			return nil, fmt.Sprintf("%v has %d events, want %d", run, len(evs), len(want))
+			return fmt.Sprintf("%v has %d events, want %d", run, len(evs), len(want)), nil
 		}
 		for i, ev := range evs {
 			b, _ := history.EncodeEvent(ev)
 			if string(b) != want[i] {
-				return nil, fmt.Sprintf("%v event %d differs", run, ev.ID)
+				return fmt.Sprintf("%v event %d differs", run, ev.ID), nil
 			}
 		}
 	}
-	return nil, ""
+	return "", nil
 }
 
 // A damage is one way of hurting a file.
@@ -489,7 +489,7 @@ func runTrial(t *testing.T, master string, ref *snapshot, d damage) (outcome, st
 		return refused, err.Error()
 	}
 	defer st.Close()
-	repErr, diff := ref.diff(st)
+	diff, repErr := ref.diff(st)
 	if diff != "" {
 		return silent, diff
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cairnflow/cairn/internal/testkit"
 )
 
 // TestAgentDemo runs `cairn demo agent`: a model-driven agent, its worker
@@ -18,7 +20,8 @@ import (
 func TestAgentDemo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, bin.cairn, "demo", "agent").CombinedOutput()
+	res, err := testkit.Run(ctx, testkit.Cmd{Path: testkit.Cairn(t), Args: []string{"demo", "agent"}})
+	out := res.Combined
 	if err != nil {
 		t.Fatalf("cairn demo agent: %v\n%s", err, out)
 	}
@@ -29,7 +32,7 @@ func TestAgentDemo(t *testing.T) {
 		"provider:    1 payment, 1 e-mail",
 		"no model call and no tool call was made twice",
 	} {
-		if !strings.Contains(string(out), want) {
+		if !strings.Contains(out, want) {
 			t.Errorf("the demo does not say %q:\n%s", want, out)
 		}
 	}
@@ -42,10 +45,8 @@ func TestAgentDemo(t *testing.T) {
 // `cairn replay` and with the example's own replay command.
 func TestAgentExampleExportAndReplay(t *testing.T) {
 	dir := t.TempDir()
-	addr := freePort(t)
-	server(t, filepath.Join(dir, "data"), addr)
-	w := start(t, []string{"PAYABLES_DIR=" + dir}, bin.agent, "run", "--address", addr)
-	w.waitLine(t, "worker started")
+	addr := server(t, filepath.Join(dir, "data"), "").Addr
+	exampleWorker(t, agent(t), addr, "PAYABLES_DIR="+dir)
 	mustCLI(t, addr, "workflow", "start", "--type", "PayInvoiceAgent", "--id", "pay-INV-9", "--task-queue", "payables",
 		"--input", `{"InvoiceID":"INV-9","Stream":true}`)
 	// The payment waits for approval: the transcript says so.
@@ -78,14 +79,14 @@ func TestAgentExampleExportAndReplay(t *testing.T) {
 	// The self-contained file replays alone; the other reads its chunks
 	// from the server, and without one says what it lacks.
 	for _, args := range [][]string{{"--history", inline}, {"--history", plain, "--address", addr}} {
-		if out, err := exec.Command(bin.cairn, append([]string{"replay"}, args...)...).CombinedOutput(); err != nil {
+		if out, err := exec.Command(testkit.Cairn(t), append([]string{"replay"}, args...)...).CombinedOutput(); err != nil {
 			t.Fatalf("cairn replay %v: %v\n%s", args, err, out)
 		}
-		if out, err := exec.Command(bin.agent, append([]string{"replay"}, args...)...).CombinedOutput(); err != nil {
+		if out, err := exec.Command(agent(t), append([]string{"replay"}, args...)...).CombinedOutput(); err != nil {
 			t.Fatalf("agent replay %v: %v\n%s", args, err, out)
 		}
 	}
-	if out, err := exec.Command(bin.cairn, "replay", "--history", plain).CombinedOutput(); err == nil ||
+	if out, err := exec.Command(testkit.Cairn(t), "replay", "--history", plain).CombinedOutput(); err == nil ||
 		!strings.Contains(string(out), "--inline") {
 		t.Fatalf("a plain export replayed without its chunks: %v\n%s", err, out)
 	}

@@ -4,61 +4,36 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cairnflow/cairn/activities"
-	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/internal/testkit"
 	"github.com/cairnflow/cairn/sdk"
-	"github.com/cairnflow/cairn/sdk/client"
 	"github.com/cairnflow/cairn/worker"
 	"github.com/cairnflow/cairn/worker/workercli"
 )
 
-// bin holds the binaries TestMain builds once.
-var bin struct {
-	cairn, hello, agent string
-}
-
-// TestMain builds cairn and the hello example, or, when re-executed as a
-// worker process, runs the test worker.
+// TestMain runs the tests or, when re-executed as a worker process, the
+// test worker.
 func TestMain(m *testing.M) {
 	if os.Getenv("CAIRN_E2E_WORKER") == "1" {
 		os.Exit(workercli.Main(registerTestWorker, workercli.Options{Name: "e2e-worker", TaskQueue: "e2e"}))
 	}
-	dir, err := os.MkdirTemp("", "cairn-e2e-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bin.cairn = filepath.Join(dir, "cairn")
-	bin.hello = filepath.Join(dir, "hello")
-	bin.agent = filepath.Join(dir, "agent")
-	for _, b := range [][2]string{{bin.cairn, "../../cmd/cairn"}, {bin.hello, "../../examples/hello"}, {bin.agent, "../../examples/agent"}} {
-		cmd := exec.Command("go", "build", "-o", b[0], b[1])
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build", b[1], err)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	testkit.Main(m)
 }
+
+// hello and agent are the example workers' binaries.
+func hello(t *testing.T) string { return testkit.Build(t, "./examples/hello") }
+func agent(t *testing.T) string { return testkit.Build(t, "./examples/agent") }
 
 // Slow is the test worker's workflow: one activity that announces itself on
 // stdout and, in the process told to, hangs until killed.
@@ -103,132 +78,43 @@ func registerTestWorker(r worker.Registrar) error {
 	return r.RegisterActivity(Work)
 }
 
-// proc is a child process with its output lines.
-type proc struct {
-	cmd   *exec.Cmd
-	lines chan string
-	mu    sync.Mutex
-	all   []string
-}
-
-func start(t *testing.T, env []string, name string, args ...string) *proc {
-	t.Helper()
-	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, lines: make(chan string, 1024)}
-	go func() {
-		defer close(p.lines)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.all = append(p.all, sc.Text())
-			p.mu.Unlock()
-			select {
-			case p.lines <- sc.Text():
-			default:
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	return p
-}
-
-// waitLine waits (60 s at most) for a line containing s.
-func (p *proc) waitLine(t *testing.T, s string) string {
-	t.Helper()
-	deadline := time.NewTimer(60 * time.Second)
-	defer deadline.Stop()
-	for {
-		select {
-		case l, ok := <-p.lines:
-			if !ok {
-				t.Fatalf("process exited before printing %q; output:\n%s", s, p.output())
-			}
-			if strings.Contains(l, s) {
-				return l
-			}
-		case <-deadline.C:
-			t.Fatalf("no line with %q within 60 s; output:\n%s", s, p.output())
-		}
-	}
-}
-
-func (p *proc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return strings.Join(p.all, "\n")
-}
-
-func (p *proc) kill9(t *testing.T) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = p.cmd.Wait()
-}
-
-// freePort returns a loopback address nobody listens on now.
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // testWorker starts this test binary as a worker process (TestMain's
 // worker mode) connected to addr, with extra environment, and waits until
 // it polls.
-func testWorker(t *testing.T, addr string, env ...string) *proc {
+func testWorker(t *testing.T, addr string, env ...string) *testkit.Proc {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := start(t, append([]string{"CAIRN_E2E_WORKER=1"}, env...), self, "run", "--address", addr)
-	p.waitLine(t, "worker started")
-	return p
+	return exampleWorker(t, self, addr, append([]string{"CAIRN_E2E_WORKER=1"}, env...)...)
 }
 
-// server starts `cairn server` and waits until it is ready.
-func server(t *testing.T, data, listen string, extra ...string) *proc {
+// exampleWorker starts a worker binary connected to addr and waits until
+// it polls.
+func exampleWorker(t *testing.T, bin, addr string, env ...string) *testkit.Proc {
 	t.Helper()
-	p := start(t, nil, bin.cairn, append([]string{"server", "--data", data, "--listen", listen, "--ui-listen", "127.0.0.1:0"}, extra...)...)
-	p.waitLine(t, "cairn server ready")
+	p := testkit.Start(t, testkit.Cmd{Path: bin, Args: []string{"run", "--address", addr}, Env: env})
+	p.WaitLog(t.Context(), "worker started")
 	return p
 }
 
-// cli runs the CLI and returns its output and exit code.
+// server starts `cairn server` on data, at listen ("": a port it picks),
+// with its web UI on a free port, and waits until it is ready.
+func server(t *testing.T, data, listen string, extra ...string) *testkit.Server {
+	t.Helper()
+	return testkit.StartServer(t.Context(), t, testkit.ServerOptions{Data: data, Listen: listen, UI: true, Args: extra})
+}
+
+// cli runs the CLI against addr ("": none, the offline commands) and
+// returns its output and exit code.
 func cli(t *testing.T, addr string, args ...string) (string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin.cairn, append(args, "--address", addr)...)
-	cmd.Env = os.Environ()
-	out, err := cmd.CombinedOutput()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
+	out, err := testkit.CLI(t.Context(), t, addr, args...)
+	if out.Code < 0 {
 		t.Fatalf("cairn %v: %v", args, err)
 	}
-	return string(out), code
+	return out.Combined, out.Code
 }
 
 func mustCLI(t *testing.T, addr string, args ...string) string {
@@ -242,11 +128,9 @@ func mustCLI(t *testing.T, addr string, args ...string) string {
 
 func TestServerTwoWorkersAndTheCLI(t *testing.T) {
 	dir := t.TempDir()
-	addr := freePort(t)
-	server(t, filepath.Join(dir, "data"), addr)
+	addr := server(t, filepath.Join(dir, "data"), "").Addr
 	for i := 0; i < 2; i++ {
-		w := start(t, nil, bin.hello, "run", "--address", addr)
-		w.waitLine(t, "worker started")
+		exampleWorker(t, hello(t), addr)
 	}
 	mustCLI(t, addr, "workflow", "start", "--type", "Greeting", "--id", "greet-ada", "--task-queue", "hello", "--input", `"Ada"`)
 	if out := mustCLI(t, addr, "workflow", "query", "greet-ada", "--type", "status"); !strings.Contains(out, "waiting for approval") {
@@ -280,7 +164,7 @@ func TestServerTwoWorkersAndTheCLI(t *testing.T) {
 	}
 	file := filepath.Join(dir, "greet-ada.json")
 	mustCLI(t, addr, "history", "export", "greet-ada", "-o", file)
-	out, err := exec.Command(bin.hello, "replay", "--history", file, "--trace").CombinedOutput()
+	out, err := exec.Command(hello(t), "replay", "--history", file, "--trace").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "replay ok") || !strings.Contains(string(out), "waiting at") {
 		t.Fatalf("replay of the export: %v\n%s", err, out)
 	}
@@ -295,16 +179,15 @@ func TestServerTwoWorkersAndTheCLI(t *testing.T) {
 
 func TestWorkerKilledMidActivityAnotherFinishes(t *testing.T) {
 	dir := t.TempDir()
-	addr := freePort(t)
-	server(t, filepath.Join(dir, "data"), addr)
+	addr := server(t, filepath.Join(dir, "data"), "").Addr
 	hanging := testWorker(t, addr, "CAIRN_E2E_HANG=1")
 	mustCLI(t, addr, "workflow", "start", "--type", "Slow", "--id", "slow-1", "--task-queue", "e2e", "--input", "7")
-	hanging.waitLine(t, "working 1")
-	hanging.kill9(t)
+	hanging.WaitLine(t.Context(), "working 1")
+	hanging.Kill()
 	healthy := testWorker(t, addr)
-	healthy.waitLine(t, "working 2") // the lease expired; the retry went to the other worker
+	healthy.WaitLine(t.Context(), "working 2") // the lease expired; the retry went to the other worker
 	out := mustCLI(t, addr, "workflow", "result", "slow-1")
-	if !strings.Contains(out, fmt.Sprintf("done 7 by pid %d", healthy.cmd.Process.Pid)) {
+	if !strings.Contains(out, fmt.Sprintf("done 7 by pid %d", healthy.Pid())) {
 		t.Fatalf("result: %s", out)
 	}
 }
@@ -312,12 +195,12 @@ func TestWorkerKilledMidActivityAnotherFinishes(t *testing.T) {
 func TestServerRestartWhileWorkersPoll(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
-	addr := freePort(t)
+	addr := testkit.FreeAddr(t) // the server comes back at the same address
 	srv := server(t, data, addr)
 	testWorker(t, addr)
 	mustCLI(t, addr, "workflow", "start", "--type", "Slow", "--id", "before", "--task-queue", "e2e", "--input", "1")
 	mustCLI(t, addr, "workflow", "result", "before")
-	srv.kill9(t) // acknowledged transitions survive; the workers' polls fail and back off
+	srv.Kill() // acknowledged transitions survive; the workers' polls fail and back off
 	server(t, data, addr)
 	if out := mustCLI(t, addr, "workflow", "result", "before"); !strings.Contains(out, "done 1") {
 		t.Fatalf("a result acknowledged before the crash: %s", out)
@@ -332,8 +215,7 @@ func TestServerRestartWhileWorkersPoll(t *testing.T) {
 // the CLI, as a person would.
 func TestResolveFromTheCLI(t *testing.T) {
 	dir := t.TempDir()
-	addr := freePort(t)
-	server(t, filepath.Join(dir, "data"), addr)
+	addr := server(t, filepath.Join(dir, "data"), "").Addr
 	testWorker(t, addr)
 	mustCLI(t, addr, "workflow", "start", "--type", "Pay", "--id", "pay-INV-9", "--task-queue", "e2e", "--input", `"INV-9"`)
 	if _, code := cli(t, addr, "workflow", "result", "pay-INV-9", "--no-wait"); code != 1 {
@@ -381,47 +263,26 @@ func TestResolveFromTheCLI(t *testing.T) {
 	}
 }
 
-// waitForEvent long-polls a run's history over HTTP until an event of type
+// waitForEvent follows a run's history over HTTP until an event of type
 // typ is recorded.
 func waitForEvent(t *testing.T, addr, workflowID string, typ history.EventType) {
 	t.Helper()
-	c, err := client.Dial(addr, client.Options{}, client.DialOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	from := int64(1)
-	for {
-		resp, err := c.Service().GetHistory(ctx, &api.GetHistoryRequest{WorkflowID: workflowID, FromEventID: from, WaitNewEvents: true})
-		if err != nil {
-			t.Fatalf("waiting for %s: %v", typ, err)
-		}
-		for _, ev := range resp.Events {
-			if ev.Type() == typ {
-				return
-			}
-		}
-		from = resp.NextEventID
-	}
+	testkit.WaitEvent(t.Context(), t, testkit.Dial(t, addr, "").Service(), workflowID, "", typ.String(), testkit.EventOfType(typ))
 }
 
 func TestServerAuth(t *testing.T) {
 	dir := t.TempDir()
 	// Open to the network without a token: refused.
-	cmd := exec.Command(bin.cairn, "server", "--data", filepath.Join(dir, "open"), "--listen", "0.0.0.0:0")
-	cmd.Env = append(os.Environ(), "CAIRN_TOKEN=")
-	out, err := cmd.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "refusing") {
-		t.Fatalf("non-loopback without a token: %v\n%s", err, out)
+	out, err := testkit.Run(t.Context(), testkit.Cmd{Path: testkit.Cairn(t),
+		Args: []string{"server", "--data", filepath.Join(dir, "open"), "--listen", "0.0.0.0:0", "--ui-listen", "off"}, Env: []string{"CAIRN_TOKEN="}})
+	if out.Code != 1 || !strings.Contains(out.Combined, "refusing") {
+		t.Fatalf("non-loopback without a token: %v\n%s", err, out.Combined)
 	}
 	tokenFile := filepath.Join(dir, "token")
 	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := freePort(t)
-	server(t, filepath.Join(dir, "data"), addr, "--token-file", tokenFile)
+	addr := server(t, filepath.Join(dir, "data"), "", "--token-file", tokenFile).Addr
 	if out, code := cli(t, addr, "workflow", "list"); code != 1 || !strings.Contains(out, "unauthenticated") {
 		t.Fatalf("no token: exit %d\n%s", code, out)
 	}
@@ -437,11 +298,11 @@ func TestServerAuth(t *testing.T) {
 func TestDemo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, bin.cairn, "demo").CombinedOutput()
+	out, err := testkit.Run(ctx, testkit.Cmd{Path: testkit.Cairn(t), Args: []string{"demo"}})
 	if err != nil {
-		t.Fatalf("cairn demo: %v\n%s", err, out)
+		t.Fatalf("cairn demo: %v\n%s", err, out.Combined)
 	}
-	s := string(out)
+	s := out.Combined
 	for _, want := range []string{
 		"ACME was paid twice, and nothing in the system knows",
 		"DENIED: SendPayment was already performed (idempotency key",

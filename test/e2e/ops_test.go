@@ -1,14 +1,11 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cairnflow/cairn/history"
 )
@@ -16,16 +13,7 @@ import (
 // cairn runs the CLI without a server address (the offline commands).
 func cairn(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, bin.cairn, args...).CombinedOutput()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("cairn %v: %v", args, err)
-	}
-	return string(out), code
+	return cli(t, "", args...)
 }
 
 // TestBackupRestoreCheck: the operator's path. A backup of a running
@@ -34,9 +22,9 @@ func cairn(t *testing.T, args ...string) (string, int) {
 // serves the runs, which go on to finish. A damaged backup is refused.
 func TestBackupRestoreCheck(t *testing.T) {
 	dir := t.TempDir()
-	addr := freePort(t)
-	srv := server(t, filepath.Join(dir, "data"), addr)
-	start(t, nil, bin.hello, "run", "--address", addr).waitLine(t, "worker started")
+	srv := server(t, filepath.Join(dir, "data"), "")
+	addr := srv.Addr
+	exampleWorker(t, hello(t), addr)
 	mustCLI(t, addr, "workflow", "start", "--type", "Greeting", "--id", "greet-ada", "--task-queue", "hello", "--input", `"Ada"`)
 	mustCLI(t, addr, "workflow", "start", "--type", "Greeting", "--id", "greet-bob", "--task-queue", "hello", "--input", `"Bob"`)
 	mustCLI(t, addr, "workflow", "signal", "greet-bob", "--name", "approve", "--input", `"Grace"`)
@@ -72,13 +60,12 @@ func TestBackupRestoreCheck(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &report) != nil || report.Runs != 2 || report.OpenRuns != 1 || len(report.Problems) != 0 {
 		t.Fatalf("check --json: exit %d %+v\n%s", code, report, out)
 	}
-	srv.kill9(t)
+	srv.Kill()
 
 	// Serve the restored copy: ada waits for her approval, bob is done, cy
 	// never was.
-	addr2 := freePort(t)
-	server(t, restored, addr2)
-	start(t, nil, bin.hello, "run", "--address", addr2).waitLine(t, "worker started")
+	addr2 := server(t, restored, "").Addr
+	exampleWorker(t, hello(t), addr2)
 	list := mustCLI(t, addr2, "workflow", "list")
 	if !strings.Contains(list, "greet-ada") || !strings.Contains(list, "greet-bob") || strings.Contains(list, "greet-cy") {
 		t.Fatalf("restored list:\n%s", list)

@@ -30,9 +30,8 @@ func TestMeasureSessionMemory(t *testing.T) {
 	if os.Getenv("CAIRN_MEASURE") != "sessions" {
 		t.Skip("a measurement: set CAIRN_MEASURE=sessions")
 	}
-	addr := freePort(t)
-	srv := server(t, filepath.Join(t.TempDir(), "data"), addr)
-	pid := srv.cmd.Process.Pid
+	srv := server(t, filepath.Join(t.TempDir(), "data"), "")
+	addr, pid := srv.Addr, srv.Pid()
 	settle := func() { time.Sleep(2 * time.Second) } // a measurement, not a test: let the server settle
 	settle()
 	rss0, heap0 := rssKiB(t, pid), heapBytes(t, addr)

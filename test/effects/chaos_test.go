@@ -3,25 +3,21 @@
 package effects_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/internal/testkit"
 	"github.com/cairnflow/cairn/sdk/client"
 )
 
@@ -138,13 +134,12 @@ type soak struct {
 	t       *testing.T
 	cfg     soakCfg
 	rng     *rand.Rand
-	bin     string // the cairn binary
 	dir     string
 	listen  string
 	journal string
 	vurl    string
-	server  *proc
-	workers [2]*proc
+	server  *testkit.Server
+	workers [2]*testkit.Proc
 	lives   [2]int
 	c       client.Client
 	started time.Time
@@ -155,41 +150,12 @@ type soak struct {
 	details strings.Builder
 }
 
-var buildCairnOnce struct {
-	sync.Once
-	path string
-	err  error
-}
-
-// buildCairn builds the cairn binary once per test process.
-func buildCairn(t *testing.T) string {
-	t.Helper()
-	buildCairnOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "cairn-effects-bin-")
-		if err != nil {
-			buildCairnOnce.err = err
-			return
-		}
-		path := filepath.Join(dir, "cairn")
-		out, err := exec.Command("go", "build", "-o", path, "../../cmd/cairn").CombinedOutput()
-		if err != nil {
-			buildCairnOnce.err = fmt.Errorf("go build cairn: %v\n%s", err, out)
-			return
-		}
-		buildCairnOnce.path = path
-	})
-	if buildCairnOnce.err != nil {
-		t.Fatal(buildCairnOnce.err)
-	}
-	return buildCairnOnce.path
-}
-
 func newSoak(t *testing.T, cfg soakCfg) *soak {
-	s := &soak{t: t, cfg: cfg, rng: rand.New(rand.NewPCG(cfg.seed, cfg.seed>>1|1)), bin: buildCairn(t), dir: t.TempDir()}
+	s := &soak{t: t, cfg: cfg, rng: rand.New(rand.NewPCG(cfg.seed, cfg.seed>>1|1)), dir: t.TempDir()}
 	s.figures.Seed = cfg.seed
 	s.journal = filepath.Join(s.dir, "vendor.jsonl")
 	_, s.vurl = startVendor(t, s.journal, envVendorSeed+"="+strconv.FormatUint(cfg.seed, 10), envVendorLate+"=0.1", envQuiet+"=1")
-	s.listen = freeAddr(t)
+	s.listen = testkit.FreeAddr(t) // the server comes back at the same address
 	s.startServer()
 	for i := range s.workers {
 		s.startWorker(i)
@@ -204,25 +170,10 @@ func newSoak(t *testing.T, cfg soakCfg) *soak {
 }
 
 // startServer starts `cairn server` on the campaign's data and address
-// and waits until it serves.
+// and waits until it is ready.
 func (s *soak) startServer() {
-	s.server = spawnExe(s.t, "server", s.bin, []string{"server", "--data", filepath.Join(s.dir, "data"), "--listen", s.listen,
-		"--ui-listen", "off", "--log-level", "warn", "--lease-drift-margin", s.cfg.margin.String()}, nil)
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		resp, err := http.Get("http://" + s.listen + "/healthz")
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("cairn server did not come up: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a process that is starting
-	}
+	s.server = testkit.StartServer(s.t.Context(), s.t, testkit.ServerOptions{Data: filepath.Join(s.dir, "data"), Listen: s.listen, Name: "server",
+		Args: []string{"--log-level", "info", "--lease-drift-margin", s.cfg.margin.String()}})
 }
 
 func (s *soak) startWorker(i int) {
@@ -319,17 +270,17 @@ func (s *soak) faults() {
 			// Past the lease and the margin, so that its attempts are
 			// handed to the other worker before it wakes up.
 			d := lease + s.cfg.margin + time.Duration(200+s.rng.IntN(2500))*time.Millisecond
-			s.workers[i].signal(syscall.SIGSTOP)
+			s.workers[i].Freeze()
 			time.Sleep(d)
-			s.workers[i].signal(syscall.SIGCONT)
+			s.workers[i].Thaw()
 			s.figures.Freezes++
 		case p < 0.55:
-			s.server.kill()
+			s.server.Kill()
 			s.startServer()
 			s.figures.ServerKills++
 		default:
 			i := s.rng.IntN(2)
-			s.workers[i].kill()
+			s.workers[i].Kill()
 			s.startWorker(i)
 			s.figures.WorkerKills++
 		}
@@ -555,50 +506,14 @@ func containsPayment(cs []VendorEntry, id string) bool {
 // cairnCheck stops the server and runs `cairn check` on its data: the
 // number of problems it reports.
 func (s *soak) cairnCheck() int {
-	s.server.kill()
-	out, err := exec.Command(s.bin, "check", "--data", filepath.Join(s.dir, "data"), "--json").CombinedOutput()
+	s.server.Kill()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	out, err := testkit.CLI(ctx, s.t, "", "check", "--data", filepath.Join(s.dir, "data"), "--json")
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintf(&s.details, "cairn check: %v\n%s\n", err, out)
-	n := bytes.Count(out, []byte(`"kind"`))
+	fmt.Fprintf(&s.details, "cairn check: %v\n%s\n", err, out.Combined)
+	n := strings.Count(out.Combined, `"kind"`)
 	return max(n, 1)
-}
-
-// spawnExe starts a program as a child whose stdout and stderr lines the
-// test can wait for, and kills it when the test ends.
-func spawnExe(t testing.TB, name, exe string, args, env []string) *proc {
-	t.Helper()
-	p := &proc{t: t, name: name, changed: make(chan struct{})}
-	cmd := exec.Command(exe, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout = (*lineWriter)(p)
-	cmd.Stderr = (*stderrWriter)(p)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd, p.stdin = cmd, stdin
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go p.wait()
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			p.mu.Lock()
-			t.Logf("%s stdout (end):\n%s\n%s stderr (end):\n%s", name,
-				lastBytes(strings.Join(p.lines, "\n"), 8<<10), name, lastBytes(p.stderr.String(), 8<<10))
-			p.mu.Unlock()
-		}
-	})
-	return p
-}
-
-// lastBytes is the end of s, at most n bytes of it.
-func lastBytes(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
 }

@@ -15,12 +15,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/cairnflow/cairn/engine"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/internal/testkit"
 	"github.com/cairnflow/cairn/sdk/client"
 )
 
@@ -34,8 +34,8 @@ func pauseAfterPayment(t *testing.T, e *env, id string) (client.Run, string) {
 	t.Helper()
 	w1 := e.worker("w1", workerCfg{Class: history.SideEffect, GateAfter: 1})
 	run := e.start(id, inv)
-	paid := w1.waitLine("paid")
-	w1.kill()
+	paid := w1.WaitFields(t.Context(), "paid")
+	w1.Kill()
 	u := e.waitEvent(run, "the pause", is(history.TypeActivityOutcomeUnknown)).Attrs.(*history.ActivityOutcomeUnknown)
 	if u.IdempotencyKey != paid[1] || u.Attempt != 1 {
 		t.Fatalf("ActivityOutcomeUnknown %+v, want key %s attempt 1", u, paid[1])
@@ -50,8 +50,8 @@ func pauseBeforePayment(t *testing.T, e *env, id string) (client.Run, string) {
 	t.Helper()
 	w1 := e.worker("w1", workerCfg{Class: history.SideEffect, GateBefore: 1})
 	run := e.start(id, inv)
-	started := w1.waitLine("started")
-	w1.kill()
+	started := w1.WaitFields(t.Context(), "started")
+	w1.Kill()
 	u := e.waitEvent(run, "the pause", is(history.TypeActivityOutcomeUnknown)).Attrs.(*history.ActivityOutcomeUnknown)
 	if u.IdempotencyKey != started[1] {
 		t.Fatalf("ActivityOutcomeUnknown %+v, want key %s", u, started[1])
@@ -107,10 +107,10 @@ func TestKilledAfterEffect(t *testing.T) {
 		e := newEnv(t)
 		w1 := e.worker("w1", workerCfg{Class: history.Idempotent, GateAfter: 1})
 		run := e.start("killed-idempotent", inv)
-		first := w1.waitLine("paid")
-		w1.kill()
+		first := w1.WaitFields(t.Context(), "paid")
+		w1.Kill()
 		w2 := e.worker("w2", workerCfg{Class: history.Idempotent})
-		retry := w2.waitLine("paid")
+		retry := w2.WaitFields(t.Context(), "paid")
 		if retry[1] != first[1] || retry[2] != "2" || retry[3] != first[3] || retry[4] != "deduped" {
 			t.Fatalf("the retry printed %q after %q; want attempt 2 with the same key, deduplicated by the provider", retry, first)
 		}
@@ -133,10 +133,10 @@ func TestKilledAfterEffect(t *testing.T) {
 		e := newEnv(t)
 		w1 := e.worker("w1", workerCfg{Class: history.SideEffect, Reconcile: true, GateAfter: 1})
 		run := e.start("killed-reconcile", inv)
-		paid := w1.waitLine("paid")
-		w1.kill()
+		paid := w1.WaitFields(t.Context(), "paid")
+		w1.Kill()
 		w2 := e.worker("w2", workerCfg{Class: history.SideEffect, Reconcile: true})
-		if l := w2.waitLine("lookup"); l[1] != paid[1] || l[2] != "found" {
+		if l := w2.WaitFields(t.Context(), "lookup"); l[1] != paid[1] || l[2] != "found" {
 			t.Fatalf("lookup printed %q, want the payment under key %s found", l, paid[1])
 		}
 		o := result(t, run)
@@ -144,7 +144,7 @@ func TestKilledAfterEffect(t *testing.T) {
 			t.Fatalf("outcome %+v, want the receipt of %s", o, paid[3])
 		}
 		e.wantPayments(1)
-		if p := w2.printed("paid"); len(p) != 0 {
+		if p := w2.Lines("paid"); len(p) != 0 {
 			t.Fatalf("the second worker paid again: %q", p)
 		}
 		evs := e.history(run)
@@ -167,21 +167,21 @@ func TestKilledBeforeIntent(t *testing.T) {
 	t.Parallel()
 	dir, prov := t.TempDir(), provider{filepath.Join(t.TempDir(), "provider.jsonl")}
 	engine1 := spawn(t, "engine1", envMode+"=engine", envData+"="+dir)
-	addr1 := engine1.waitLine("listening")[1]
+	addr1 := engine1.WaitFields(t.Context(), "listening")[1]
 	c1 := dial(t, addr1)
 	// The workflow worker polls "agents"; SendPayment runs on "payments",
 	// which nobody polls yet.
 	wf1 := startWorker(t, addr1, prov, "wf1", workerCfg{Class: history.SideEffect})
 	run := startRun(t, c1, "killed-before-intent", Order{Invoice: "INV-9", Amount: 4200, PayQueue: "payments"})
-	waitEvent(t, c1.Service(), run, "the payment to be scheduled", is(history.TypeActivityScheduled))
+	testkit.WaitEvent(t.Context(), t, c1.Service(), run.WorkflowID(), run.RunID(), "the payment to be scheduled", is(history.TypeActivityScheduled))
 	if evs := historyOf(t, c1, run); evs.count(history.TypeActivityStarted) != 0 {
 		t.Fatalf("dispatched before any worker polled:\n%s", evs)
 	}
-	engine1.kill()
-	wf1.kill()
+	engine1.Kill()
+	wf1.Kill()
 
 	engine2 := spawn(t, "engine2", envMode+"=engine", envData+"="+dir)
-	addr2 := engine2.waitLine("listening")[1]
+	addr2 := engine2.WaitFields(t.Context(), "listening")[1]
 	c2 := dial(t, addr2)
 	startWorker(t, addr2, prov, "wf2", workerCfg{Class: history.SideEffect})
 	payer := startWorker(t, addr2, prov, "payer", workerCfg{Class: history.SideEffect, Queue: "payments"})
@@ -192,7 +192,7 @@ func TestKilledBeforeIntent(t *testing.T) {
 	if ps, _ := prov.payments(); len(ps) != 1 {
 		t.Fatalf("the provider holds %d payments, want 1: %+v", len(ps), ps)
 	}
-	if p := payer.printed("paid"); len(p) != 1 {
+	if p := payer.Lines("paid"); len(p) != 1 {
 		t.Fatalf("the payer paid %d times: %q", len(p), p)
 	}
 	evs := historyOf(t, c2, run)
@@ -224,7 +224,7 @@ func TestKilledAfterCompletionRecorded(t *testing.T) {
 	run := e.start("killed-after-completion", o)
 	done := e.waitEvent(run, "the completion", is(history.TypeActivityCompleted))
 	e.waitEvent(run, "the decision after it", after(done.ID, history.TypeWorkflowTaskCompleted))
-	w1.kill()
+	w1.Kill()
 	w2 := e.worker("w2", workerCfg{Class: history.SideEffect})
 	if err := e.c.SignalWorkflow(context.Background(), run.WorkflowID(), "", "ship", "now"); err != nil {
 		t.Fatal(err)
@@ -234,7 +234,7 @@ func TestKilledAfterCompletionRecorded(t *testing.T) {
 	if len(out.Receipts) != 1 || out.Receipts[0] != ps[0] {
 		t.Fatalf("outcome %+v, want the receipt %+v", out, ps[0])
 	}
-	if p := w2.printed("started"); len(p) != 0 {
+	if p := w2.Lines("started"); len(p) != 0 {
 		t.Fatalf("the fresh worker called SendPayment: %q", p)
 	}
 	evs := e.history(run)
@@ -255,9 +255,9 @@ func TestSamePaymentTwiceInOneRun(t *testing.T) {
 	o := inv
 	o.Times = 2
 	run := e.start("twice", o)
-	first := w1.waitLine("paid")
-	second := w1.waitLine("paid")
-	w1.kill()
+	first := w1.WaitFields(t.Context(), "paid")
+	second := w1.WaitFields(t.Context(), "paid")
+	w1.Kill()
 	u := e.waitEvent(run, "the pause", is(history.TypeActivityOutcomeUnknown)).Attrs.(*history.ActivityOutcomeUnknown)
 
 	evs := e.history(run)
@@ -308,7 +308,7 @@ func TestNewRunWithExtraStep(t *testing.T) {
 	run1 := e.start("new-run", o)
 	done := e.waitEvent(run1, "the payment", is(history.TypeActivityCompleted))
 	e.waitEvent(run1, "the decision after it", after(done.ID, history.TypeWorkflowTaskCompleted))
-	w1.kill()
+	w1.Kill()
 	if err := e.c.TerminateWorkflow(context.Background(), run1.WorkflowID(), run1.RunID(), "pod evicted; re-running the job"); err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +322,7 @@ func TestNewRunWithExtraStep(t *testing.T) {
 	if len(out.Receipts) != 1 || out.Receipts[0] != ps[0] {
 		t.Fatalf("outcome %+v, want the first run's receipt %+v", out, ps[0])
 	}
-	if p := w2.printed("started"); len(p) != 0 {
+	if p := w2.Lines("started"); len(p) != 0 {
 		t.Fatalf("the new run called SendPayment: %q", p)
 	}
 	sched1, ids1 := e.history(run1).scheduled("SendPayment")
@@ -421,7 +421,7 @@ func TestTwoWorkersRace(t *testing.T) {
 	for _, p := range ps {
 		keys[p.Key] = true
 	}
-	paid := append(a.printed("paid"), b.printed("paid")...)
+	paid := append(a.Lines("paid"), b.Lines("paid")...)
 	if len(keys) != n || len(paid) != n {
 		t.Fatalf("%d distinct keys and %d payments by the workers, want %d: %+v", len(keys), len(paid), n, ps)
 	}
@@ -449,32 +449,32 @@ func TestStoppedWorkerIsFenced(t *testing.T) {
 	o := inv
 	o.PayQueue = "payments"
 	run := e.start("fenced", o)
-	started := a.waitLine("started")
+	started := a.WaitFields(t.Context(), "started")
 	key := started[1]
-	a.signal(syscall.SIGSTOP)
+	a.Freeze()
 
 	cfg.GateBefore, cfg.GateAfter = 0, 1
 	b := e.worker("b", cfg)
-	if l := b.waitLine("lookup"); l[1] != key || l[2] != "not-found" {
+	if l := b.WaitFields(t.Context(), "lookup"); l[1] != key || l[2] != "not-found" {
 		t.Fatalf("lookup printed %q, want key %s not found", l, key)
 	}
 	// a's lease expired, so a is frozen (a live worker heartbeats): only
 	// now let its SendPayment go on, which it will when it wakes up.
-	a.open()
-	bp := b.waitLine("paid")
+	a.Send("go")
+	bp := b.WaitFields(t.Context(), "paid")
 	if bp[1] != key || bp[2] != "2" {
 		t.Fatalf("b printed %q, want attempt 2 under key %s", bp, key)
 	}
 
-	a.signal(syscall.SIGCONT)
-	if p := a.waitLine("paid"); p[1] != key || p[2] != "1" {
+	a.Thaw()
+	if p := a.WaitFields(t.Context(), "paid"); p[1] != key || p[2] != "1" {
 		t.Fatalf("a printed %q, want attempt 1 under key %s", p, key)
 	}
 	// Attempt 2 still runs: attempt 1's success is held until it reports.
-	if r := a.waitLine("acked"); r[1] != "completed" {
+	if r := a.WaitFields(t.Context(), "acked"); r[1] != "completed" {
 		t.Fatalf("a's completion: %q, want it acknowledged (held)", r)
 	}
-	b.open()
+	b.Send("go")
 	out := result(t, run)
 	ps := e.wantPayments(2)
 	if len(out.Receipts) != 1 || !slices.Contains(ps, out.Receipts[0]) || out.Receipts[0].PaymentID != bp[3] {
@@ -508,11 +508,11 @@ func TestLateCompletionResolvesPause(t *testing.T) {
 	e := newEnv(t)
 	w := e.worker("w", workerCfg{Class: history.SideEffect, GateAfter: 1, MaxAct: 1})
 	run := e.start("late", inv)
-	w.waitLine("paid")
-	w.signal(syscall.SIGSTOP)
+	w.WaitLine(t.Context(), "paid")
+	w.Freeze()
 	e.waitEvent(run, "the pause", is(history.TypeActivityOutcomeUnknown))
-	w.open()
-	w.signal(syscall.SIGCONT)
+	w.Send("go")
+	w.Thaw()
 	out := result(t, run)
 	ps := e.wantPayments(1)
 	if len(out.Receipts) != 1 || out.Receipts[0] != ps[0] {
@@ -523,7 +523,7 @@ func TestLateCompletionResolvesPause(t *testing.T) {
 		evs.count(history.TypeActivityCompleted) != 1 {
 		t.Fatalf("want the late completion recorded as the result:\n%s", evs)
 	}
-	if r := w.printed("refused"); len(r) != 0 {
+	if r := w.Lines("refused"); len(r) != 0 {
 		t.Fatalf("the late completion was refused: %q", r)
 	}
 }
@@ -545,16 +545,16 @@ func TestLateCompletionAfterReconcile(t *testing.T) {
 	o := inv
 	o.PayQueue = "payments"
 	run := e.start("late-reconcile", o)
-	paid := a.waitLine("paid")
-	a.signal(syscall.SIGSTOP)
+	paid := a.WaitFields(t.Context(), "paid")
+	a.Freeze()
 	cfg.GateAfter, cfg.LookupDown = 0, true
 	b := e.worker("b", cfg)
-	if l := b.waitLine("lookup"); l[2] != "unknown" {
+	if l := b.WaitFields(t.Context(), "lookup"); l[2] != "unknown" {
 		t.Fatalf("lookup printed %q", l)
 	}
 	e.waitEvent(run, "the pause", is(history.TypeActivityOutcomeUnknown))
-	a.open()
-	a.signal(syscall.SIGCONT)
+	a.Send("go")
+	a.Thaw()
 	out := result(t, run)
 	ps := e.wantPayments(1)
 	if len(out.Receipts) != 1 || out.Receipts[0] != ps[0] || ps[0].PaymentID != paid[3] {
@@ -564,7 +564,7 @@ func TestLateCompletionAfterReconcile(t *testing.T) {
 	if evs.count(history.TypeActivityDuplicateDetected) != 0 || evs.count(history.TypeActivityCompleted) != 1 {
 		t.Fatalf("want the late completion recorded as the result, and no duplicate:\n%s", evs)
 	}
-	if r := a.printed("refused"); len(r) != 0 {
+	if r := a.Lines("refused"); len(r) != 0 {
 		t.Fatalf("the late completion was refused: %q", r)
 	}
 }
@@ -591,7 +591,7 @@ func TestResolve(t *testing.T) {
 			t.Fatalf("outcome %+v, want %+v", out, r)
 		}
 		e.wantPayments(1)
-		if p := w2.printed("started"); len(p) != 0 {
+		if p := w2.Lines("started"); len(p) != 0 {
 			t.Fatalf("SendPayment ran again: %q", p)
 		}
 		res := only[*history.ActivityResolved](t, e.history(run))
@@ -610,7 +610,7 @@ func TestResolve(t *testing.T) {
 		e.resolve(client.ResolveRequest{WorkflowID: run.WorkflowID(), Resolution: history.ResolvedNotHappened,
 			By: "clerk@acme", Reason: "no payment at the provider"})
 		w2 := e.worker("w2", workerCfg{Class: history.SideEffect})
-		if p := w2.waitLine("paid"); p[1] != key || p[2] != "2" {
+		if p := w2.WaitFields(t.Context(), "paid"); p[1] != key || p[2] != "2" {
 			t.Fatalf("the retry printed %q, want attempt 2 with key %s", p, key)
 		}
 		out := result(t, run)
@@ -642,7 +642,7 @@ func TestResolve(t *testing.T) {
 			t.Fatalf("outcome %+v, want an *sdk.ActivityError wrapping *sdk.ApplicationError{Type: ResolvedFailed}", out)
 		}
 		e.wantPayments(0)
-		if p := w2.printed("started"); len(p) != 0 {
+		if p := w2.Lines("started"); len(p) != 0 {
 			t.Fatalf("SendPayment ran again: %q", p)
 		}
 		res := only[*history.ActivityResolved](t, e.history(run))

@@ -4,21 +4,17 @@ package effects_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,12 +26,14 @@ import (
 	"github.com/cairnflow/cairn/engine/httpapi"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/history/badgerstore"
+	"github.com/cairnflow/cairn/internal/testkit"
 	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/sdk/client"
 	"github.com/cairnflow/cairn/worker"
 )
 
-// waitTimeout bounds every wait for another process.
+// waitTimeout bounds the waits for a run and the engine (the waits for a
+// child process's lines are the kit's: testkit.WaitTimeout, the same).
 const waitTimeout = 60 * time.Second
 
 // The environment of a child process (the test binary re-executed).
@@ -72,6 +70,8 @@ func engineOptions(st *badgerstore.Store) engine.Options {
 		RetryInitialInterval: 100 * time.Millisecond,
 	}}
 }
+
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // TestWorkerProcess is not a test: the tests run the test binary again with
 // EFFECTS_CHILD set, and this function then becomes a worker process (or an
@@ -232,144 +232,13 @@ func runEngine() error {
 
 // --- the test process's side ---
 
-// proc is a child process and the lines it printed.
-type proc struct {
-	t     testing.TB
-	name  string
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-
-	mu      sync.Mutex
-	lines   []string
-	partial []byte
-	next    int           // lines before next were consumed by waitLine
-	changed chan struct{} // closed when a line arrives or the process exits
-	exited  bool
-	stderr  bytes.Buffer
-}
-
-// spawn starts the test binary as a child with the given environment and
-// kills it when the test ends.
-func spawn(t testing.TB, name string, env ...string) *proc {
+// spawn starts the test binary as a child (TestWorkerProcess) with the
+// given environment; the test waits for the lines of its protocol on
+// stdout. It is killed when the test ends.
+func spawn(t testing.TB, name string, env ...string) *testkit.Proc {
 	t.Helper()
-	return spawnExe(t, name, os.Args[0], []string{"-test.run=^TestWorkerProcess$", "-test.count=1"}, env)
-}
-
-// wait waits for the process to exit and marks it exited.
-func (p *proc) wait() {
-	_ = p.cmd.Wait()
-	p.mu.Lock()
-	p.exited = true
-	close(p.changed)
-	p.changed = make(chan struct{})
-	p.mu.Unlock()
-}
-
-type lineWriter proc
-
-func (w *lineWriter) Write(b []byte) (int, error) {
-	p := (*proc)(w)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.partial = append(p.partial, b...)
-	for {
-		i := bytes.IndexByte(p.partial, '\n')
-		if i < 0 {
-			break
-		}
-		p.lines = append(p.lines, string(p.partial[:i]))
-		p.partial = p.partial[i+1:]
-	}
-	close(p.changed)
-	p.changed = make(chan struct{})
-	return len(b), nil
-}
-
-type stderrWriter proc
-
-// maxStderr bounds the stderr a child's proc keeps (its tail).
-const maxStderr = 1 << 20
-
-func (w *stderrWriter) Write(b []byte) (int, error) {
-	p := (*proc)(w)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.stderr.Len()+len(b) > maxStderr {
-		tail := bytes.Clone(p.stderr.Bytes()[p.stderr.Len()/2:])
-		p.stderr.Reset()
-		p.stderr.Write(tail)
-	}
-	return p.stderr.Write(b)
-}
-
-// waitLine waits for the next line (after those already consumed) that
-// starts with prefix and returns its fields.
-func (p *proc) waitLine(prefix string) []string {
-	p.t.Helper()
-	deadline := time.NewTimer(waitTimeout)
-	defer deadline.Stop()
-	for {
-		p.mu.Lock()
-		for i := p.next; i < len(p.lines); i++ {
-			if line := p.lines[i]; strings.HasPrefix(line, prefix) {
-				p.next = i + 1
-				p.mu.Unlock() // line is read under the lock: Write appends to p.lines meanwhile
-				return strings.Fields(line)
-			}
-		}
-		exited, changed := p.exited, p.changed
-		p.mu.Unlock()
-		if exited {
-			p.t.Fatalf("%s exited before printing %q", p.name, prefix)
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			p.t.Fatalf("%s did not print %q within %v", p.name, prefix, waitTimeout)
-		}
-	}
-}
-
-// printed returns the lines starting with prefix printed so far.
-func (p *proc) printed(prefix string) []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var ls []string
-	for _, l := range p.lines {
-		if strings.HasPrefix(l, prefix) {
-			ls = append(ls, l)
-		}
-	}
-	return ls
-}
-
-// open lets a gated SendPayment call go on.
-func (p *proc) open() {
-	p.t.Helper()
-	if _, err := io.WriteString(p.stdin, "go\n"); err != nil {
-		p.t.Fatalf("write to %s: %v", p.name, err)
-	}
-}
-
-func (p *proc) signal(sig syscall.Signal) {
-	p.t.Helper()
-	if err := syscall.Kill(p.cmd.Process.Pid, sig); err != nil {
-		p.t.Fatalf("%v %s: %v", sig, p.name, err)
-	}
-}
-
-// kill kills the process with SIGKILL and waits until it is gone.
-func (p *proc) kill() {
-	_ = syscall.Kill(p.cmd.Process.Pid, syscall.SIGKILL)
-	for {
-		p.mu.Lock()
-		exited, changed := p.exited, p.changed
-		p.mu.Unlock()
-		if exited {
-			return
-		}
-		<-changed
-	}
+	return testkit.Start(t, testkit.Cmd{Path: os.Args[0], Args: []string{"-test.run=^TestWorkerProcess$", "-test.count=1"}, Env: env,
+		Name: name, StdoutOnly: true})
 }
 
 // env is one scenario's world: an engine in the test process served over
@@ -421,12 +290,12 @@ type workerCfg struct {
 }
 
 // worker starts a worker process against e's engine.
-func (e *env) worker(name string, cfg workerCfg) *proc {
+func (e *env) worker(name string, cfg workerCfg) *testkit.Proc {
 	e.t.Helper()
 	return startWorker(e.t, e.addr, e.prov, name, cfg)
 }
 
-func startWorker(t *testing.T, addr string, prov provider, name string, cfg workerCfg) *proc {
+func startWorker(t *testing.T, addr string, prov provider, name string, cfg workerCfg) *testkit.Proc {
 	t.Helper()
 	class := map[history.EffectClass]string{history.Read: "read", history.Idempotent: "idempotent", history.SideEffect: "side-effect"}[cfg.Class]
 	queue := cfg.Queue
@@ -472,32 +341,10 @@ func result(t *testing.T, run client.Run) Outcome {
 	return o
 }
 
-// waitEvent long-polls a run's history until an event satisfies pred.
-func waitEvent(t *testing.T, svc api.Service, run client.Run, what string, pred func(history.Event) bool) history.Event {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel()
-	from := int64(1)
-	for {
-		resp, err := svc.GetHistory(ctx, &api.GetHistoryRequest{WorkflowID: run.WorkflowID(), RunID: run.RunID(), FromEventID: from, WaitNewEvents: true})
-		if err != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		for _, ev := range resp.Events {
-			if pred(ev) {
-				return ev
-			}
-		}
-		from = resp.NextEventID
-		if resp.Closed {
-			t.Fatalf("run closed before %s", what)
-		}
-	}
-}
-
+// waitEvent follows a run's history until an event satisfies pred.
 func (e *env) waitEvent(run client.Run, what string, pred func(history.Event) bool) history.Event {
 	e.t.Helper()
-	return waitEvent(e.t, e.eng, run, what, pred)
+	return testkit.WaitEvent(e.t.Context(), e.t, e.eng, run.WorkflowID(), run.RunID(), what, pred)
 }
 
 // is matches events of a type.

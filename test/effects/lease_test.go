@@ -4,18 +4,17 @@ package effects_test
 
 import (
 	"context"
-	"net"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cairnflow/cairn/engine"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/internal/testkit"
 	"github.com/cairnflow/cairn/sdk/client"
 )
 
@@ -52,7 +51,7 @@ func TestFrozenInThePollNeverRuns(t *testing.T) {
 	e.worker("wf", workerCfg{Class: history.SideEffect, Reconcile: true})
 	a := e.worker("a", cfg)
 	e.waitPollers("payments", 1)
-	a.signal(syscall.SIGSTOP) // parked in its poll
+	a.Freeze() // parked in its poll
 	o := inv
 	o.PayQueue = "payments"
 	run := e.start("frozen-in-poll", o)
@@ -64,18 +63,18 @@ func TestFrozenInThePollNeverRuns(t *testing.T) {
 		t.Fatalf("dispatch %+v", d)
 	}
 	b := e.worker("b", cfg)
-	if l := b.waitLine("lookup"); l[2] != "not-found" {
+	if l := b.WaitFields(t.Context(), "lookup"); l[2] != "not-found" {
 		t.Fatalf("lookup printed %q", l)
 	}
-	if p := b.waitLine("paid"); p[2] != "2" {
+	if p := b.WaitFields(t.Context(), "paid"); p[2] != "2" {
 		t.Fatalf("b printed %q, want attempt 2", p)
 	}
 	out := result(t, run)
-	a.signal(syscall.SIGCONT)
-	if r := a.waitLine("refused"); r[1] != "stale-attempt" || r[2] != "gave-back" {
+	a.Thaw()
+	if r := a.WaitFields(t.Context(), "refused"); r[1] != "stale-attempt" || r[2] != "gave-back" {
 		t.Fatalf("a's report: %q, want its give-back refused as stale", r)
 	}
-	if p := a.printed("started"); len(p) != 0 {
+	if p := a.Lines("started"); len(p) != 0 {
 		t.Fatalf("the frozen worker started an attempt whose lease was over: %q", p)
 	}
 	ps := e.wantPayments(1)
@@ -89,17 +88,17 @@ func TestFrozenInThePollNeverRuns(t *testing.T) {
 
 // startShopWorker starts a shop worker process (vendor_test.go) running
 // at most maxAct activities at once (0: the worker's default).
-func startShopWorker(t *testing.T, addr, vendorURL, name string, maxAct int) *proc {
+func startShopWorker(t *testing.T, addr, vendorURL, name string, maxAct int) *testkit.Proc {
 	t.Helper()
 	return spawn(t, name, envMode+"=shop", envAddr+"="+addr, envName+"="+name, envVendorURL+"="+vendorURL,
 		envMaxAct+"="+strconv.Itoa(maxAct))
 }
 
 // startVendor starts a vendor process and returns it with its URL.
-func startVendor(t *testing.T, journal string, env ...string) (*proc, string) {
+func startVendor(t *testing.T, journal string, env ...string) (*testkit.Proc, string) {
 	t.Helper()
 	v := spawn(t, "vendor", append([]string{envMode + "=vendor", envVendorJournal + "=" + journal}, env...)...)
-	return v, v.waitLine("listening")[1]
+	return v, v.WaitFields(t.Context(), "listening")[1]
 }
 
 // Point 2: the frozen attempt's charge is on its way — the request left the
@@ -126,8 +125,8 @@ func TestReconcileWaitsForTheRequestInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sent := v.waitLine("received /charge") // the request left the worker (its "sent" trace fires before the flush)
-	a.signal(syscall.SIGSTOP)              // the charge is under way at the vendor; the worker is gone
+	sent := v.WaitFields(t.Context(), "received /charge") // the request left the worker (its "sent" trace fires before the flush)
+	a.Freeze()                                            // the charge is under way at the vendor; the worker is gone
 	b := startShopWorker(t, e.addr, vurl, "b", 0)
 	var out ShopOutcome
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
@@ -135,7 +134,7 @@ func TestReconcileWaitsForTheRequestInFlight(t *testing.T) {
 	if err := run.Get(ctx, &out); err != nil {
 		t.Fatal(err)
 	}
-	if p := b.printed("sent /charge"); len(p) != 0 {
+	if p := b.Lines("sent /charge"); len(p) != 0 {
 		t.Fatalf("b charged again: %q", p)
 	}
 	entries, err := readJournal(journal)
@@ -151,8 +150,8 @@ func TestReconcileWaitsForTheRequestInFlight(t *testing.T) {
 	if res.By != "reconcile" || res.Resolution != history.ResolvedHappened {
 		t.Fatalf("resolved %+v, want happened by the lookup", res)
 	}
-	a.signal(syscall.SIGCONT)
-	a.waitLine("refused") // its late report of the charge (a confirmation, or nothing new)
+	a.Thaw()
+	a.WaitLine(t.Context(), "refused") // its late report of the charge (a confirmation, or nothing new)
 	e.assertNoDuplicates()
 }
 
@@ -164,19 +163,6 @@ func (e *env) assertNoDuplicates() {
 	}
 }
 
-// freeAddr returns a loopback address nobody listens on, for a server that
-// must come back at the same address after a restart.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
-}
-
 // Point 5: the worker has paid and reports while the server is frozen
 // (SIGSTOP) and then killed (SIGKILL); it keeps the outcome and delivers it
 // once the server is back on the same data: the run completes with its
@@ -184,19 +170,19 @@ func freeAddr(t *testing.T) string {
 func TestOutcomeSurvivesAServerRestart(t *testing.T) {
 	t.Parallel()
 	dir, prov := t.TempDir(), provider{filepath.Join(t.TempDir(), "provider.jsonl")}
-	listen := freeAddr(t)
+	listen := testkit.FreeAddr(t)
 	engine1 := spawn(t, "engine1", envMode+"=engine", envData+"="+dir, envListen+"="+listen)
-	addr := engine1.waitLine("listening")[1]
+	addr := engine1.WaitFields(t.Context(), "listening")[1]
 	c := dial(t, addr)
 	w := startWorker(t, addr, prov, "w", workerCfg{Class: history.SideEffect, GateAfter: 1})
 	run := startRun(t, c, "report-across-restart", inv)
-	paid := w.waitLine("paid")
-	engine1.signal(syscall.SIGSTOP)
-	w.open() // the completion goes out to a frozen server…
-	engine1.kill()
+	paid := w.WaitFields(t.Context(), "paid")
+	engine1.Freeze()
+	w.Send("go") // the completion goes out to a frozen server…
+	engine1.Kill()
 	engine2 := spawn(t, "engine2", envMode+"=engine", envData+"="+dir, envListen+"="+listen) // …which comes back
-	engine2.waitLine("listening")
-	if r := w.waitLine("acked"); r[1] != "completed" {
+	engine2.WaitLine(t.Context(), "listening")
+	if r := w.WaitFields(t.Context(), "acked"); r[1] != "completed" {
 		t.Fatalf("w's report: %q", r)
 	}
 	o := result(t, c.GetWorkflow(context.Background(), run.WorkflowID(), run.RunID()))
@@ -212,7 +198,7 @@ func TestOutcomeSurvivesAServerRestart(t *testing.T) {
 	if done.Identity != "w" {
 		t.Fatalf("completed %+v", done)
 	}
-	if refused := w.printed("refused"); len(refused) == 0 || !strings.Contains(strings.Join(refused, "\n"), "other completed") {
+	if refused := w.Lines("refused"); len(refused) == 0 || !strings.Contains(strings.Join(refused, "\n"), "other completed") {
 		t.Fatalf("the report was not retried: refusals %q", refused)
 	}
 }

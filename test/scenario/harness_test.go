@@ -11,11 +11,8 @@ package scenario_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http/httptest"
-	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +22,7 @@ import (
 	"github.com/cairnflow/cairn/activities/llm/fakellm"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/internal/testkit"
 	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/sdk/agent"
 	"github.com/cairnflow/cairn/sdk/client"
@@ -302,28 +300,15 @@ func testCtx(t *testing.T) context.Context {
 // an event; a failed workflow task or the run closing first fails the test.
 func waitEvent(t *testing.T, ctx context.Context, c client.Client, id, runID string, what string, match func(history.Event) bool) history.Event {
 	t.Helper()
-	from := int64(1)
-	for {
-		resp, err := c.Service().GetHistory(ctx, &api.GetHistoryRequest{WorkflowID: id, RunID: runID, FromEventID: from, WaitNewEvents: true})
-		if err == nil {
-			err = ctx.Err() // a long poll ends without events, and no error, when ctx does
+	return testkit.WaitEvent(ctx, t, c.Service(), id, runID, what, func(ev history.Event) bool {
+		if match(ev) {
+			return true
 		}
-		if err != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
+		if f, ok := ev.Attrs.(*history.WorkflowTaskFailed); ok {
+			t.Fatalf("waiting for %s: workflow task failed: %s: %s", what, f.Cause, f.Failure.Message)
 		}
-		for _, ev := range resp.Events {
-			if match(ev) {
-				return ev
-			}
-			if f, ok := ev.Attrs.(*history.WorkflowTaskFailed); ok {
-				t.Fatalf("waiting for %s: workflow task failed: %s: %s", what, f.Cause, f.Failure.Message)
-			}
-		}
-		from += int64(len(resp.Events))
-		if resp.Closed && from >= resp.NextEventID {
-			t.Fatalf("waiting for %s: the run closed first", what)
-		}
-	}
+		return false
+	})
 }
 
 func isMarker(name string) func(history.Event) bool {
@@ -377,15 +362,3 @@ func requestToolMessages(t *testing.T, r fakellm.Request) [][2]string {
 	}
 	return out
 }
-
-func sortedKeys(m map[string]int) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-var _ = errors.New
-var _ = strings.Contains

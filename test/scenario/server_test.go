@@ -10,10 +10,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,71 +19,19 @@ import (
 	"github.com/cairnflow/cairn/activities/llm/fakellm"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/internal/testkit"
 	"github.com/cairnflow/cairn/sdk/agent"
 	"github.com/cairnflow/cairn/sdk/client"
 	"github.com/cairnflow/cairn/worker"
 )
 
-// cairnBin builds the cairn binary once for the package.
-var cairnBin = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "cairn-scenario-bin-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "cairn")
-	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/cairn").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
-})
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // startServer runs `cairn server` on a fresh data directory and returns its
 // API address; the process is killed and reaped when the test ends.
 func startServer(t *testing.T, args ...string) string {
 	t.Helper()
-	bin, err := cairnBin()
-	must(t, err)
-	args = append([]string{"server", "--data", filepath.Join(t.TempDir(), "data"), "--listen", "127.0.0.1:0",
-		"--ui-listen", "off", "--log-level", "info"}, args...)
-	cmd := exec.Command(bin, args...)
-	stderr, err := cmd.StderrPipe()
-	must(t, err)
-	must(t, cmd.Start())
-	addr := make(chan string, 1)
-	exited := make(chan struct{})
-	var mu sync.Mutex
-	var logs []string
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			mu.Lock()
-			logs = append(logs, sc.Text())
-			mu.Unlock()
-			var line struct{ Message, Listen string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "cairn server ready" {
-				addr <- line.Listen
-			}
-		}
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	select {
-	case a := <-addr:
-		return a
-	case <-exited:
-		mu.Lock()
-		defer mu.Unlock()
-		t.Fatalf("cairn server exited before it was ready:\n%s", strings.Join(logs, "\n"))
-	case <-time.After(time.Minute):
-		t.Fatal("cairn server not ready within a minute")
-	}
-	return ""
+	return testkit.StartServer(t.Context(), t, testkit.ServerOptions{Args: append([]string{"--log-level", "info"}, args...)}).Addr
 }
 
 // readSSE follows the run's Server-Sent Events until `event: closed`.
@@ -217,20 +163,6 @@ func TestServerCostBudgetAndSSEStream(t *testing.T) {
 	v.check(t)
 }
 
-// cairnCLI runs the cairn binary against addr and returns its stdout.
-func cairnCLI(t *testing.T, ctx context.Context, addr string, args ...string) (string, error) {
-	t.Helper()
-	bin, err := cairnBin()
-	must(t, err)
-	cmd := exec.CommandContext(ctx, bin, append(args, "--address", addr)...)
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("cairn %v: %w\n%s", args, err, errb.String())
-	}
-	return out.String(), nil
-}
-
 // startWorker runs an in-process worker against the server until the test
 // ends.
 func startWorker(t *testing.T, addr string, model *fakellm.Server) (client.Client, *Provider) {
@@ -277,12 +209,12 @@ func TestCLIApproveAndWatch(t *testing.T) {
 	watched := make(chan string, 1)
 	watchErr := make(chan error, 1)
 	go func() {
-		out, err := cairnCLI(t, ctx, addr, "workflow", "watch", "cli-INV-6", "--json")
-		watched <- out
+		out, err := testkit.CLI(ctx, t, addr, "workflow", "watch", "cli-INV-6", "--json")
+		watched <- out.Stdout
 		watchErr <- err
 	}()
 	waitEvent(t, ctx, c, "cli-INV-6", "", "approval requested", isMarker(history.MarkerApprovalRequested))
-	if _, err := cairnCLI(t, ctx, addr, "workflow", "signal", "cli-INV-6", "--name", "approve",
+	if _, err := testkit.CLI(ctx, t, addr, "workflow", "signal", "cli-INV-6", "--name", "approve",
 		"--input", `{"Approved":true,"By":"ap-clerk"}`); err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +266,7 @@ func TestCLIBudgetRaiseAndStop(t *testing.T) {
 			t.Fatalf("%s: status %v, pause %+v", id, d.Info.Status, d.Info.Pause)
 		}
 	}
-	if _, err := cairnCLI(t, ctx, addr, "workflow", "budget", "cli-raise", "--max-tokens", "200000", "--reason", "worth finishing"); err != nil {
+	if _, err := testkit.CLI(ctx, t, addr, "workflow", "budget", "cli-raise", "--max-tokens", "200000", "--reason", "worth finishing"); err != nil {
 		t.Fatal(err)
 	}
 	var res agent.Result
@@ -342,7 +274,7 @@ func TestCLIBudgetRaiseAndStop(t *testing.T) {
 	if res.Final != "Both read." {
 		t.Fatalf("raised run: %+v", res)
 	}
-	if _, err := cairnCLI(t, ctx, addr, "workflow", "budget", "cli-stop", "--stop", "--reason", "enough"); err != nil {
+	if _, err := testkit.CLI(ctx, t, addr, "workflow", "budget", "cli-stop", "--stop", "--reason", "enough"); err != nil {
 		t.Fatal(err)
 	}
 	err := c.GetWorkflow(ctx, "cli-stop", "").Get(ctx, nil)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"github.com/cairnflow/cairn/activities"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/internal/testkit"
 	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/sdk/client"
 	"github.com/cairnflow/cairn/worker"
@@ -143,7 +143,7 @@ func (l *ledger) counts() (started, signals, results int) {
 
 // life is one server process and the load against it.
 type life struct {
-	srv     *server
+	srv     *testkit.Server
 	c       client.Client
 	stopW   func()
 	cancel  context.CancelFunc
@@ -182,9 +182,11 @@ func quiet() worker.Options {
 func startLife(t *testing.T, dir string, sh *shop, led *ledger, nextID *atomic.Int64, seed uint64, gens int, args ...string) (*life, error) {
 	t.Helper()
 	srv := startServer(t, dir, args...)
-	select {
-	case addr := <-srv.addr:
-		c, err := client.Dial(addr, client.Options{Identity: "adversary"}, client.DialOptions{})
+	rctx, rcancel := context.WithTimeout(bg, 2*time.Minute)
+	defer rcancel()
+	switch err := srv.Ready(rctx); {
+	case err == nil:
+		c, err := client.Dial(srv.Addr, client.Options{Identity: "adversary"}, client.DialOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,10 +209,10 @@ func startLife(t *testing.T, dir string, sh *shop, led *ledger, nextID *atomic.I
 		lf.stopW = func() { wcancel(); <-wdone }
 		lf.gens = gens
 		return lf, nil
-	case <-srv.exited:
-		return nil, fmt.Errorf("server exited before it was ready: %v\n%s", srv.exitErr, srv.output())
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("server not ready within 2 minutes:\n%s", srv.output())
+	case errors.Is(err, testkit.ErrExited):
+		return nil, fmt.Errorf("server exited before it was ready: %v\n%s", srv.Err(), srv.Output())
+	default:
+		t.Fatalf("server not ready within 2 minutes: %v\n%s", err, srv.Output())
 	}
 	return nil, nil
 }
@@ -326,8 +328,8 @@ func (lf *life) waitOps(t *testing.T, ops int64) {
 	lf.wake()
 	select {
 	case <-ch:
-	case <-lf.srv.exited:
-		t.Fatalf("the server died by itself: %v\n%s", lf.srv.exitErr, lf.srv.output())
+	case <-lf.srv.Exited():
+		t.Fatalf("the server died by itself: %v\n%s", lf.srv.Err(), lf.srv.Output())
 	case <-time.After(3 * time.Minute):
 		t.Fatalf("only %d of %d operations acknowledged in 3 minutes", lf.ops.Load(), ops)
 	}
@@ -365,8 +367,8 @@ func (lf *life) acked() {
 func (lf *life) end(t *testing.T, ops int64, sig syscall.Signal) {
 	t.Helper()
 	lf.waitOps(t, ops)
-	_ = lf.srv.cmd.Process.Signal(sig)
-	<-lf.srv.exited
+	_ = lf.srv.Signal(sig)
+	<-lf.srv.Exited()
 	lf.cancel()
 	lf.wg.Wait()
 	lf.stopW()
@@ -451,20 +453,13 @@ func mapsInt(m map[string]int) map[string]int {
 // and output.
 func cairnCheck(t *testing.T, dir string) (int, string) {
 	t.Helper()
-	bin, err := cairnBin()
-	if err != nil {
-		t.Fatal(err)
+	ctx, cancel := context.WithTimeout(bg, 10*time.Minute)
+	defer cancel()
+	out, err := testkit.CLI(ctx, t, "", "check", "--data", dir)
+	if out.Code < 0 {
+		t.Fatalf("cairn check: %v\n%s", err, out.Combined)
 	}
-	out, err := exec.Command(bin, "check", "--data", dir).CombinedOutput()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-		return 0, string(out)
-	case errors.As(err, &exit):
-		return exit.ExitCode(), string(out)
-	}
-	t.Fatalf("cairn check: %v\n%s", err, out)
-	return 0, ""
+	return out.Code, out.Combined
 }
 
 // TestAdversaryKills is the crash campaign on a real server: lives of a
@@ -515,8 +510,8 @@ func TestAdversaryKills(t *testing.T) {
 			lf.cancel()
 			lf.wg.Wait()
 			finish(t, lf, sh, led)
-			_ = lf.srv.cmd.Process.Signal(syscall.SIGTERM)
-			<-lf.srv.exited
+			_ = lf.srv.Signal(syscall.SIGTERM)
+			<-lf.srv.Exited()
 			lf.stopW()
 			_ = lf.c.Close()
 			break

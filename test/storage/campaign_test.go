@@ -291,9 +291,9 @@ func takeSnapshot(st *badgerstore.Store) (*snapshot, error) {
 	return s, nil
 }
 
-// diff compares what st serves with the reference. It returns the damage
-// the store reported (an error wrapping history.ErrCorrupt), or a
-// description of silently different data, or neither.
+// diff compares what st serves with the reference. It returns a
+// description of silently different data, or the damage the store
+// reported (an error wrapping history.ErrCorrupt), or neither.
 func (ref *snapshot) diff(st *badgerstore.Store) (silent string, reported error) {
 	for _, sp := range spaces {
 		recs, err := st.Scan(bg, sp, history.ScanOptions{})

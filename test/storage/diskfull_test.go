@@ -232,7 +232,7 @@ func TestDiskFullServer(t *testing.T) {
 	fs := smallFS(t, 96<<20)
 	data := filepath.Join(fs, "data")
 	srv := startServer(t, data)
-	c, err := client.Dial(srv.ready(t), client.Options{Identity: "diskfull"}, client.DialOptions{})
+	c, err := client.Dial(ready(t, srv), client.Options{Identity: "diskfull"}, client.DialOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestDiskFullServer(t *testing.T) {
 			t.Fatalf("start %d on a full disk: %v, want resource_exhausted", i, err)
 		}
 	}
-	srv.alive(t)
+	srv.Running()
 	if d, err := c.DescribeWorkflow(bg, "before", ""); err != nil || d.Info.Status != api.StatusRunning {
 		t.Fatalf("describe on a full disk: %+v, %v", d, err)
 	}
@@ -260,12 +260,12 @@ func TestDiskFullServer(t *testing.T) {
 		t.Fatalf("start once space returned: %v", err)
 	}
 	// Restart on a completely full disk.
-	_ = srv.cmd.Process.Signal(syscall.SIGTERM)
-	<-srv.exited
+	_ = srv.Signal(syscall.SIGTERM)
+	<-srv.Exited()
 	c.Close()
 	f = fill(t, fs, 0)
 	srv = startServer(t, data)
-	c, err = client.Dial(srv.ready(t), client.Options{Identity: "diskfull"}, client.DialOptions{})
+	c, err = client.Dial(ready(t, srv), client.Options{Identity: "diskfull"}, client.DialOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,5 +282,5 @@ func TestDiskFullServer(t *testing.T) {
 	if err := startRun("resumed"); err != nil {
 		t.Fatalf("start once space returned after a restart: %v", err)
 	}
-	srv.alive(t)
+	srv.Running()
 }

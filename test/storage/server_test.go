@@ -3,110 +3,35 @@
 package storage_test
 
 import (
-	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/history/badgerstore"
+	"github.com/cairnflow/cairn/internal/testkit"
 )
 
-var cairnBin = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "cairn-storage-bin-")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "cairn")
-	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/cairn").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
-})
+func TestMain(m *testing.M) { testkit.Main(m) }
 
-// server is a `cairn server` child process.
-type server struct {
-	cmd     *exec.Cmd
-	addr    chan string
-	exited  chan struct{} // closed when the process has exited
-	exitErr error
-	mu      sync.Mutex
-	log     []string
-}
-
-// output returns the server's log lines so far.
-func (s *server) output() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.Join(s.log, "\n")
-}
-
-func startServer(t *testing.T, data string, args ...string) *server {
+// startServer starts `cairn server` on data with args, logging at info
+// level, and returns at once.
+func startServer(t *testing.T, data string, args ...string) *testkit.Server {
 	t.Helper()
-	bin, err := cairnBin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	args = append([]string{"server", "--data", data, "--listen", "127.0.0.1:0", "--ui-listen", "off", "--log-level", "info"}, args...)
-	s := &server{cmd: exec.Command(bin, args...),
-		addr: make(chan string, 1), exited: make(chan struct{})}
-	stderr, err := s.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			s.mu.Lock()
-			s.log = append(s.log, sc.Text())
-			s.mu.Unlock()
-			var line struct{ Message, Listen string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "cairn server ready" {
-				s.addr <- line.Listen
-			}
-		}
-		s.exitErr = s.cmd.Wait()
-		close(s.exited)
-	}()
-	t.Cleanup(func() {
-		_ = s.cmd.Process.Kill()
-		<-s.exited
-	})
-	return s
+	return testkit.LaunchServer(t, testkit.ServerOptions{Data: data, Args: append([]string{"--log-level", "info"}, args...)})
 }
 
-func (s *server) ready(t *testing.T) string {
+// ready waits for the server to be ready and returns its address.
+func ready(t *testing.T, s *testkit.Server) string {
 	t.Helper()
-	select {
-	case a := <-s.addr:
-		return a
-	case <-s.exited:
-		t.Fatalf("server exited before it was ready: %v\n%s", s.exitErr, s.output())
-	case <-time.After(time.Minute):
-		t.Fatal("server not ready within a minute")
+	if err := s.Ready(t.Context()); err != nil {
+		t.Fatalf("%v\n%s", err, s.Output())
 	}
-	return ""
-}
-
-// alive fails the test if the server process has exited.
-func (s *server) alive(t *testing.T) {
-	t.Helper()
-	select {
-	case <-s.exited:
-		t.Fatalf("the server process is gone: %v\n%s", s.exitErr, s.output())
-	default:
-	}
+	return s.Addr
 }
 
 // TestServerRefusesDamagedData: `cairn server` on a data directory whose
@@ -142,17 +67,17 @@ func TestServerRefusesDamagedData(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := startServer(t, damaged)
-	<-srv.exited
+	exitErr := srv.Wait(t.Context())
 	var exit *exec.ExitError
-	if !errors.As(srv.exitErr, &exit) || exit.ExitCode() != 3 {
-		t.Fatalf("server on a damaged directory: %v, want exit code 3\n%s", srv.exitErr, srv.output())
+	if !errors.As(exitErr, &exit) || exit.ExitCode() != 3 {
+		t.Fatalf("server on a damaged directory: %v, want exit code 3\n%s", exitErr, srv.Output())
 	}
-	if out := srv.output(); !strings.Contains(out, "refusing to serve") || !strings.Contains(out, "were acknowledged") {
+	if out := srv.Output(); !strings.Contains(out, "refusing to serve") || !strings.Contains(out, "were acknowledged") {
 		t.Fatalf("the log does not say why:\n%s", out)
 	}
 	srv = startServer(t, damaged, "--accept-data-loss")
-	srv.ready(t)
-	if out := srv.output(); !strings.Contains(out, "the loss is recorded") {
+	ready(t, srv)
+	if out := srv.Output(); !strings.Contains(out, "the loss is recorded") {
 		t.Fatalf("--accept-data-loss did not log the loss:\n%s", out)
 	}
 }

@@ -11,44 +11,25 @@
 package browser
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+
+	"github.com/cairnflow/cairn/internal/testkit"
 )
 
-var cairnBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "cairn-ui-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	cairnBin = filepath.Join(dir, "cairn")
-	cmd := exec.Command("go", "build", "-o", cairnBin, "../../..")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build cairn:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // chromium returns the browser's path, or skips (fails where it is
 // required).
@@ -74,38 +55,18 @@ func chromium(t *testing.T) string {
 // test's cleanup stops it too).
 func dev(t *testing.T) (string, string, func()) {
 	t.Helper()
-	cmd := exec.Command(cairnBin, "dev", "--demo", "--json", "--listen", "127.0.0.1:0", "--ui-listen", "127.0.0.1:0")
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case <-done:
-			case <-time.After(15 * time.Second):
-				_ = cmd.Process.Kill()
-				<-done
-			}
-		})
-	}
+	p := testkit.Start(t, testkit.Cmd{Path: testkit.Cairn(t), Name: "cairn dev", StdoutOnly: true,
+		Args: []string{"dev", "--demo", "--json", "--listen", "127.0.0.1:0", "--ui-listen", "127.0.0.1:0"}})
+	stop := func() { p.Terminate(15 * time.Second) } // SIGTERM: it removes its data directory
 	t.Cleanup(stop)
+	p.WaitLine(t.Context(), "}") // the end of the --json object it prints first
 	var ready struct {
 		UI      string `json:"ui"`
 		Address string `json:"address"`
 	}
-	if err := json.NewDecoder(bufio.NewReader(out)).Decode(&ready); err != nil || ready.UI == "" || ready.Address == "" {
+	if err := json.Unmarshal([]byte(strings.Join(p.Lines(""), "\n")), &ready); err != nil || ready.UI == "" || ready.Address == "" {
 		t.Fatalf("cairn dev did not say where its UI is: %+v %v", ready, err)
 	}
-	go func() { _, _ = io.Copy(io.Discard, out) }()
 	return strings.TrimSuffix(ready.UI, "/"), ready.Address, stop
 }
 
@@ -527,7 +488,7 @@ func pasteBack(t *testing.T, ctx context.Context, base, apiAddr, input string) {
 	if !strings.Contains(input, "Budget") {
 		t.Fatalf("the run page does not show the input's budget:\n%s", input)
 	}
-	out, err := exec.Command(cairnBin, "workflow", "start", "--address", apiAddr, "--type", "Assistant", "--id", "assistant-INV-8-pasted",
+	out, err := exec.Command(testkit.Cairn(t), "workflow", "start", "--address", apiAddr, "--type", "Assistant", "--id", "assistant-INV-8-pasted",
 		"--task-queue", "accounts-payable", "--input", input).CombinedOutput()
 	if err != nil {
 		t.Fatalf("start a run with the input shown (%s): %v\n%s", input, err, out)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -66,9 +65,12 @@ func (s *Store) round(members []*request) roundOutcome {
 		return roundOutcome{committed: true}
 	case err == nil:
 		return roundOutcome{err: fmt.Errorf("COMMIT answered %q: the transaction was rolled back", tag.String())}
-	case pgCode(err) != "" || pgconn.SafeToRetry(err):
-		return roundOutcome{err: err} // refused by the server, or never sent
+	case pgCode(err) != "":
+		return roundOutcome{err: err} // the server refused it: rolled back
 	}
+	// Anything else may have happened after the server committed. (Not
+	// even pgconn.SafeToRetry can tell: pgx v5.12 reports a COMMIT whose
+	// answer was lost as "conn closed", safe to retry.)
 	return roundOutcome{err: err, unknown: true}
 }
 

@@ -114,13 +114,23 @@ func withParam(dbURL, key, value string) string {
 // trip to the database, which is what the condition waits for.
 func until(t *testing.T, what string, cond func() bool) {
 	t.Helper()
+	if !poll(t, cond) {
+		t.Fatalf("%s: not by the deadline", what)
+	}
+}
+
+// poll calls cond until it reports true (true) or the test's deadline
+// nears, or a minute passes (false). Unlike until it may run on any
+// goroutine.
+func poll(t *testing.T, cond func() bool) bool {
 	deadline := time.Now().Add(time.Minute)
-	if d, ok := t.Deadline(); ok && d.Before(deadline) {
+	if d, ok := t.Deadline(); ok && d.Add(-5*time.Second).Before(deadline) {
 		deadline = d.Add(-5 * time.Second)
 	}
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not by the deadline", what)
+			return false
 		}
 	}
+	return true
 }

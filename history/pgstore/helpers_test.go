@@ -106,7 +106,7 @@ func withParam(dbURL, key, value string) string {
 	if strings.Contains(dbURL, "?") {
 		sep = "&"
 	}
-	return dbURL + sep + url.QueryEscape(key) + "=" + url.QueryEscape(value)
+	return dbURL + sep + url.QueryEscape(key) + "=" + strings.ReplaceAll(url.QueryEscape(value), "+", "%20")
 }
 
 // until calls cond until it reports true, failing the test at its

@@ -100,6 +100,9 @@ func open(ctx context.Context, opts Options, hooks testHooks, files fs.FS) (*Sto
 // prepareDatabase checks the durability settings, then creates or
 // migrates the schema.
 func (s *Store) prepareDatabase(ctx context.Context, ms []migration) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("%w: connect: %w", ErrUnavailable, err)
+	}
 	d, err := readDurability(ctx, s.pool)
 	if err != nil {
 		return err

@@ -2,11 +2,14 @@ package pgstore
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/cairnflow/cairn/history"
 )
@@ -250,4 +253,90 @@ func TestBatchLimits(t *testing.T) {
 	}
 	wantAbsent(t, s, history.SpaceMeta, "marker")
 	wantAbsent(t, s, history.SpaceMeta, "big")
+}
+
+// TestCanceledWhileQueued: a caller whose context ends while its batch
+// waits in the queue gets ctx.Err(), and the batch is never written.
+func TestCanceledWhileQueued(t *testing.T) {
+	var once sync.Once
+	var holding atomic.Bool
+	release := make(chan struct{})
+	s := openHooks(t, testOptions(t), testHooks{beforeRound: func() {
+		once.Do(func() {
+			holding.Store(true)
+			<-release
+		})
+	}})
+	first := make(chan error, 1)
+	go func() { first <- s.Commit(bg, appendTo(runRef("wf-first"), 1, "x")) }()
+	until(t, "the committer holds the first batch", holding.Load)
+	ctx, cancel := context.WithCancel(bg)
+	queuedErr := make(chan error, 1)
+	go func() { queuedErr <- s.Commit(ctx, appendTo(runRef("wf-canceled"), 1, "x")) }()
+	until(t, "queued", func() bool { return queued(s) == 1 })
+	cancel()
+	if err := <-queuedErr; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Commit canceled while queued: %v", err)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(bg, appendTo(runRef("wf-after"), 1, "x")); err != nil { // the committer went past it
+		t.Fatal(err)
+	}
+	wantLast(t, s, runRef("wf-canceled"), 0)
+}
+
+// TestSerializationFailureRetried: a conditional batch (serializable)
+// whose COMMIT fails with a serialization failure runs again, and then
+// sees what the other transaction wrote.
+func TestSerializationFailureRetried(t *testing.T) {
+	var inHook func()
+	s := openHooks(t, testOptions(t), testHooks{beforeCommit: func() {
+		if f := inHook; f != nil {
+			inHook = nil
+			f()
+		}
+	}})
+	sp := history.SpaceLedger
+	if err := s.Commit(bg, &history.Batch{Puts: []history.Record{put(sp, "k", "0")}}); err != nil {
+		t.Fatal(err)
+	}
+	// Between the batch's checks and its COMMIT, another serializable
+	// transaction reads what the batch writes (k) and writes what it read
+	// (c): a cycle, so the second to commit fails.
+	inHook = func() {
+		other := func() error {
+			tx, err := s.pool.BeginTx(bg, pgx.TxOptions{IsoLevel: pgx.Serializable})
+			if err != nil {
+				return err
+			}
+			defer func() { _ = tx.Rollback(bg) }()
+			if _, err := tx.Exec(bg, "SELECT value FROM records WHERE space = $1 AND key = 'k'", int16(sp)); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(bg, "INSERT INTO records (space, key, value) VALUES ($1, 'c', $2)", int16(sp),
+				history.SealRecord(history.RecordID(sp, []byte("c")), []byte("other"))); err != nil {
+				return err
+			}
+			return tx.Commit(bg)
+		}
+		if err := other(); err != nil {
+			t.Errorf("the other transaction: %v", err)
+		}
+	}
+	before := s.Stats()
+	err := s.Commit(bg, &history.Batch{
+		Conditions: []history.Condition{{Space: sp, Key: []byte("c")}}, // c absent
+		Puts:       []history.Record{put(sp, "k", "1")},
+	})
+	if !errors.Is(err, history.ErrConflict) {
+		t.Fatalf("Commit: %v, want ErrConflict (c exists once the batch runs again)", err)
+	}
+	if st := s.Stats(); st.Retries-before.Retries != 1 {
+		t.Fatalf("%d retries, want 1", st.Retries-before.Retries)
+	}
+	wantValue(t, s, sp, "k", "0")
+	wantValue(t, s, sp, "c", "other")
 }

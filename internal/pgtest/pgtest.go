@@ -14,6 +14,10 @@
 // reached, a test that asks for it is skipped — unless CI=true, where it
 // fails: CI must never skip the Postgres suites silently. Main then says
 // once, on the terminal, that the Postgres suites were skipped.
+//
+// A test's schema is dropped by its cleanup; the schemas of test
+// processes that were killed before theirs ran are dropped by the next
+// test binary that asks for one (see sweep.go).
 package pgtest
 
 import (
@@ -81,6 +85,7 @@ func probe() (*pgxpool.Pool, error) {
 			return
 		}
 		admin = pool
+		sweepSchemas(ctx, pool)
 	})
 	return admin, probeErr
 }
@@ -123,7 +128,8 @@ func URL(t testing.TB) (dbURL, schema string) {
 	schema = schemaName(t.Name())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+	q := pgx.Identifier{schema}.Sanitize()
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+q+"; COMMENT ON SCHEMA "+q+" IS '"+owner()+"'"); err != nil {
 		t.Fatalf("pgtest: create schema %s: %v", schema, err)
 	}
 	t.Cleanup(func() { drop(t, pool, schema) })

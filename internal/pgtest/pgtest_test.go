@@ -3,10 +3,13 @@ package pgtest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 )
 
 func TestMain(m *testing.M) { Main(m) }
@@ -135,5 +138,39 @@ func TestSweepMarkers(t *testing.T) {
 	}
 	if _, err := os.Stat(live); err != nil {
 		t.Fatalf("marker of a live process removed: %v", err)
+	}
+}
+
+// TestSweepSchemas: a schema left by a test process that died is dropped
+// at the next sweep; one of a live process, or of another host, is not.
+func TestSweepSchemas(t *testing.T) {
+	if os.Getenv(helperEnv) == "1" {
+		return
+	}
+	pool := need(t)
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Skipf("no process to wait for: %v", err)
+	}
+	ctx := context.Background()
+	mk := func(comment string) string {
+		t.Helper()
+		name := schemaName(t.Name())
+		q := pgx.Identifier{name}.Sanitize()
+		if _, err := pool.Exec(ctx, "CREATE SCHEMA "+q+"; COMMENT ON SCHEMA "+q+" IS '"+comment+"'"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { drop(t, pool, name) })
+		return name
+	}
+	dead := mk(fmt.Sprintf("%s host=%s pid=%d", ownerPrefix, hostname(), cmd.Process.Pid))
+	live := mk(owner())
+	elsewhere := mk(fmt.Sprintf("%s host=%s pid=%d", ownerPrefix, "another-host", cmd.Process.Pid))
+	sweepSchemas(ctx, pool)
+	if SchemaExists(t, dead) || !SchemaExists(t, live) || !SchemaExists(t, elsewhere) {
+		t.Fatalf("after the sweep: dead %v, live %v, other host's %v", SchemaExists(t, dead), SchemaExists(t, live), SchemaExists(t, elsewhere))
+	}
+	if _, _, ok := parseOwner("not ours"); ok {
+		t.Fatal("parsed a foreign comment")
 	}
 }

@@ -102,7 +102,10 @@
 // it — the connection dropped, the answer never came — leaves the outcome
 // unknown: ErrCommitUnknown, which wraps none of the sentinels the engine
 // takes for "refused, nothing written" (engine/resync.go,
-// ambiguousCommit), so the engine reads the runs back. A caller whose
+// ambiguousCommit), so the engine reads the runs back. The store never
+// cancels a COMMIT (a timeout closes the connection instead): Postgres
+// answers a COMMIT canceled while it waits for a synchronous standby with
+// success, though the standby may not have it. A caller whose
 // context ends while its batch is queued gets ctx.Err() and nothing is
 // written; once the batch is in a transaction, Commit waits for its
 // outcome (bounded by Options.CommitTimeout).

@@ -89,6 +89,20 @@ func pgCode(err error) string {
 	return ""
 }
 
+// fatal reports whether a server error ended the session (severity FATAL
+// or PANIC) rather than only the statement.
+func fatal(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	sev := pe.SeverityUnlocalized
+	if sev == "" {
+		sev = pe.Severity
+	}
+	return sev == "FATAL" || sev == "PANIC"
+}
+
 // retryable reports whether a failed transaction may simply be run again:
 // the database gave up on it (serialization failure, deadlock) and wrote
 // nothing.

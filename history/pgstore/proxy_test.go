@@ -164,3 +164,49 @@ func TestCommitFailsBeforeCommit(t *testing.T) {
 	}
 	wantLast(t, direct, run, 1)
 }
+
+// TestCommitSessionKilled: the session is terminated (a FATAL error) with
+// the transaction open: the answer to COMMIT is that error, which ends the
+// session whether or not the commit record was written, so Commit says it
+// does not know (here it was not written).
+func TestCommitSessionKilled(t *testing.T) {
+	opts := testOptions(t)
+	opts.URL = withParam(opts.URL, "application_name", opts.Schema)
+	var arm atomic.Bool
+	var killed atomic.Int32
+	var s *Store
+	s = openHooks(t, opts, testHooks{beforeCommit: func() {
+		if !arm.Load() {
+			return
+		}
+		var n int32
+		err := s.pool.QueryRow(bg, `SELECT count(pg_terminate_backend(pid))::int FROM pg_stat_activity
+WHERE application_name = $1 AND state LIKE 'idle in transaction%'`, opts.Schema).Scan(&n)
+		if err != nil {
+			t.Error(err)
+		}
+		killed.Store(n)
+		// Wait until the session is gone, so that its FATAL is what
+		// COMMIT reads.
+		poll(t, func() bool {
+			var left int
+			_ = s.pool.QueryRow(bg, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1
+AND state LIKE 'idle in transaction%'`, opts.Schema).Scan(&left)
+			return left == 0
+		})
+	}})
+	run := runRef("wf-killed")
+	arm.Store(true)
+	err := s.Commit(bg, appendTo(run, 1, "x"))
+	arm.Store(false)
+	if killed.Load() != 1 {
+		t.Fatalf("terminated %d sessions, want the committer's", killed.Load())
+	}
+	if !errors.Is(err, ErrCommitUnknown) || notAmbiguous(err) {
+		t.Fatalf("Commit on a terminated session: %v, want ErrCommitUnknown", err)
+	}
+	wantLast(t, s, run, 0)
+	if err := s.Commit(bg, appendTo(run, 1, "x")); err != nil {
+		t.Fatalf("Commit after the terminated session: %v", err)
+	}
+}

@@ -65,12 +65,15 @@ func (s *Store) round(members []*request) roundOutcome {
 		return roundOutcome{committed: true}
 	case err == nil:
 		return roundOutcome{err: fmt.Errorf("COMMIT answered %q: the transaction was rolled back", tag.String())}
-	case pgCode(err) != "":
+	case pgCode(err) != "" && !fatal(err):
 		return roundOutcome{err: err} // the server refused it: rolled back
 	}
-	// Anything else may have happened after the server committed. (Not
-	// even pgconn.SafeToRetry can tell: pgx v5.12 reports a COMMIT whose
-	// answer was lost as "conn closed", safe to retry.)
+	// Anything else may have happened after the server committed: a lost
+	// connection (not even pgconn.SafeToRetry can tell: pgx v5.12 reports
+	// a COMMIT whose answer was lost as "conn closed", safe to retry), or
+	// a FATAL error, which ends the session whether or not the commit
+	// record was written (a shutdown while waiting for a synchronous
+	// standby comes after the local commit).
 	return roundOutcome{err: err, unknown: true}
 }
 

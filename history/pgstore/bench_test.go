@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -29,23 +30,63 @@ func BenchmarkCommit(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			benchCommits(b, s, writers)
+			benchCommits(b, s, writers, nil)
 		})
 		b.Run(fmt.Sprintf("postgres/writers=%d", writers), func(b *testing.B) {
 			s := mustOpen(b, testOptions(b))
-			before := s.Stats()
-			benchCommits(b, s, writers)
+			var before Stats
+			benchCommits(b, s, writers, func() { before = s.Stats() })
 			st := s.Stats()
 			commits := max(st.Commits-before.Commits, 1)
 			b.ReportMetric(float64(st.Batches-before.Batches)/float64(commits), "batches/commit")
 			b.ReportMetric(float64(st.Statements-before.Statements)/float64(commits), "statements/commit")
 		})
+		// The same statements, one transaction per batch, each writer on
+		// its own connection: what concurrent clients get from Postgres
+		// alone (its WAL flushes are shared too), without the committer.
+		b.Run(fmt.Sprintf("postgres-unbatched/writers=%d", writers), func(b *testing.B) {
+			opts := testOptions(b)
+			opts.MaxConns = int32(max(writers, 2))
+			s := mustOpen(b, opts)
+			benchCommits(b, unbatched{s}, writers, nil)
+		})
 	}
 }
 
+// unbatched commits each batch in a transaction of its own, on the
+// caller's goroutine.
+type unbatched struct{ *Store }
+
+func (u unbatched) Commit(_ context.Context, b *history.Batch) error {
+	r, err := u.prepare(b)
+	if err != nil {
+		return err
+	}
+	out := u.round([]*request{r})
+	switch {
+	case out.committed:
+		return nil
+	case len(out.guilty) > 0:
+		return out.guilty[0]
+	}
+	return out.mapped()
+}
+
 // benchCommits makes b.N commits from writers goroutines and reports
-// commits/s.
-func benchCommits(b *testing.B, s history.Store, writers int) {
+// commits/s. It first warms the store up with 100 commits of a run of its
+// own (a new database's first commits are slower), then calls started.
+func benchCommits(b *testing.B, s history.Store, writers int, started func()) {
+	warm := history.RunRef{WorkflowID: "warm-up", RunID: "r1"}
+	for i, id := 0, int64(1); i < 100; i++ {
+		batch := engineBatch(warm, id, i)
+		if err := s.Commit(bg, batch); err != nil {
+			b.Fatal(err)
+		}
+		id += int64(len(batch.Appends[0].Events))
+	}
+	if started != nil {
+		started()
+	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	b.ResetTimer()

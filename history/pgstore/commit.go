@@ -68,9 +68,6 @@ func (s *Store) commitLoop() {
 		if !ok && len(carry) == 0 {
 			return
 		}
-		if s.hooks.taken != nil && len(reqs) > 0 {
-			s.hooks.taken(reqs)
-		}
 		var group []*request
 		group, carry = s.formGroup(append(carry, reqs...))
 		start := time.Now()

@@ -36,9 +36,8 @@ var _ history.Store = (*Store)(nil)
 // testHooks let tests of this package observe and steer the committer.
 // Every hook is optional and set before the committer starts.
 type testHooks struct {
-	taken        func([]*request) // after the committer took requests from the queue
-	beforeRound  func()           // before a round's statements are sent
-	beforeCommit func()           // after a round's checks passed, before COMMIT is sent
+	beforeRound  func() // before a round's statements are sent
+	beforeCommit func() // after a round's checks passed, before COMMIT is sent
 }
 
 // Durability is what the database promises about an acknowledged commit,

@@ -68,8 +68,8 @@ func (s *Store) ReadEvents(ctx context.Context, run history.RunRef, from int64, 
 // statement, streamed); see history.Store. The iteration holds a
 // connection until the loop ends; once Close has begun it ends early,
 // yielding history.ErrClosed, and Close waits for that. Breaking out of
-// the loop early lets the statement finish in the background of the
-// connection (its remaining rows are read and dropped).
+// the loop early reads and drops the statement's remaining rows before
+// the loop returns (the connection must be idle to be used again).
 func (s *Store) Events(ctx context.Context, run history.RunRef, from int64) iter.Seq2[history.Event, error] {
 	return func(yield func(history.Event, error) bool) {
 		err := checkRun(run)

@@ -38,7 +38,7 @@ const enginePkg = "github.com/cairnflow/cairn/engine."
 
 // commitHelpers are the functions between a commit and the code that
 // decided it.
-var commitHelpers = map[string]bool{"storeCommit": true, "commit": true, "transact": true, "transactLocked": true,
+var commitHelpers = map[string]bool{"storeCommit": true, "commit": true, "commitFenced": true, "tryBumpBoot": true, "transact": true, "transactLocked": true,
 	"background": true, "onOpenRun": true, "onActivity": true}
 
 // commitPoint names the commit being made: the outermost exported method

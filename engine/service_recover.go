@@ -173,6 +173,9 @@ func (e *Engine) recover(ctx context.Context) error {
 	if err := e.loadQuarantine(ctx); err != nil {
 		return fmt.Errorf("engine: recover: %w", err)
 	}
+	if e.shards != nil {
+		return nil // the runs of each shard are loaded when it is acquired (Acquire)
+	}
 	err := e.scanIndex(ctx, history.Key().Str("o").Bytes(), func(r history.Record, bad error) error {
 		return e.recoverRun(ctx, r.Key)
 	})
@@ -209,7 +212,9 @@ func (e *Engine) recoverRun(ctx context.Context, key []byte) error {
 		return nil
 	}
 	entry := &runEntry{ref: ref, parent: st.Parent, changed: make(chan struct{})}
+	e.mu.Lock() // Acquire loads runs while the engine serves others
 	e.open[ref.WorkflowID] = entry
+	e.mu.Unlock()
 	e.adopt(entry, st)
 	e.recoverOrphan(st)
 	return nil
@@ -289,7 +294,20 @@ func (e *Engine) recoverOrphan(st *machine.RunState) {
 
 // bumpBoot persists a new boot generation; epochs carry it so that a lease
 // or task token from before a restart never matches one issued after.
+//
+// Engines sharing a store (Options.Shards) take generations with a
+// compare-and-set, so no two of them ever issue the same epoch.
 func (e *Engine) bumpBoot(ctx context.Context) error {
+	var err error
+	for range 100 {
+		if err = e.tryBumpBoot(ctx); !errors.Is(err, history.ErrConflict) {
+			return err
+		}
+	}
+	return fmt.Errorf("engine: write boot generation: %w", storeErr(err))
+}
+
+func (e *Engine) tryBumpBoot(ctx context.Context) error {
 	var gen int64
 	b, err := e.store.Get(ctx, history.SpaceMeta, bootKey)
 	switch {
@@ -300,7 +318,11 @@ func (e *Engine) bumpBoot(ctx context.Context) error {
 	}
 	gen++
 	e.bootGen = gen
-	err = e.storeCommit(ctx, &history.Batch{Puts: []history.Record{e.bootRecord()}})
+	cond := history.Condition{Space: history.SpaceMeta, Key: bootKey, Exists: err == nil, Value: b}
+	err = e.storeCommit(ctx, &history.Batch{Conditions: []history.Condition{cond}, Puts: []history.Record{e.bootRecord()}})
+	if errors.Is(err, history.ErrConflict) {
+		return err // another engine took it: read again
+	}
 	if errors.Is(err, history.ErrNoSpace) {
 		// A full disk must not keep the engine from serving reads: every
 		// write fails until space returns anyway, and the first one that

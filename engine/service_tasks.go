@@ -72,8 +72,8 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *api.PollWorkflowTask
 			return &api.PollWorkflowTaskResponse{}, nil
 		}
 		task, err := e.dispatchWFT(ctx, item, req.Identity)
-		if errors.Is(err, api.ErrDataCorrupt) {
-			continue // that run is quarantined now; the poller waits for another task
+		if errors.Is(err, api.ErrDataCorrupt) || errors.Is(err, api.ErrNotOwner) {
+			continue // that run is quarantined now, or its shard moved: the poller waits for another task
 		}
 		if err != nil {
 			return nil, err
@@ -402,8 +402,8 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *api.PollActivityTask
 			return &api.PollActivityTaskResponse{}, nil
 		}
 		task, err := e.dispatchActivity(ctx, item, req.Identity, req.Activities)
-		if errors.Is(err, api.ErrDataCorrupt) {
-			continue // that run is quarantined now; the poller waits for another task
+		if errors.Is(err, api.ErrDataCorrupt) || errors.Is(err, api.ErrNotOwner) {
+			continue // that run is quarantined now, or its shard moved: the poller waits for another task
 		}
 		if err != nil {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, api.ErrUnavailable) {

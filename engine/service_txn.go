@@ -14,12 +14,18 @@ import (
 // commits what fn gathered. Nothing is written when fn fails. A run that
 // fn found damaged is quarantined once the locks are released (settle).
 func (e *Engine) transact(ctx context.Context, ids []string, fn func(x *txn) error) error {
+	if err := e.shards.wait(ctx, ids); err != nil {
+		return err
+	}
 	return e.settle(e.transactLocked(ctx, ids, fn))
 }
 
 func (e *Engine) transactLocked(ctx context.Context, ids []string, fn func(x *txn) error) error {
 	unlock := e.lock(ids...)
 	defer unlock()
+	if err := e.shards.check(ids...); err != nil {
+		return err
+	}
 	if err := e.resyncHeld(ctx, ids); err != nil {
 		return err
 	}

@@ -353,7 +353,7 @@ func StatusOf(code api.Code) int {
 		return http.StatusBadRequest
 	case api.CodeLimitExceeded, api.CodeQueryFailed:
 		return http.StatusUnprocessableEntity
-	case api.CodeUnavailable:
+	case api.CodeUnavailable, api.CodeNotOwner:
 		return http.StatusServiceUnavailable
 	case api.CodeResourceExhausted:
 		return http.StatusInsufficientStorage

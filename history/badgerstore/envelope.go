@@ -19,7 +19,6 @@ import (
 //
 // The envelope is history's (history.SealRecord): a record's Badger key is
 // its history.RecordID, so every store seals the same bytes.
-const envelopeLen = history.RecordEnvelopeLen
 
 // castagnoli is the CRC32C table of the store's own files (hwm.go).
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

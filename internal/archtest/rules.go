@@ -82,7 +82,7 @@ var groundFloor = is("internal/clock", "internal/wire", "internal/runpool", "int
 // testOnly are packages only tests may import: the suite's kits, and the
 // SDK's test environment (it embeds an engine, so a worker binary must not
 // link it).
-var testOnly = is("internal/testkit", "internal/pgtest", "sdk/testenv")
+var testOnly = is("internal/testkit", "internal/pgtest", "internal/storetest", "sdk/testenv")
 
 // workerSide are the packages a worker binary links.
 func workerSide(p string) bool { return under("sdk", "worker", "activities", "converter")(p) && !testOnly(p) }

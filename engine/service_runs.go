@@ -593,7 +593,10 @@ func (e *Engine) QueryWorkflow(ctx context.Context, req *api.QueryWorkflowReques
 	if err != nil {
 		return nil, err
 	}
-	q := &pendingQuery{id: randomID(), query: api.WorkflowQuery{QueryType: req.QueryType, Args: req.Args}, done: make(chan *api.RespondQueryTaskRequest, 1)}
+	// The query's id is its task token: it names the workflow id, so that a
+	// router sends the answer to the server the query waits on.
+	id := string(encodeToken(queryToken{W: req.WorkflowID, Q: randomID()}))
+	q := &pendingQuery{id: id, query: api.WorkflowQuery{QueryType: req.QueryType, Args: req.Args}, done: make(chan *api.RespondQueryTaskRequest, 1)}
 	q.query.QueryID = q.id
 	e.queriesMu.Lock()
 	e.queries[q.id] = q

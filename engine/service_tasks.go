@@ -21,6 +21,12 @@ type wftToken struct {
 	E int64  `msgpack:"e"`
 }
 
+// queryToken identifies one query waiting for its answer.
+type queryToken struct {
+	W string `msgpack:"w"`
+	Q string `msgpack:"q"`
+}
+
 // actToken identifies one attempt of an activity under its lease.
 type actToken struct {
 	W string `msgpack:"w"`
@@ -89,6 +95,21 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *api.PollWorkflowTask
 			return &api.PollWorkflowTaskResponse{Task: task}, nil
 		}
 	}
+}
+
+// handBackUnstarted undoes the dispatch of a workflow task its poller never
+// started (FailWorkflowTask with api.CauseNotStarted). A task that is no
+// longer current is left alone.
+func (e *Engine) handBackUnstarted(tok wftToken) error {
+	unlock := e.lock(tok.W)
+	defer unlock()
+	if err := e.shards.check(tok.W); err != nil {
+		return err
+	}
+	if entry, err := e.currentWFT(tok); err == nil {
+		e.rescheduleWFT(entry)
+	}
+	return nil
 }
 
 // handBackWFT undoes the dispatch of a workflow task nobody received.
@@ -364,6 +385,9 @@ func (e *Engine) FailWorkflowTask(ctx context.Context, req *api.FailWorkflowTask
 	var tok wftToken
 	if err := decodeToken(req.TaskToken, &tok); err != nil {
 		return nil, err
+	}
+	if req.Cause == api.CauseNotStarted {
+		return &api.FailWorkflowTaskResponse{}, e.handBackUnstarted(tok)
 	}
 	err := e.transact(ctx, []string{tok.W}, func(x *txn) error {
 		entry, err := e.currentWFT(tok)

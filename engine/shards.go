@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Shards tells an engine which runs it serves when several engines share
@@ -276,4 +278,21 @@ func (e *Engine) commitFenced(ctx context.Context, b *history.Batch, held map[st
 		return e.fenced(fences, err)
 	}
 	return err
+}
+
+// TokenWorkflowID returns the workflow id a task token (of a workflow task,
+// an activity attempt or a query) was issued for, so that a router can send
+// the task's completion to the server that serves the run. Every token is
+// a msgpack array whose first element is the workflow id.
+func TokenWorkflowID(token []byte) (string, error) {
+	dec := msgpack.NewDecoder(bytes.NewReader(token))
+	n, err := dec.DecodeArrayLen()
+	if err != nil || n < 1 {
+		return "", api.Errorf(api.ErrInvalidArgument, "malformed task token")
+	}
+	id, err := dec.DecodeString()
+	if err != nil || id == "" {
+		return "", api.Errorf(api.ErrInvalidArgument, "malformed task token")
+	}
+	return id, nil
 }

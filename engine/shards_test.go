@@ -156,3 +156,21 @@ func TestShardsFenceAStaleOwner(t *testing.T) {
 		t.Fatalf("describe after release: %v, want ErrNotOwner", err)
 	}
 }
+
+// TestTokenWorkflowID: every kind of task token names its workflow id.
+func TestTokenWorkflowID(t *testing.T) {
+	for name, tok := range map[string][]byte{
+		"workflow task": encodeToken(wftToken{W: "wf-1", R: "r", E: 7}),
+		"activity":      encodeToken(actToken{W: "wf-1", R: "r", S: 5, E: 9, A: 2}),
+		"query":         encodeToken(queryToken{W: "wf-1", Q: "q"}),
+	} {
+		if id, err := TokenWorkflowID(tok); err != nil || id != "wf-1" {
+			t.Errorf("%s token: %q %v", name, id, err)
+		}
+	}
+	for _, bad := range [][]byte{nil, {0x90}, []byte("x"), encodeToken(wftToken{})} {
+		if _, err := TokenWorkflowID(bad); !errors.Is(err, api.ErrInvalidArgument) {
+			t.Errorf("token %x: %v, want ErrInvalidArgument", bad, err)
+		}
+	}
+}

@@ -727,6 +727,11 @@ type FailWorkflowTaskRequest struct {
 	Identity  string
 }
 
+// CauseNotStarted: the task is given back unstarted (a server of a cluster
+// relayed it to a poller that had gone): the engine dispatches it again and
+// records nothing.
+const CauseNotStarted = "not_started"
+
 // Workflow task failure causes the engine acts on. A task failed (or
 // whose completion is refused) with one of them would fail the same way
 // on every retry: after Limits.MaxWorkflowTaskRefusals such failures in a

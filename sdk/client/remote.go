@@ -29,6 +29,9 @@ type DialOptions struct {
 	// PlainHTTP makes every call its own HTTP/1.1 request instead of a
 	// frame on the multiplexed session (see Dial).
 	PlainHTTP bool
+	// Header is sent with every request and with the session's upgrade (a
+	// server forwarding a call to another marks it so).
+	Header http.Header
 }
 
 // Dial returns a Client for the server at address ("127.0.0.1:7233",
@@ -55,11 +58,12 @@ func Dial(address string, opts Options, dial DialOptions) (Client, error) {
 
 // RemoteService implements api.Service over HTTP with msgpack bodies.
 type RemoteService struct {
-	base  string
-	token string
-	hc    *http.Client
-	sess  *sessionDialer // nil: plain HTTP requests
-	plain atomic.Bool    // the server does not serve sessions
+	base   string
+	token  string
+	hc     *http.Client
+	header http.Header
+	sess   *sessionDialer // nil: plain HTTP requests
+	plain  atomic.Bool    // the server does not serve sessions
 }
 
 // NewRemoteService returns the HTTP transport Dial uses.
@@ -82,9 +86,9 @@ func NewRemoteService(address string, opts DialOptions) (*RemoteService, error) 
 		}
 		hc = &http.Client{Transport: tr}
 	}
-	r := &RemoteService{base: base, token: opts.Token, hc: hc}
+	r := &RemoteService{base: base, token: opts.Token, hc: hc, header: opts.Header}
 	if !opts.PlainHTTP && opts.HTTPClient == nil {
-		d, err := newSessionDialer(base, opts.Token, opts.TLS)
+		d, err := newSessionDialer(base, opts.Token, opts.TLS, opts.Header)
 		if err != nil {
 			return nil, err
 		}
@@ -144,6 +148,9 @@ func (r *RemoteService) httpCall(ctx context.Context, method string, body []byte
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base+api.HTTPPrefix+method, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", api.ErrInvalidArgument, err)
+	}
+	for k, v := range r.header {
+		hreq.Header[k] = v
 	}
 	hreq.Header.Set("Content-Type", api.ContentMsgpack)
 	hreq.Header.Set("Accept", api.ContentMsgpack)
@@ -333,4 +340,9 @@ func (r *RemoteService) WatchStream(ctx context.Context, req *api.WatchStreamReq
 // GetTranscript implements api.Service.
 func (r *RemoteService) GetTranscript(ctx context.Context, req *api.GetTranscriptRequest) (*api.GetTranscriptResponse, error) {
 	return call[api.GetTranscriptRequest, api.GetTranscriptResponse](ctx, r, "GetTranscript", req)
+}
+
+// DescribeCluster implements api.Service.
+func (r *RemoteService) DescribeCluster(ctx context.Context, req *api.DescribeClusterRequest) (*api.DescribeClusterResponse, error) {
+	return call[api.DescribeClusterRequest, api.DescribeClusterResponse](ctx, r, "DescribeCluster", req)
 }

@@ -263,7 +263,7 @@ func describe(st *machine.RunState) *api.DescribeWorkflowResponse {
 			ScheduledEventID: id, ActivityID: a.ActivityID, ActivityType: a.ActivityType, State: state, Attempt: a.Attempt,
 			LeaseEpoch: a.LeaseEpoch, LeaseExpires: a.LeaseDeadline, NextAttemptAt: a.NextAttemptAt, LastFailure: a.LastFailure,
 			LastHeartbeat: a.LastHeartbeat, HeartbeatDetails: a.HeartbeatDetails, Effect: a.Effect, IdempotencyKey: a.IdempotencyKey,
-			CancelRequested: a.CancelRequested,
+			CancelRequested: a.CancelRequested, InDoubt: a.InDoubt(),
 		})
 	}
 	for _, name := range sortedKeys(st.Timers) {

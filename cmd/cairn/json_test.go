@@ -131,6 +131,8 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 		fails(1, "not_found", "restore", "--from", "@DIR/no-such-backup", "--data", "@DIR/restored-2"),
 		ok("check", "--data", "@DIR/restored"),
 		fails(2, "usage", "check"),
+		ok("effects", "doubt", "--data", "@DIR/restored", "--reason", "restored from a snapshot"),
+		fails(2, "usage", "effects", "doubt", "--data", "@DIR/restored"), // no reason
 
 		fails(1, "invalid_argument", "server", "--data", "@DIR/server", "--listen", "127.0.0.1:0", "--ui-listen", "0.0.0.0:0"), // an open UI needs a token
 		fails(2, "usage", "dev", "--listen", "0.0.0.0:0"),

@@ -123,6 +123,7 @@ func printDescribe(g *globals, w io.Writer, out describeOut) {
 				fmt.Sprint(a.Attempt), lease, relative(a.LastHeartbeat, now), last})
 		}
 		table(w, []string{"  EVENT", "ACTIVITY", "EFFECT", "STATE", "ATTEMPT", "LEASE ENDS", "HEARTBEAT", "LAST FAILURE"}, rows)
+		printInDoubt(g, w, d.PendingActivities)
 	}
 	if len(d.PendingTimers) > 0 {
 		fmt.Fprintln(w, "\nPending timers:")

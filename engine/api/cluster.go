@@ -4,7 +4,13 @@ import "time"
 
 // DescribeClusterRequest asks which servers share the store and who serves
 // which shard.
-type DescribeClusterRequest struct{}
+type DescribeClusterRequest struct {
+	// View is "" for everything, or ViewServers to leave the shards out.
+	View string
+}
+
+// ViewServers asks DescribeCluster for the servers only.
+const ViewServers = "servers"
 
 // DescribeClusterResponse describes the cluster as the answering server
 // sees it (docs/scale-out.md).

@@ -269,6 +269,10 @@ type PendingActivity struct {
 	Effect           history.EffectClass
 	IdempotencyKey   string
 	CancelRequested  bool
+	// InDoubt says why the action's outcome is in doubt after a recovery
+	// of the store (a restore, an accepted data loss): it is not
+	// dispatched again before its Reconcile lookup or a person decides.
+	InDoubt string
 }
 
 // PendingTimer describes one running timer.

@@ -39,6 +39,10 @@ func (n *Node) Describe(ctx context.Context) (*api.DescribeClusterResponse, erro
 }
 
 // DescribeCluster implements api.Service.
-func (r *Router) DescribeCluster(ctx context.Context, _ *api.DescribeClusterRequest) (*api.DescribeClusterResponse, error) {
-	return r.node.Describe(ctx)
+func (r *Router) DescribeCluster(ctx context.Context, req *api.DescribeClusterRequest) (*api.DescribeClusterResponse, error) {
+	resp, err := r.node.Describe(ctx)
+	if err == nil && req.View == api.ViewServers {
+		resp.ShardOwners = nil
+	}
+	return resp, err
 }

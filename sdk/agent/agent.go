@@ -151,7 +151,11 @@ func NewTool(fn any, description string, opts ...ToolOption) Tool {
 }
 
 // Approval is a person's decision on a tool call, sent as the signal
-// ApprovalSignal: {"CallID": "…", "Approved": true, "By": "ada"}.
+// ApprovalSignal: {"CallID": "…", "Approved": true, "By": "ada"}. The
+// agent reads a signal strictly: its keys are these fields' names, or
+// their lower-case JSON spellings (call_id, approved, by, reason), and
+// "Approved" must be there. A signal that is not such an object decides
+// nothing: it is recorded as ignored, with why (history.IgnoredApproval).
 type Approval struct {
 	// CallID is the tool call's id (see the transcript, or the
 	// approval-requested marker); empty approves the oldest call waiting.
@@ -373,13 +377,9 @@ func (a *Agent) runTool(ctx sdk.Context, c history.ToolCall, key string, p *prep
 	}
 	t := p.tool
 	if p.slot != nil {
-		ap := a.awaitApproval(ctx, key, p.slot)
+		ap, timedOut := a.awaitApproval(ctx, key, p.slot)
 		if !ap.Approved {
-			who := ap.By
-			if who == "" {
-				who = "nobody (the approval timed out)"
-			}
-			return fmt.Sprintf("rejected by %s: %s. The tool did not run.", who, ap.Reason), nil
+			return a.rejection(ctx, ap, timedOut), nil
 		}
 	}
 	o := sdk.ActivityOptions{StartToCloseTimeout: 2 * time.Minute}
@@ -438,8 +438,8 @@ func (t *Tool) decode(args string) (any, error) {
 }
 
 // awaitApproval records that the call waits, waits for its Approval (or
-// the timeout), and records the decision.
-func (a *Agent) awaitApproval(ctx sdk.Context, key string, slot *approvalSlot) Approval {
+// the timeout: timedOut), and records the decision.
+func (a *Agent) awaitApproval(ctx sdk.Context, key string, slot *approvalSlot) (ap Approval, timedOut bool) {
 	_ = sdk.RecordMarker(ctx, history.MarkerApprovalRequested, key, marker(history.Approval{}))
 	has := func() bool { return slot.ap != nil }
 	if a.opts.ApprovalTimeout > 0 {
@@ -448,15 +448,14 @@ func (a *Agent) awaitApproval(ctx sdk.Context, key string, slot *approvalSlot) A
 		_ = sdk.Await(ctx, has)
 	}
 	a.unwait(slot)
-	var ap Approval
 	if slot.ap != nil {
 		ap = *slot.ap
 	} else {
-		ap = Approval{CallID: slot.callID, Reason: "no approval within " + a.opts.ApprovalTimeout.String()}
+		ap, timedOut = Approval{CallID: slot.callID, Reason: "no approval within " + a.opts.ApprovalTimeout.String()}, true
 		a.decided[slot.callID] = ap
 	}
 	_ = sdk.RecordMarker(ctx, history.MarkerApprovalDecided, key, marker(history.Approval{Approved: ap.Approved, By: ap.By, Reason: ap.Reason}))
-	return ap
+	return ap, timedOut
 }
 
 // unwait removes a call from those awaiting approval.
@@ -507,7 +506,7 @@ func (a *Agent) listen(ctx sdk.Context) {
 // Anything else is ignored and recorded as ignored, with why: it never
 // decides a later call, nor changes a decision made.
 func (a *Agent) receive(ctx sdk.Context, v any) {
-	ap, err := decodeApproval(v)
+	ap, err := a.readApproval(ctx, v)
 	switch {
 	case err != nil:
 		a.ignore(ctx, ap, "the signal is not an agent.Approval: "+err.Error())
@@ -594,40 +593,6 @@ func (a *Agent) ignore(ctx sdk.Context, ap Approval, why string) {
 	ig := history.IgnoredApproval{CallID: ap.CallID, Approved: ap.Approved, By: ap.By, Reason: ap.Reason, Why: why}
 	b, _ := msgpack.Marshal(&ig) // a plain struct: cannot fail
 	_ = sdk.RecordMarker(ctx, history.MarkerApprovalIgnored, ap.CallID, history.Payload{Encoding: sdk.EncodingMsgpack, Data: b})
-}
-
-// decodeApproval reads a received approval signal's value (as the
-// converter decoded it: a map for an object) into an Approval; anything
-// else (a string, a number, a field of the wrong type) is an error.
-func decodeApproval(v any) (Approval, error) {
-	var ap Approval
-	if _, isMap := v.(map[string]any); !isMap {
-		return ap, fmt.Errorf("a %s, not an object", jsonKind(v))
-	}
-	conv := sdk.DefaultConverter()
-	p, err := conv.ToPayload(v)
-	if err != nil {
-		return ap, err
-	}
-	if err := conv.FromPayload(p, &ap); err != nil {
-		return Approval{}, err
-	}
-	return ap, nil
-}
-
-// jsonKind names the JSON kind of a decoded value.
-func jsonKind(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return "string"
-	case bool:
-		return "boolean"
-	case []any:
-		return "list"
-	}
-	return "number"
 }
 
 // Transcript is the conversation the agent keeps: an append-only list of

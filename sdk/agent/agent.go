@@ -40,7 +40,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/invopop/jsonschema"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/cairnflow/cairn/history"
@@ -114,6 +113,16 @@ type Tool struct {
 	RequiresApproval bool
 
 	inType reflect.Type // nil: no input
+	// derived is Schema as NewTool derived it, and legacySchema the same
+	// as versions before fullDescriptionsChange derived it (descriptions
+	// cut at their first comma).
+	derived, legacySchema string
+}
+
+// cutSchema returns the schema versions before fullDescriptionsChange
+// sent for t, when it differs from what is sent now.
+func (t *Tool) cutSchema() (string, bool) {
+	return t.legacySchema, t.legacySchema != "" && t.Schema == t.derived && t.legacySchema != t.Schema
 }
 
 // ToolOption adjusts a Tool.
@@ -137,11 +146,8 @@ func NewTool(fn any, description string, opts ...ToolOption) Tool {
 	ft := reflect.TypeOf(fn)
 	if ft != nil && ft.Kind() == reflect.Func && ft.NumIn() == 2 {
 		t.inType = ft.In(1)
-		r := jsonschema.Reflector{Anonymous: true, DoNotReference: true, ExpandedStruct: true}
-		s := r.ReflectFromType(t.inType)
-		s.Version = ""
-		if b, err := json.Marshal(s); err == nil {
-			t.Schema = string(b)
+		if schema, legacy, err := inputSchemas(t.inType); err == nil {
+			t.Schema, t.derived, t.legacySchema = schema, schema, legacy
 		}
 	}
 	for _, o := range opts {
@@ -214,10 +220,15 @@ func New(ctx sdk.Context, opts Options) *Agent {
 	}
 	a := &Agent{opts: opts, tools: map[string]*Tool{}, decided: map[string]Approval{}}
 	settings := &history.ChatConfig{Model: opts.Model, Temperature: opts.Temperature, MaxTokens: opts.MaxTokens, Stream: opts.Stream}
+	legacy := legacySchemas(ctx, opts.Tools)
 	for i := range opts.Tools {
 		t := &opts.Tools[i]
 		a.tools[t.Name] = t
-		settings.Tools = append(settings.Tools, history.ToolSpec{Name: t.Name, Description: t.Description, Parameters: t.Schema})
+		schema := t.Schema
+		if cut, differs := t.cutSchema(); legacy && differs {
+			schema = cut
+		}
+		settings.Tools = append(settings.Tools, history.ToolSpec{Name: t.Name, Description: t.Description, Parameters: schema})
 	}
 	a.tr.appendEntry(history.TranscriptEntry{Config: settings})
 	if opts.System != "" {
@@ -227,6 +238,18 @@ func New(ctx sdk.Context, opts Options) *Agent {
 		sdk.SetBudget(ctx, opts.Budget)
 	}
 	return a
+}
+
+// legacySchemas reports whether the model must be sent the tools' schemas
+// as versions before fullDescriptionsChange derived them: only when one
+// differs, and the run's history predates the change.
+func legacySchemas(ctx sdk.Context, tools []Tool) bool {
+	for i := range tools {
+		if _, differs := tools[i].cutSchema(); differs {
+			return sdk.GetVersion(ctx, fullDescriptionsChange, sdk.DefaultVersion, 1) < 1
+		}
+	}
+	return false
 }
 
 // Transcript returns the conversation so far.

@@ -159,12 +159,17 @@ func toolMessages(tr *api.GetTranscriptResponse) []string {
 
 // replay replays the run's history through the code, as a new worker
 // would.
-func replay(t *testing.T, ctx context.Context, env *testenv.Env, id, runID string) {
+func replay(t *testing.T, ctx context.Context, env *testenv.Env, id, runID string, workflows ...any) {
 	t.Helper()
+	if len(workflows) == 0 {
+		workflows = []any{Payer}
+	}
 	evs, err := env.Client.GetHistory(ctx, id, runID)
 	must(t, err)
 	r := worker.NewReplayer(worker.ReplayerOptions{})
-	must(t, r.RegisterWorkflow(Payer))
+	for _, wf := range workflows {
+		must(t, r.RegisterWorkflow(wf))
+	}
 	must(t, r.ReplayHistory(history.RunRef{WorkflowID: id, RunID: runID}, evs,
 		worker.ReplayOptions{Chunks: client.NewChunkCache(env.Client.Service(), 0)}))
 }

@@ -84,8 +84,9 @@ type Options struct {
 	Temperature *float64
 	MaxTokens   int64
 	// ModelOptions are the model call's activity options (default:
-	// start-to-close 5 min, retries from 1 s up to 10 attempts; a
-	// Retry-After from the endpoint sets the delay).
+	// DefaultModelOptions). They replace the defaults whole: keep a
+	// HeartbeatTimeout, or a worker that dies during a call leaves it to
+	// its start-to-close timeout.
 	ModelOptions *sdk.ActivityOptions
 	// ToolOptions are the tools' activity options (default: start-to-close
 	// 2 min).
@@ -301,11 +302,28 @@ func isBudgetStop(err error) bool {
 	return errors.As(err, &app) && app.Type == "BudgetExceeded"
 }
 
+// ModelHeartbeatTimeout is the default model call's heartbeat timeout:
+// the worker running the call heartbeats it (automatically, every third of
+// this) while the model thinks or streams, so a call whose worker died is
+// retried on another this long after its last heartbeat (plus the engine's
+// lease drift margin, 5 s by default) — not after its start-to-close
+// timeout.
+const ModelHeartbeatTimeout = 10 * time.Second
+
+// DefaultModelOptions are the model call's activity options unless
+// Options.ModelOptions replaces them: start-to-close 5 minutes, heartbeat
+// timeout ModelHeartbeatTimeout, retries from 1 s (doubling, at most
+// 1 min apart) up to 10 attempts; a Retry-After the endpoint sends sets
+// the delay.
+func DefaultModelOptions() sdk.ActivityOptions {
+	return sdk.ActivityOptions{StartToCloseTimeout: 5 * time.Minute, HeartbeatTimeout: ModelHeartbeatTimeout,
+		RetryPolicy: &sdk.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 10}}
+}
+
 // callModel makes one model call on the transcript so far.
 func (a *Agent) callModel(ctx sdk.Context) (history.ModelResult, error) {
 	a.turn++
-	o := sdk.ActivityOptions{StartToCloseTimeout: 5 * time.Minute,
-		RetryPolicy: &sdk.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 10}}
+	o := DefaultModelOptions()
 	if a.opts.ModelOptions != nil {
 		o = *a.opts.ModelOptions
 	}

@@ -18,8 +18,9 @@
 //
 // Errors are classified for the engine's retries: 429 and 5xx are
 // retryable, and a Retry-After the server sends sets the next attempt's
-// delay; other 4xx are non-retryable (ModelRequestRejected); a malformed
-// answer, a cut stream or a timeout are retryable. A streamed call
+// delay; other 4xx are non-retryable (ModelRequestRejected); an endpoint
+// that cannot be reached and a timeout are retryable (ModelUnavailable),
+// and so are a malformed answer and a cut stream (ModelResponseMalformed). A streamed call
 // publishes its tokens live (activities.Stream): watchers see them, and only
 // the final message is recorded.
 package llm
@@ -29,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"time"
@@ -64,7 +66,9 @@ const (
 	// FailureRejected: the endpoint refused the request (4xx other than
 	// 429): retrying cannot help.
 	FailureRejected = "ModelRequestRejected"
-	// FailureUnavailable: 429 or 5xx, retried (after Retry-After when sent).
+	// FailureUnavailable: 429 or 5xx (retried after Retry-After when
+	// sent), a timeout, or an endpoint that could not be reached (refused,
+	// reset, hung up, unknown host): retried.
 	FailureUnavailable = "ModelUnavailable"
 	// FailureMalformed: the answer could not be read; retried.
 	FailureMalformed = "ModelResponseMalformed"
@@ -283,7 +287,16 @@ func classify(err error) error {
 	if errors.As(err, &se) && se.Timeout() {
 		return activities.NewApplicationError("the model call timed out: "+err.Error(), FailureUnavailable)
 	}
-	return activities.NewApplicationError("the model call failed: "+err.Error(), FailureMalformed)
+	if errors.Is(err, context.Canceled) {
+		return activities.NewApplicationError("the model call was canceled: "+err.Error(), FailureUnavailable)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		// The request did not get an answer: refused, reset, hung up, a
+		// name that does not resolve — the endpoint, not its answer.
+		return activities.NewApplicationError("the model endpoint is unreachable: "+err.Error(), FailureUnavailable)
+	}
+	return activities.NewApplicationError("the model's answer could not be read: "+err.Error(), FailureMalformed)
 }
 
 // retryAfter reads a Retry-After header: seconds, or an HTTP date.

@@ -33,6 +33,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/openai/openai-go/v3"
@@ -74,6 +75,9 @@ const (
 	FailureMalformed = "ModelResponseMalformed"
 	// FailureTranscript: the input is not a transcript; not retried.
 	FailureTranscript = "InvalidTranscript"
+	// FailureEmptyAnswer: the model answered with neither text nor a tool
+	// call (and the transcript's settings do not allow that); retried.
+	FailureEmptyAnswer = "ModelEmptyAnswer"
 )
 
 // Config configures a Model.
@@ -166,6 +170,19 @@ func (m *Model) Chat(ctx context.Context, in history.Payload) (history.Payload, 
 	return out, nil
 }
 
+// checkAnswer fails an empty answer — no text, no tool call — unless the
+// transcript allows it: a model that answers nothing is failing, and the
+// call is retried (FailureEmptyAnswer) rather than ending an agent's run
+// with an empty final answer. Its usage was recorded already.
+func checkAnswer(r Result, allowEmpty bool) error {
+	msg := r.Message
+	if allowEmpty || len(msg.ToolCalls) > 0 || strings.TrimSpace(msg.Content) != "" {
+		return nil
+	}
+	return activities.NewApplicationError(fmt.Sprintf("the model answered with neither text nor a tool call (finish reason %q)", r.FinishReason),
+		FailureEmptyAnswer)
+}
+
 // Answer decodes Chat's result (its last chunk's entries, as workers
 // resolve it) into the call's answer.
 func Answer(p history.Payload) (Result, error) {
@@ -188,9 +205,20 @@ func (m *Model) call(ctx context.Context, in history.Payload) (Result, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout)
 	defer cancel()
+	var r Result
 	if req.settings.Stream {
-		return m.stream(ctx, req)
+		r, err = m.stream(ctx, req)
+	} else {
+		r, err = m.complete(ctx, req)
 	}
+	if err != nil {
+		return Result{}, err
+	}
+	return r, checkAnswer(r, req.settings.AllowEmptyAnswer)
+}
+
+// complete makes a call without streaming.
+func (m *Model) complete(ctx context.Context, req *request) (Result, error) {
 	var raw *http.Response
 	resp, err := m.client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{},
 		append(req.options(), option.WithResponseInto(&raw))...)

@@ -80,6 +80,12 @@ type Options struct {
 	// Stream asks the model call to stream its answer (watchers see it
 	// live; only the final message is recorded).
 	Stream bool
+	// AllowEmptyAnswer accepts an answer with neither text nor a tool call
+	// as the final answer. Without it, such an answer fails the model call
+	// (llm.FailureEmptyAnswer), which is retried per ModelOptions: a model
+	// that answers nothing is failing, and a run should not complete with
+	// an empty answer unnoticed.
+	AllowEmptyAnswer bool
 	// Temperature and MaxTokens are sent to the model when set.
 	Temperature *float64
 	MaxTokens   int64
@@ -220,7 +226,8 @@ func New(ctx sdk.Context, opts Options) *Agent {
 		opts.ApprovalSignal = ApprovalSignal
 	}
 	a := &Agent{opts: opts, tools: map[string]*Tool{}, decided: map[string]Approval{}}
-	settings := &history.ChatConfig{Model: opts.Model, Temperature: opts.Temperature, MaxTokens: opts.MaxTokens, Stream: opts.Stream}
+	settings := &history.ChatConfig{Model: opts.Model, Temperature: opts.Temperature, MaxTokens: opts.MaxTokens, Stream: opts.Stream,
+		AllowEmptyAnswer: opts.AllowEmptyAnswer}
 	legacy := legacySchemas(ctx, opts.Tools)
 	for i := range opts.Tools {
 		t := &opts.Tools[i]

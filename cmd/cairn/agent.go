@@ -136,7 +136,7 @@ func wfWatch(g *globals) *cobra.Command {
 
 func watchStream(ctx context.Context, g *globals, svc api.Service, id, runID string) error {
 	var after int64
-	open := map[[2]int64]bool{} // (scheduled event, attempt) streaming
+	p := &streamPrinter{w: g.stdout, open: map[[2]int64]bool{}}
 	for {
 		resp, err := svc.WatchStream(ctx, &api.WatchStreamRequest{WorkflowID: id, RunID: runID, AfterSeq: after, Wait: true})
 		if err != nil {
@@ -144,43 +144,26 @@ func watchStream(ctx context.Context, g *globals, svc api.Service, id, runID str
 		}
 		runID = resp.RunID
 		if resp.Gap && !g.json {
+			p.closeCall()
 			fmt.Fprintln(g.stdout, "\n[… earlier output dropped]")
 		}
 		for _, ev := range resp.Events {
 			after = ev.Seq
-			if g.json { // one object a line, by the --json convention
-				b, err := view.Marshal(ev)
-				if err != nil {
-					return err
-				}
-				if _, err := g.stdout.Write(append(b, '\n')); err != nil {
-					return err
-				}
+			if !g.json {
+				p.print(ev)
 				continue
 			}
-			k := [2]int64{ev.ScheduledEventID, int64(ev.Attempt)}
-			if !open[k] && (ev.Kind == api.StreamText || ev.Kind == api.StreamToolCall) {
-				open[k] = true
-				fmt.Fprintf(g.stdout, "\n── %s (event %d, attempt %d)\n", ev.ActivityType, ev.ScheduledEventID, ev.Attempt)
+			b, err := view.Marshal(ev) // one object a line, by the --json convention
+			if err != nil {
+				return err
 			}
-			switch ev.Kind {
-			case api.StreamText:
-				fmt.Fprint(g.stdout, ev.Text)
-			case api.StreamToolCall:
-				if ev.ToolName != "" {
-					fmt.Fprintf(g.stdout, "\n→ %s(", ev.ToolName)
-				}
-				fmt.Fprint(g.stdout, ev.Text)
-			case api.StreamDone:
-				delete(open, k)
-				fmt.Fprintln(g.stdout, "\n── done")
-			case api.StreamSuperseded:
-				delete(open, k)
-				fmt.Fprintln(g.stdout, "\n── superseded: this attempt ended without an answer; ignore the text above")
+			if _, err := g.stdout.Write(append(b, '\n')); err != nil {
+				return err
 			}
 		}
 		if resp.Closed {
 			if !g.json {
+				p.closeCall()
 				fmt.Fprintln(g.stdout, "\n[run closed]")
 			}
 			return nil
@@ -188,6 +171,51 @@ func watchStream(ctx context.Context, g *globals, svc api.Service, id, runID str
 		if resp.NextSeq > after+1 && len(resp.Events) == 0 {
 			after = resp.NextSeq - 1
 		}
+	}
+}
+
+// streamPrinter prints a run's stream for people: each attempt's text
+// under a header, each tool call as "→ name(arguments)".
+type streamPrinter struct {
+	w    io.Writer
+	open map[[2]int64]bool // (scheduled event, attempt) streaming
+	call bool              // a tool call's "(" is open
+}
+
+func (p *streamPrinter) print(ev api.StreamEvent) {
+	k := [2]int64{ev.ScheduledEventID, int64(ev.Attempt)}
+	if !p.open[k] && (ev.Kind == api.StreamText || ev.Kind == api.StreamToolCall) {
+		p.closeCall()
+		p.open[k] = true
+		fmt.Fprintf(p.w, "\n── %s (event %d, attempt %d)\n", ev.ActivityType, ev.ScheduledEventID, ev.Attempt)
+	}
+	switch ev.Kind {
+	case api.StreamText:
+		p.closeCall()
+		fmt.Fprint(p.w, ev.Text)
+	case api.StreamToolCall:
+		if ev.ToolName != "" {
+			p.closeCall()
+			fmt.Fprintf(p.w, "\n→ %s(", ev.ToolName)
+			p.call = true
+		}
+		fmt.Fprint(p.w, ev.Text)
+	case api.StreamDone:
+		p.closeCall()
+		delete(p.open, k)
+		fmt.Fprintln(p.w, "\n── done")
+	case api.StreamSuperseded:
+		p.closeCall()
+		delete(p.open, k)
+		fmt.Fprintln(p.w, "\n── superseded: this attempt ended without an answer; ignore the text above")
+	}
+}
+
+// closeCall closes the tool call being printed, if one is.
+func (p *streamPrinter) closeCall() {
+	if p.call {
+		fmt.Fprint(p.w, ")")
+		p.call = false
 	}
 }
 

@@ -17,10 +17,10 @@ import (
 	"github.com/cairnflow/cairn/worker"
 )
 
-// cairn replay replays the runs `cairn dev --demo` makes, the invoice
-// assistant's included (it knew only PayInvoice and PayInvoiceAgent).
-func TestReplayTheDemoAssistant(t *testing.T) {
-	s := newTestServer(t, false)
+// runAssistant runs the invoice assistant of `cairn dev --demo` (an agent
+// on the fake model, which streams) on s, asked q, until it answers.
+func runAssistant(t *testing.T, s *testServer, id, q string) {
+	t.Helper()
 	model, err := demo.ServeAssistantModel(0)
 	check(t, err)
 	t.Cleanup(func() { _ = model.Close() })
@@ -38,10 +38,16 @@ func TestReplayTheDemoAssistant(t *testing.T) {
 		stop()
 		check(t, <-done)
 	}()
-	run, err := s.c.StartWorkflow(ctx, client.StartOptions{ID: "assistant-INV-5", TaskQueue: demo.TaskQueue}, demo.Assistant,
-		demo.Question{Text: "Can we pay INV-5?"})
+	run, err := s.c.StartWorkflow(ctx, client.StartOptions{ID: id, TaskQueue: demo.TaskQueue}, demo.Assistant, demo.Question{Text: q})
 	check(t, err)
 	check(t, run.Get(ctx, nil))
+}
+
+// cairn replay replays the runs `cairn dev --demo` makes, the invoice
+// assistant's included (it knew only PayInvoice and PayInvoiceAgent).
+func TestReplayTheDemoAssistant(t *testing.T) {
+	s := newTestServer(t, false)
+	runAssistant(t, s, "assistant-INV-5", "Can we pay INV-5?")
 	dir := t.TempDir()
 	inline, plain := filepath.Join(dir, "inline.json"), filepath.Join(dir, "plain.json")
 	s.must(t, "history", "export", "assistant-INV-5", "--inline", "-o", inline)

@@ -3,7 +3,10 @@
 // to approve the payment, pays (SideEffect, with a Reconcile lookup) and
 // e-mails the vendor (Idempotent: the key goes to the mail provider, which
 // deduplicates on it). The model is any OpenAI-compatible endpoint, or the
-// scripted fake (Script) that `examples/agent` and `cairn demo agent` use.
+// scripted fake (Reply, which follows the task's invoice) that
+// `examples/agent` and `cairn demo agent` use. The fake ledger holds
+// INV-9 (ACME, $4,200), INV-3 (Initech, $980) and INV-7 (Globex, $12,500:
+// over budget, so the agent declines to pay it).
 //
 //	t := &payables.Tools{Dir: dir}                   // the fake provider's ledger and outbox
 //	m, _ := llm.New(llm.Config{BaseURL: url, Model: payables.FakeModel})
@@ -21,8 +24,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -45,8 +50,23 @@ type Task struct {
 	InvoiceID string
 	// Model overrides the model name (a real endpoint's).
 	Model string `json:",omitempty"`
-	// Stream streams the model's answers.
-	Stream bool `json:",omitempty"`
+	// Stream streams the model's answers, so that `cairn workflow watch`
+	// and the web UI show them as they come; nil streams (the default),
+	// false does not.
+	Stream *bool `json:",omitempty"`
+}
+
+// streamByDefaultChange versions streaming by default: a run recorded
+// when an unset Task.Stream meant no streaming (the setting is part of
+// the recorded model input) replays that way.
+const streamByDefaultChange = "payables.stream-by-default"
+
+// stream reports whether the agent streams the model's answers.
+func (t Task) stream(ctx sdk.Context) bool {
+	if t.Stream != nil {
+		return *t.Stream
+	}
+	return sdk.GetVersion(ctx, streamByDefaultChange, sdk.DefaultVersion, 1) >= 1
 }
 
 // InvoiceRef names an invoice.
@@ -126,21 +146,112 @@ func PayInvoiceAgent(ctx sdk.Context, task Task) (agent.Result, error) {
 		},
 		MaxTurns: 12,
 		Budget:   history.Budget{MaxTurns: 12, MaxTokens: 200_000},
-		Stream:   task.Stream,
+		Stream:   task.stream(ctx),
 	})
 	return a.Run(ctx, "Pay invoice "+task.InvoiceID+".")
 }
 
-// Script is the fake model's part: one answer per turn.
-func Script() fakellm.Script {
-	return fakellm.Script{
-		fakellm.CallTool("ReadInvoice", `{"invoice_id":"INV-9"}`),
-		fakellm.CallTool("CheckBudget", `{"invoice_id":"INV-9","amount_usd":4200}`),
-		{Content: "The invoice is within budget; paying it.", ToolCalls: []fakellm.ToolCall{{Name: "SendPayment",
-			Arguments: `{"invoice_id":"INV-9","vendor":"ACME","amount_usd":4200}`}}},
-		fakellm.CallTool("EmailVendor", `{"to":"ap@acme.example","subject":"INV-9 paid","body":"We paid INV-9 ($4,200).","invoice_id":"INV-9"}`),
-		fakellm.Say("Paid $4,200 to ACME for INV-9 and e-mailed ap@acme.example."),
+// Turns is the number of model calls the scripted model (Reply) takes to
+// pay an invoice within budget: read it, check the budget, pay, e-mail
+// the vendor, answer.
+const Turns = 5
+
+// Reply is the scripted model (for fakellm.NewFunc): it follows the task —
+// the invoice id in the user's message — and the tools' results: it reads
+// the invoice, checks the budget for its amount, pays it if it fits (a
+// person approves the payment), e-mails the vendor, and sums up; it stops
+// early, saying why, when the invoice cannot be read, is over budget, or
+// the payment did not go through. Its answers depend only on the
+// conversation, so a retried or resumed call gets the same one.
+func Reply(req fakellm.Request) fakellm.Reply {
+	msgs, err := req.Messages()
+	if err != nil {
+		return fakellm.Reply{Status: http.StatusBadRequest}
 	}
+	c := readConversation(msgs)
+	switch {
+	case c.invoiceID == "":
+		return fakellm.Say(`The task names no invoice: say which, e.g. "Pay invoice INV-9."`)
+	case len(c.results) == 0:
+		return callTool("ReadInvoice", InvoiceRef{InvoiceID: c.invoiceID})
+	case c.invoice.ID == "":
+		return fakellm.Say(fmt.Sprintf("I could not read invoice %s (%s); nothing was paid.", c.invoiceID, c.results[0]))
+	case len(c.results) == 1:
+		return callTool("CheckBudget", BudgetQuery{InvoiceID: c.invoice.ID, Amount: c.invoice.Amount})
+	case len(c.results) == 2:
+		return pay(c)
+	case len(c.results) == 3:
+		if !strings.Contains(c.results[2], `"payment_id"`) {
+			return fakellm.Say(fmt.Sprintf("%s was not paid: %s", c.invoice.ID, c.results[2]))
+		}
+		inv := c.invoice
+		return callTool("EmailVendor", Email{To: inv.VendorEmail, Subject: inv.ID + " paid",
+			Body: fmt.Sprintf("We paid %s ($%s).", inv.ID, dollars(inv.Amount)), InvoiceID: inv.ID})
+	}
+	inv := c.invoice
+	return fakellm.Say(fmt.Sprintf("Paid $%s to %s for %s and e-mailed %s.", dollars(inv.Amount), inv.Vendor, inv.ID, inv.VendorEmail))
+}
+
+// pay asks for the payment when the budget answer allows it.
+func pay(c conversation) fakellm.Reply {
+	var b BudgetAnswer
+	if err := json.Unmarshal([]byte(c.results[1]), &b); err != nil || !b.Approved {
+		return fakellm.Say(fmt.Sprintf("%s ($%s to %s) is over this month's budget (%s); I did not pay it.",
+			c.invoice.ID, dollars(c.invoice.Amount), c.invoice.Vendor, c.results[1]))
+	}
+	r := callTool("SendPayment", Payment{InvoiceID: c.invoice.ID, Vendor: c.invoice.Vendor, Amount: c.invoice.Amount})
+	r.Content = "The invoice is within budget; paying it."
+	return r
+}
+
+// conversation is what Reply reads from a request: the invoice the user
+// named, the tools' results in order, and the invoice ReadInvoice returned.
+type conversation struct {
+	invoiceID string
+	results   []string
+	invoice   Invoice
+}
+
+func readConversation(msgs []map[string]any) conversation {
+	var c conversation
+	for _, m := range msgs {
+		content, _ := m["content"].(string)
+		switch m["role"] {
+		case "user":
+			c.invoiceID = invoiceIn(content)
+		case "tool":
+			c.results = append(c.results, content)
+		}
+	}
+	if len(c.results) > 0 {
+		_ = json.Unmarshal([]byte(c.results[0]), &c.invoice) // an error message leaves it empty
+	}
+	return c
+}
+
+// invoiceIn returns the first invoice id ("INV-…") in text.
+func invoiceIn(text string) string {
+	for _, f := range strings.Fields(text) {
+		if w := strings.Trim(f, "?.,!;:\"'()"); strings.HasPrefix(w, "INV-") && len(w) > len("INV-") {
+			return w
+		}
+	}
+	return ""
+}
+
+// callTool is a reply asking for one tool call with args as JSON.
+func callTool(name string, args any) fakellm.Reply {
+	b, _ := json.Marshal(args) // plain structs: cannot fail
+	return fakellm.CallTool(name, string(b))
+}
+
+// dollars writes n with a thousands separator: 4200 → "4,200".
+func dollars(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // Tools are the agent's tools, over a fake ledger, payment provider and
@@ -153,6 +264,7 @@ type Tools struct {
 var invoices = map[string]Invoice{
 	"INV-9": {ID: "INV-9", Vendor: "ACME", VendorEmail: "ap@acme.example", Amount: 4200},
 	"INV-7": {ID: "INV-7", Vendor: "Globex", VendorEmail: "billing@globex.example", Amount: 12500},
+	"INV-3": {ID: "INV-3", Vendor: "Initech", VendorEmail: "ap@initech.example", Amount: 980},
 }
 
 // ReadInvoice reads an invoice (Read).

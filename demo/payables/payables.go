@@ -29,12 +29,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/cairnflow/cairn/activities"
 	"github.com/cairnflow/cairn/activities/llm"
 	"github.com/cairnflow/cairn/activities/llm/fakellm"
 	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/internal/filelock"
 	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/sdk/agent"
 )
@@ -255,10 +255,10 @@ func dollars(n int) string {
 }
 
 // Tools are the agent's tools, over a fake ledger, payment provider and
-// mail provider kept as files in Dir (shared by worker processes).
+// mail provider kept as files in Dir (shared by worker processes: each
+// read-modify-append of a file holds its lock, internal/filelock).
 type Tools struct {
 	Dir string
-	mu  sync.Mutex
 }
 
 var invoices = map[string]Invoice{
@@ -300,7 +300,12 @@ func (t *Tools) SendPayment(ctx context.Context, p Payment) (Receipt, error) {
 // reach the provider?
 func (t *Tools) LookupPayment(ctx context.Context, p Payment) (Receipt, error) {
 	key := activities.GetInfo(ctx).IdempotencyKey
-	lines, err := t.lines("payments.jsonl")
+	var lines []string
+	err := t.locked("payments.jsonl", func() error {
+		var err error
+		lines, err = t.lines("payments.jsonl")
+		return err
+	})
 	if err != nil {
 		return Receipt{}, fmt.Errorf("%w: %v", activities.ErrOutcomeUnknown, err)
 	}
@@ -318,21 +323,23 @@ func (t *Tools) LookupPayment(ctx context.Context, p Payment) (Receipt, error) {
 func (t *Tools) EmailVendor(ctx context.Context, e Email) (Sent, error) {
 	key := activities.GetInfo(ctx).IdempotencyKey
 	t.logCall("EmailVendor", key)
-	lines, err := t.lines("outbox.jsonl")
-	if err != nil {
-		return Sent{}, err
-	}
-	for _, l := range lines {
-		if strings.HasPrefix(l, key+" ") {
-			return Sent{MessageID: strings.Fields(l)[1], Duplicate: true}, nil
+	var sent Sent
+	err := t.locked("outbox.jsonl", func() error {
+		lines, err := t.lines("outbox.jsonl")
+		if err != nil {
+			return err
 		}
-	}
-	id := fmt.Sprintf("msg_%03d", len(lines)+1)
-	b, _ := json.Marshal(e)
-	if err := t.appendLine("outbox.jsonl", key+" "+id+" "+string(b)); err != nil {
-		return Sent{}, err
-	}
-	return Sent{MessageID: id}, nil
+		for _, l := range lines {
+			if strings.HasPrefix(l, key+" ") {
+				sent = Sent{MessageID: strings.Fields(l)[1], Duplicate: true}
+				return nil
+			}
+		}
+		sent = Sent{MessageID: fmt.Sprintf("msg_%03d", len(lines)+1)}
+		b, _ := json.Marshal(e)
+		return t.writeLine("outbox.jsonl", key+" "+sent.MessageID+" "+string(b))
+	})
+	return sent, err
 }
 
 // Calls returns the tool calls logged so far ("Tool key" per line).
@@ -346,24 +353,30 @@ func (t *Tools) Outbox() ([]string, error) { return t.lines("outbox.jsonl") }
 
 func (t *Tools) logCall(tool, key string) { _ = t.appendLine("calls.log", tool+" "+key) }
 
+// append appends the record numbered after the file's lines, holding the
+// file's lock.
 func (t *Tools) append(file string, record func(n int) any) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	lines, err := t.lines(file)
-	if err != nil {
-		return err
-	}
-	b, err := json.Marshal(record(len(lines)))
-	if err != nil {
-		return err
-	}
-	return t.writeLine(file, string(b))
+	return t.locked(file, func() error {
+		lines, err := t.lines(file)
+		if err != nil {
+			return err
+		}
+		b, err := json.Marshal(record(len(lines)))
+		if err != nil {
+			return err
+		}
+		return t.writeLine(file, string(b))
+	})
 }
 
 func (t *Tools) appendLine(file, line string) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.writeLine(file, line)
+	return t.locked(file, func() error { return t.writeLine(file, line) })
+}
+
+// locked runs fn holding file's lock, for the goroutines and the worker
+// processes that share Dir.
+func (t *Tools) locked(file string, fn func() error) error {
+	return filelock.With(filepath.Join(t.Dir, file), fn)
 }
 
 func (t *Tools) writeLine(file, line string) error {

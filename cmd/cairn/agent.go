@@ -25,8 +25,10 @@ func wfBudget(g *globals) *cobra.Command {
 		Use:   "budget WORKFLOW_ID (--max-tokens N | --max-cost USD | --max-turns N | --stop) --reason WHY",
 		Short: "Raise a run's token, cost or turn budget so a paused agent goes on, or stop it",
 		Long: `A run whose budget is used up holds its next model call and is paused. Raise
-the budget (the new limits replace the old ones; 0 means no limit) and the
-held call goes on; or --stop, and the held call fails with BudgetExceeded,
+the budget and the held call goes on: each limit you give replaces that
+limit (0 means no limit), and the limits you omit are kept as they are —
+--max-turns 8 on a budget of 50,000 tokens and 4 turns makes it 50,000
+tokens and 8 turns. Or --stop, and the held call fails with BudgetExceeded,
 which the agent loop returns to the workflow.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -43,7 +43,7 @@ on a queue nobody polls shows here as a backlog with no pollers.`,
 			if err != nil {
 				return err
 			}
-			return g.emit(api.ListTaskQueuesResponse{Queues: qs}, func(w io.Writer) {
+			return g.emit(queuesOut{qs}, func(w io.Writer) {
 				now := time.Now()
 				rows := [][]string{}
 				for _, q := range qs {
@@ -55,6 +55,12 @@ on a queue nobody polls shows here as a backlog with no pollers.`,
 		},
 	}
 	return clientFlags(group("task-queue", "Inspect task queues and their workers", describe, list), g)
+}
+
+// queuesOut is task-queue list's --json: the queues ("queues", [] when
+// there is none).
+type queuesOut struct {
+	Queues []api.TaskQueueInfo `view:"keep"`
 }
 
 // lastSeen is when any worker last polled q.

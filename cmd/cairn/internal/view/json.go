@@ -9,10 +9,12 @@
 // The JSON convention (the same as the history export's, history/json.go):
 //
 //   - Keys are the Go field names in lower camel case, "ID" written "Id"
-//     ("workflowId", "scheduledEventId").
+//     and "IDs" "Ids" ("workflowId", "scheduledEventId", "runIds").
 //   - Empty strings, zero times, zero durations, nil pointers, empty slices
 //     and maps, and empty payloads are left out; numbers and booleans are
-//     always written.
+//     always written; and so is a field tagged `view:"keep"` — the list of
+//     a list command's answer, so that an empty one is {"effects": []},
+//     not {}.
 //   - Times are RFC 3339 strings (UTC), durations Go duration strings
 //     ("1m30s"), enums their names ("running", "SideEffect", "happened"),
 //     byte slices base64 strings.
@@ -66,12 +68,14 @@ func MarshalIndent(v any) ([]byte, error) {
 }
 
 // Key returns the JSON key of a Go field name: lower camel case, "ID"
-// written "Id" ("ScheduledEventID" → "scheduledEventId", "ID" → "id").
+// written "Id" and "IDs" "Ids" ("ScheduledEventID" → "scheduledEventId",
+// "RunIDs" → "runIds", "ID" → "id").
 func Key(field string) string {
 	r := []rune(field)
-	// "ID" at the end of a word becomes "Id".
+	// "ID" (or "IDs") at the end of a word becomes "Id" ("Ids").
+	wordEnd := func(i int) bool { return i == len(r) || unicode.IsUpper(r[i]) }
 	for i := 0; i+1 < len(r); i++ {
-		if r[i] == 'I' && r[i+1] == 'D' && (i+2 == len(r) || unicode.IsUpper(r[i+2])) {
+		if r[i] == 'I' && r[i+1] == 'D' && (wordEnd(i+2) || r[i+2] == 's' && wordEnd(i+3)) {
 			r[i+1] = 'd'
 		}
 	}
@@ -281,7 +285,8 @@ func (e *encoder) fields(v reflect.Value, first *bool, depth int) error {
 			continue
 		}
 		fv := v.Field(i)
-		if omit(fv) {
+		keep := f.Tag.Get("view") == "keep"
+		if omit(fv) && !keep {
 			continue
 		}
 		if !*first {
@@ -290,6 +295,10 @@ func (e *encoder) fields(v reflect.Value, first *bool, depth int) error {
 		*first = false
 		e.str(Key(f.Name))
 		e.b = append(e.b, ':')
+		if keep && fv.Kind() == reflect.Slice && fv.Len() == 0 {
+			e.b = append(e.b, "[]"...) // an empty list, not null
+			continue
+		}
 		if err := e.value(fv, depth+1); err != nil {
 			return err
 		}

@@ -15,7 +15,7 @@ import (
 func TestKey(t *testing.T) {
 	for in, want := range map[string]string{
 		"WorkflowID": "workflowId", "ID": "id", "ScheduledEventID": "scheduledEventId", "IdempotencyKey": "idempotencyKey",
-		"HTTPCode": "httpCode", "RunID": "runId", "IDs": "iDs", "Status": "status", "TTL": "ttl", "ContinuedAsNewRunID": "continuedAsNewRunId",
+		"HTTPCode": "httpCode", "RunID": "runId", "IDs": "ids", "RunIDs": "runIds", "Status": "status", "TTL": "ttl", "ContinuedAsNewRunID": "continuedAsNewRunId",
 	} {
 		if got := Key(in); got != want {
 			t.Errorf("Key(%q) = %q, want %q", in, got, want)

@@ -30,7 +30,7 @@ limit (0 means no limit), and the limits you omit are kept as they are —
 --max-turns 8 on a budget of 50,000 tokens and 4 turns makes it 50,000
 tokens and 8 turns. Or --stop, and the held call fails with BudgetExceeded,
 which the agent loop returns to the workflow.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if reason == "" {
 				return usagef("--reason is required: it goes into the history")
@@ -123,7 +123,7 @@ func wfWatch(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "watch WORKFLOW_ID",
 		Short: "Print a run's model output live, as it is produced (until the run closes)",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, runID, err := g.dialRun(cmd.Context(), args[0], runID)
 			if err != nil {

@@ -28,7 +28,7 @@ func historyCommand(g *globals) *cobra.Command {
 Payloads the engine stores by reference (transcripts, large results) stay
 references; with --inline the file also carries every chunk they reference,
 so that it replays without the server (cairn replay reads both forms).`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.dial()
 			if err != nil {

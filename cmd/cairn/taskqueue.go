@@ -17,7 +17,7 @@ func taskQueueCommand(g *globals) *cobra.Command {
 		Long: `Shows the tasks waiting on the queue for a worker (its backlog) and the workers
 that polled it within the last 5 minutes, with when each was last seen. A run
 on a queue nobody polls shows here as a backlog with no pollers.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.dial()
 			if err != nil {

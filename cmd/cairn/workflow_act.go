@@ -29,7 +29,7 @@ func wfSignal(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "signal WORKFLOW_ID --name NAME [--input JSON | --input-file FILE]",
 		Short: "Send a signal to a run",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 	}
 	input := inputFlags(cmd, g, "input", "the signal's argument")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -80,7 +80,7 @@ func reasonCommand(g *globals, verb, short, done string, act func(c client.Clien
 	cmd := &cobra.Command{
 		Use:   verb + " WORKFLOW_ID",
 		Short: short,
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, runID, err := g.dialRun(cmd.Context(), args[0], run)
 			if err != nil {
@@ -112,7 +112,7 @@ func wfResult(g *globals) *cobra.Command {
 prints its result. A run that did not complete is an error (exit 1); with
 --json its outcome is printed on stdout either way. --timeout bounds the
 wait.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, runID, err := g.dialRun(cmd.Context(), args[0], run)
 			if err != nil {
@@ -201,7 +201,7 @@ run: check the downstream system, then say what happened.
   --fail           fail the activity; the workflow code handles the error
 
 Who decided (--by, default $USER) and why (--reason) go into the history.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 	}
 	result := inputFlags(cmd, g, "result", "the action's result (with --happened)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {

@@ -31,7 +31,7 @@ func wfDescribe(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "describe WORKFLOW_ID",
 		Short: "Show a run's status, pending work, and its result or failure once closed",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, runID, err := g.dialRun(cmd.Context(), args[0], run)
 			if err != nil {
@@ -173,7 +173,7 @@ func wfShow(g *globals) *cobra.Command {
 they are recorded until the run closes (--timeout bounds the wait); with
 --json it prints one event object a line, as a stream does, instead of the
 history document.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := withTimeout(cmd.Context(), timeout)
 			defer cancel()
@@ -372,7 +372,7 @@ func wfQuery(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "query WORKFLOW_ID --type QUERY [--input JSON | --input-file FILE] [--timeout D]",
 		Short: "Ask a run a question (answered by a worker; nothing is written)",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 	}
 	input := inputFlags(cmd, g, "input", "the query's argument")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -418,7 +418,7 @@ func wfStack(g *globals) *cobra.Command {
 		Long: `Asks a worker for the run's coroutine stacks (the built-in __stack_trace query)
 and shows, for each coroutine, the workflow code's frames and the SDK call it
 waits in. --raw prints the Go stacks as the worker sent them.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, runID, err := g.dialRun(cmd.Context(), args[0], run)
 			if err != nil {

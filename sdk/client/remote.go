@@ -174,9 +174,11 @@ func (r *RemoteService) httpCall(ctx context.Context, method string, body []byte
 	return data, nil
 }
 
-// ErrNotTheAPI is wrapped (with api.ErrInvalidArgument) when the address
-// answers, but not as Cairn's API: Cairn's web UI given as the server's
-// address — its answer says where the API is — or another web page.
+// ErrNotTheAPI is wrapped when the address answers, but not as Cairn's
+// API: Cairn's web UI given as the server's address — its answer says
+// where the API is (with api.ErrInvalidArgument) — or another web page
+// (with api.ErrInternal; a 5xx page, a proxy's while the server restarts,
+// is api.ErrUnavailable as ever).
 var ErrNotTheAPI = errors.New("client: not Cairn's API")
 
 // UIAPIAddressHeader is the header with which Cairn's web UI answers a
@@ -190,9 +192,9 @@ func notTheAPI(addr string, status int, h http.Header) error {
 		return fmt.Errorf("%w: %w: %s is Cairn's web UI; the API is on %s (use --address %s, or CAIRN_ADDRESS=%s)",
 			api.ErrInvalidArgument, ErrNotTheAPI, addr, a, a, a)
 	}
-	if ct := h.Get("Content-Type"); strings.HasPrefix(ct, "text/html") {
+	if ct := h.Get("Content-Type"); strings.HasPrefix(ct, "text/html") && status < 500 {
 		return fmt.Errorf("%w: %w: %s answered HTTP %d with a web page, not Cairn's API: is it a web UI's address? (a Cairn server serves its API on port 7233 and its web UI on 8233 by default)",
-			api.ErrInvalidArgument, ErrNotTheAPI, addr, status)
+			api.ErrInternal, ErrNotTheAPI, addr, status)
 	}
 	return nil
 }

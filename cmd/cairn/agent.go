@@ -139,12 +139,26 @@ func wfWatch(g *globals) *cobra.Command {
 func watchStream(ctx context.Context, g *globals, svc api.Service, id, runID string) error {
 	var after int64
 	p := &streamPrinter{w: g.stdout, open: map[[2]int64]bool{}}
+	rc := &reconnector{g: g}
 	for {
-		resp, err := svc.WatchStream(ctx, &api.WatchStreamRequest{WorkflowID: id, RunID: runID, AfterSeq: after, Wait: true})
+		var resp *api.WatchStreamResponse
+		err := rc.do(ctx, func(ctx context.Context) error {
+			var err error
+			resp, err = svc.WatchStream(ctx, &api.WatchStreamRequest{WorkflowID: id, RunID: runID, AfterSeq: after, Wait: true})
+			return err
+		})
 		if err != nil {
 			return err
 		}
 		runID = resp.RunID
+		if resp.NextSeq <= after && !resp.Closed { // the server restarted: its window starts afresh
+			after = 0
+			if !g.json {
+				p.closeCall()
+				fmt.Fprintln(g.stdout, "\n[the server restarted: the output before it is gone]")
+			}
+			continue
+		}
 		if resp.Gap && !g.json {
 			p.closeCall()
 			fmt.Fprintln(g.stdout, "\n[… earlier output dropped]")

@@ -159,10 +159,16 @@ func printResult(g *globals, workflowID string, r *api.GetResultResponse) error 
 }
 
 // finalResult returns the outcome of the run, following continue-as-new;
-// with wait it long-polls until the run closes.
+// with wait it long-polls until the run closes, through server restarts.
 func finalResult(ctx context.Context, g *globals, c client.Client, workflowID, runID string, wait bool) (*api.GetResultResponse, error) {
+	rc := &reconnector{g: g}
 	for {
-		r, err := c.Service().GetResult(ctx, &api.GetResultRequest{WorkflowID: workflowID, RunID: runID, Wait: wait})
+		var r *api.GetResultResponse
+		err := rc.do(ctx, func(ctx context.Context) error {
+			var err error
+			r, err = c.Service().GetResult(ctx, &api.GetResultRequest{WorkflowID: workflowID, RunID: runID, Wait: wait})
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}

@@ -239,11 +239,17 @@ func followHistory(ctx context.Context, g *globals, c client.Client, workflowID,
 	if len(evs) > 0 {
 		next = evs[len(evs)-1].ID + 1
 	}
+	rc := &reconnector{g: g}
 	for {
 		if err := flush(); err != nil {
 			return err
 		}
-		resp, err := c.Service().GetHistory(ctx, &api.GetHistoryRequest{WorkflowID: workflowID, RunID: runID, FromEventID: next, WaitNewEvents: true})
+		var resp *api.GetHistoryResponse
+		err := rc.do(ctx, func(ctx context.Context) error {
+			var err error
+			resp, err = c.Service().GetHistory(ctx, &api.GetHistoryRequest{WorkflowID: workflowID, RunID: runID, FromEventID: next, WaitNewEvents: true})
+			return err
+		})
 		if err != nil {
 			return err
 		}

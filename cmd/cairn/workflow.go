@@ -128,7 +128,7 @@ func gaveUp(parent context.Context, err error, workflowID string, timeout time.D
 	if timeout <= 0 || !errors.Is(err, context.DeadlineExceeded) || parent.Err() != nil {
 		return err
 	}
-	return fmt.Errorf("%w: %s did not close within --timeout %s; it goes on (see: cairn workflow describe %s)", err, workflowID, timeout, workflowID)
+	return fmt.Errorf("%s did not close within --timeout %s; it goes on (see: cairn workflow describe %s): %w", workflowID, timeout, workflowID, err)
 }
 
 // timeoutFlag adds --timeout, which bounds a command's wait.

@@ -56,9 +56,10 @@ func effectsList(g *globals) *cobra.Command {
 	return cmd
 }
 
-// effectsOut is list's --json: an object, as every list's is.
+// effectsOut is list's --json: an object, as every list's is, whose list
+// is [] when the ledger holds nothing.
 type effectsOut struct {
-	Effects []api.EffectInfo
+	Effects []api.EffectInfo `view:"keep"`
 }
 
 func printEffects(g *globals, w io.Writer, effects []api.EffectInfo) {

@@ -83,6 +83,8 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 		fails(1, "not_found", "workflow", "stack", "nobody"),
 		ok("workflow", "signal", "hold-1", "--name", "go", "--input", `"ann"`),
 		fails(1, "not_found", "workflow", "signal", "nobody", "--name", "go"),
+		ok("workflow", "execute", "--type", "Size", "--id", "size-1", "--task-queue", testQueue, "--input", `"abc"`),
+		fails(2, "usage", "workflow", "execute", "--type", "Size"),
 		ok("workflow", "result", "hold-1"),
 		fails(1, "not_found", "workflow", "result", "nobody"),
 		{args: []string{"workflow", "watch", "hold-1"}, lines: true},

@@ -206,13 +206,22 @@ func (s *Server) serveAPI() error {
 	return nil
 }
 
+// apiAddress is the address clients give to reach the API (an https://
+// URL with TLS).
+func (s *Server) apiAddress() string {
+	if s.f.tlsCert != "" {
+		return "https://" + s.ln.Addr().String()
+	}
+	return s.ln.Addr().String()
+}
+
 // serveUI adds the web UI's server to the group, when it listens.
 func (s *Server) serveUI() error {
 	if s.uiLn == nil {
 		return nil
 	}
 	uiSrv := &http.Server{
-		Handler:           ui.New(s.svc, ui.Options{Token: s.token, Secure: s.f.tlsCert != "", Logger: &s.log}),
+		Handler:           ui.New(s.svc, ui.Options{Token: s.token, Secure: s.f.tlsCert != "", Logger: &s.log, APIAddress: s.apiAddress()}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		IdleTimeout:       2 * time.Minute, // no WriteTimeout: a run page streams while it is open

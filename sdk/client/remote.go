@@ -172,21 +172,56 @@ func (r *RemoteService) httpCall(ctx context.Context, method string, body []byte
 		}
 		return nil, fmt.Errorf("%w: %s: reading response: %w", api.ErrUnavailable, method, err)
 	}
+	if err := notTheAPI(r.base, hresp.StatusCode, hresp.Header); err != nil {
+		return nil, err
+	}
 	if hresp.StatusCode != http.StatusOK {
 		return nil, remoteError(method, hresp.StatusCode, data)
 	}
 	return data, nil
 }
 
+// ErrNotTheAPI is wrapped when the address answers, but not as Cairn's
+// API: Cairn's web UI given as the server's address — its answer says
+// where the API is (with api.ErrInvalidArgument) — or another web page
+// (with api.ErrInternal; a 5xx page, a proxy's while the server restarts,
+// is api.ErrUnavailable as ever).
+var ErrNotTheAPI = errors.New("client: not Cairn's API")
+
+// UIAPIAddressHeader is the header with which Cairn's web UI answers a
+// request meant for the API: it names the API's address.
+const UIAPIAddressHeader = "Cairn-Api-Address"
+
+// notTheAPI recognises an answer that is not the API's: Cairn's web UI
+// (UIAPIAddressHeader names the API) or a web page.
+func notTheAPI(addr string, status int, h http.Header) error {
+	if a := h.Get(UIAPIAddressHeader); a != "" {
+		return fmt.Errorf("%w: %w: %s is Cairn's web UI; the API is on %s (use --address %s, or CAIRN_ADDRESS=%s)",
+			api.ErrInvalidArgument, ErrNotTheAPI, addr, a, a, a)
+	}
+	if ct := h.Get("Content-Type"); strings.HasPrefix(ct, "text/html") && status < 500 {
+		return fmt.Errorf("%w: %w: %s answered HTTP %d with a web page, not Cairn's API: is it a web UI's address? (a Cairn server serves its API on port 7233 and its web UI on 8233 by default)",
+			api.ErrInternal, ErrNotTheAPI, addr, status)
+	}
+	return nil
+}
+
+// maxErrorBody bounds the bytes of an unexpected answer an error quotes.
+const maxErrorBody = 300
+
 func remoteError(method string, status int, data []byte) error {
 	var eb api.ErrorBody
 	if json.Unmarshal(data, &eb) == nil && eb.Code != "" {
 		return errorFromBody(eb)
 	}
-	if status >= 500 {
-		return fmt.Errorf("%w: %s: HTTP %d: %s", api.ErrUnavailable, method, status, bytes.TrimSpace(data))
+	body := bytes.TrimSpace(data)
+	if len(body) > maxErrorBody {
+		body = append(body[:maxErrorBody:maxErrorBody], fmt.Sprintf("… (%d bytes)", len(data))...)
 	}
-	return fmt.Errorf("%w: %s: HTTP %d: %s", api.ErrInternal, method, status, bytes.TrimSpace(data))
+	if status >= 500 {
+		return fmt.Errorf("%w: %s: HTTP %d: %s", api.ErrUnavailable, method, status, body)
+	}
+	return fmt.Errorf("%w: %s: HTTP %d: %s", api.ErrInternal, method, status, body)
 }
 
 // errorFromBody turns a server's error body into the typed error.

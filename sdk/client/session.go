@@ -198,6 +198,9 @@ func (d *sessionDialer) upgrade(ctx context.Context, conn net.Conn) (*bufio.Read
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		_ = resp.Body.Close()
+		if err := notTheAPI(d.base.Host, resp.StatusCode, resp.Header); err != nil {
+			return nil, err
+		}
 		if resp.StatusCode == http.StatusNotFound {
 			return nil, errNoSession
 		}

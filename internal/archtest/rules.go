@@ -48,7 +48,9 @@ func (v Violation) String() string {
 }
 
 // ours reports whether imp is a package of this module (relative path).
-func ours(imp string) bool { return !strings.Contains(strings.SplitN(imp, "/", 2)[0], ".") && !isStd(imp) }
+func ours(imp string) bool {
+	return !strings.Contains(strings.SplitN(imp, "/", 2)[0], ".") && !isStd(imp)
+}
 
 // isStd reports whether imp is in the standard library; relative paths of
 // ours are given a sentinel prefix by Graph, so anything without a dot in
@@ -85,7 +87,9 @@ var groundFloor = is("internal/clock", "internal/wire", "internal/runpool", "int
 var testOnly = is("internal/testkit", "internal/pgtest", "sdk/testenv")
 
 // workerSide are the packages a worker binary links.
-func workerSide(p string) bool { return under("sdk", "worker", "activities", "converter")(p) && !testOnly(p) }
+func workerSide(p string) bool {
+	return under("sdk", "worker", "activities", "converter")(p) && !testOnly(p)
+}
 
 // apps are what the binary and the examples are made of: no library may
 // import them.
@@ -124,6 +128,9 @@ var Rules = []Rule{
 				"engine/internal", "os", "net", "syscall", "io/fs", "database", "github.com/jackc")(imp) ||
 				(ours(imp) && !is("history", "engine/api", "converter")(imp) && !under("engine/machine")(imp))
 		}},
+	{Name: "the store copy is written against history.Store only (it links no store)",
+		Applies:   is("history/storecopy"),
+		Forbidden: func(imp string) bool { return ours(imp) && imp != "history" }},
 }
 
 // Check returns every import of pkgs that breaks a rule.

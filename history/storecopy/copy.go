@@ -111,15 +111,15 @@ type Report struct {
 	// Resumed: the target held part of this copy already.
 	Resumed bool `json:"resumed"`
 	// AlreadyVerified: the copy had finished before; nothing was copied.
-	AlreadyVerified bool        `json:"alreadyVerified,omitempty"`
-	Spaces          []SpaceCopy `json:"spaces"`
-	Runs            int64       `json:"runs"`
-	Events          int64       `json:"events"`
-	EventsSkipped   int64       `json:"eventsSkipped"`
-	EventBytes      int64       `json:"eventBytes"`
-	Batches         int64       `json:"batches"`
-	Splits          int64       `json:"splits"`
-	Elapsed         Duration    `json:"elapsed"`
+	AlreadyVerified bool          `json:"alreadyVerified,omitempty"`
+	Spaces          []SpaceCopy   `json:"spaces"`
+	Runs            int64         `json:"runs"`
+	Events          int64         `json:"events"`
+	EventsSkipped   int64         `json:"eventsSkipped"`
+	EventBytes      int64         `json:"eventBytes"`
+	Batches         int64         `json:"batches"`
+	Splits          int64         `json:"splits"`
+	Elapsed         time.Duration `json:"elapsed"`
 	spaceIndex      map[history.Space]int
 }
 
@@ -155,19 +155,6 @@ func (r *Report) space(sp history.Space) *SpaceCopy {
 	return &r.Spaces[i]
 }
 
-// Duration is a time.Duration that reads well in JSON ("1.5s").
-type Duration time.Duration
-
-// MarshalText renders the duration as time.Duration does.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
-
-// UnmarshalText reads what MarshalText wrote.
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	*d = Duration(v)
-	return err
-}
-
 // Copy copies src into dst: it starts a copy into an empty target or
 // resumes this source's (see the package doc), then copies every record
 // of every space and every run's events. It does not verify the copy and
@@ -192,7 +179,7 @@ func Copy(ctx context.Context, src, dst history.Store, opts Options) (*Report, e
 	c := &copier{src: src, dst: dst, opts: opts, rep: rep, resumed: st.resumed}
 	c.w = newWriter(dst, opts.BatchBytes, rep, c.progress)
 	err = c.run(ctx)
-	rep.Elapsed = Duration(time.Since(started))
+	rep.Elapsed = time.Since(started)
 	return rep, err
 }
 

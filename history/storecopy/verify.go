@@ -23,8 +23,8 @@ type Verification struct {
 	EventBytes int64 `json:"eventBytes"`
 	// EventsDigest is the SHA-256 of every run's ids and events in order
 	// (each event as history.EncodeEvent writes it).
-	EventsDigest string   `json:"eventsDigest"`
-	Elapsed      Duration `json:"elapsed"`
+	EventsDigest string        `json:"eventsDigest"`
+	Elapsed      time.Duration `json:"elapsed"`
 }
 
 // SpaceDigest is what was compared of one space.
@@ -63,7 +63,7 @@ func Verify(ctx context.Context, src, dst history.Store, opts Options) (*Verific
 	started := time.Now()
 	vr := &verifier{src: src, dst: dst, opts: opts, v: &Verification{}, diffs: &MismatchError{}}
 	err := vr.run(ctx)
-	vr.v.Elapsed = Duration(time.Since(started))
+	vr.v.Elapsed = time.Since(started)
 	if err != nil {
 		return vr.v, err
 	}

@@ -198,7 +198,11 @@ func Run(ctx context.Context, src, dst history.Store, opts Options) (*Result, er
 	if err != nil {
 		return res, err
 	}
-	if res.Verify, err = Verify(ctx, src, dst, opts); err != nil {
+	res.Verify, err = Verify(ctx, src, dst, opts)
+	if err != nil && rep.AlreadyVerified && errors.Is(err, ErrMismatch) {
+		return res, fmt.Errorf("storecopy: the copy was verified before and the stores differ now (has a server run on one of them since?): %w", err)
+	}
+	if err != nil {
 		return res, err
 	}
 	if rep.AlreadyVerified {

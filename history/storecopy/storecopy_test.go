@@ -274,3 +274,24 @@ func TestVerifyNamesADifferentEvent(t *testing.T) {
 		t.Fatalf("Verify: %v", err)
 	}
 }
+
+// A copy verified before and changed since (a server ran on it) is not
+// written to again: Run says the stores differ now.
+func TestVerifiedCopyIsNotWrittenAgain(t *testing.T) {
+	src := openBadger(t, "")
+	fill(t, src, shape{records: 3, runs: 2, maxEvents: 3})
+	dst := openBadger(t, "")
+	if _, err := storecopy.Run(bg, src, dst, opts()); err != nil {
+		t.Fatal(err)
+	}
+	served := &history.Batch{Puts: []history.Record{{Space: history.SpaceMeta, Key: []byte("boot"), Value: []byte("2")}}}
+	mustCommit(t, dst, served)
+	mustCommit(t, src, &history.Batch{Puts: []history.Record{{Space: history.SpaceLedger, Key: []byte("new"), Value: []byte("v")}}})
+	res, err := storecopy.Run(bg, src, dst, opts())
+	if !errors.Is(err, storecopy.ErrMismatch) || !strings.Contains(err.Error(), "verified before") || !res.Copy.AlreadyVerified {
+		t.Fatalf("Run on a verified copy changed since: %v", err)
+	}
+	if _, err := dst.Get(bg, history.SpaceLedger, []byte("new")); !errors.Is(err, history.ErrNotFound) {
+		t.Fatalf("the verified copy was written to: %v", err)
+	}
+}

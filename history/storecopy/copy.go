@@ -107,20 +107,28 @@ func doneMark(done bool) string {
 
 // Report is what Copy did.
 type Report struct {
+	// Source is Options.Source.
 	Source string `json:"source"`
 	// Resumed: the target held part of this copy already.
 	Resumed bool `json:"resumed"`
 	// AlreadyVerified: the copy had finished before; nothing was copied.
-	AlreadyVerified bool          `json:"alreadyVerified,omitempty"`
-	Spaces          []SpaceCopy   `json:"spaces"`
-	Runs            int64         `json:"runs"`
-	Events          int64         `json:"events"`
-	EventsSkipped   int64         `json:"eventsSkipped"`
-	EventBytes      int64         `json:"eventBytes"`
-	Batches         int64         `json:"batches"`
-	Splits          int64         `json:"splits"`
-	Elapsed         time.Duration `json:"elapsed"`
-	spaceIndex      map[history.Space]int
+	AlreadyVerified bool `json:"alreadyVerified,omitempty"`
+	// Spaces says what was copied of each space, in space order.
+	Spaces []SpaceCopy `json:"spaces"`
+	// Runs counts the source's runs; Events the events written,
+	// EventsSkipped those the target held already, EventBytes the size
+	// of the events written.
+	Runs          int64 `json:"runs"`
+	Events        int64 `json:"events"`
+	EventsSkipped int64 `json:"eventsSkipped"`
+	EventBytes    int64 `json:"eventBytes"`
+	// Batches counts the batches the target committed; Splits the
+	// batches it refused as too large (each then written in two).
+	Batches int64         `json:"batches"`
+	Splits  int64         `json:"splits"`
+	Elapsed time.Duration `json:"elapsed"`
+
+	spaceIndex map[history.Space]int
 }
 
 // SpaceCopy is what was copied of one space.

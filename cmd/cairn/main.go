@@ -99,7 +99,7 @@ func newRoot(g *globals) *cobra.Command {
 		},
 	}
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON for scripts (errors too, on stderr)")
-	root.AddCommand(serverCommand(g), devCommand(g), workflowCommand(g), taskQueueCommand(g), effectsCommand(g), historyCommand(g), replayCommand(g),
+	root.AddCommand(serverCommand(g), devCommand(g), workflowCommand(g), taskQueueCommand(g), clusterCommand(g), effectsCommand(g), historyCommand(g), replayCommand(g),
 		demoCommand(g), benchCommand(g), versionCommand(g), backupCommand(g), restoreCommand(g), checkCommand(g), migrateCommand(g), fakeLLMCommand(g))
 	return root
 }
@@ -171,7 +171,7 @@ const (
 // commands that talk to a server: --address and --token.
 func clientFlags(cmd *cobra.Command, g *globals) *cobra.Command {
 	cmd.PersistentFlags().StringVar(&g.address, "address", workercli.Env("CAIRN_ADDRESS", DefaultAddress),
-		"server address; without a port, "+DefaultPort+" (CAIRN_ADDRESS)")
+		"server address; without a port, "+DefaultPort+"; several servers of a cluster, comma-separated (CAIRN_ADDRESS)")
 	cmd.PersistentFlags().StringVar(&g.token, "token", os.Getenv("CAIRN_TOKEN"), "bearer token (CAIRN_TOKEN)")
 	return cmd
 }
@@ -288,8 +288,16 @@ func versionCommand(g *globals) *cobra.Command {
 
 // withDefaultPort gives an address without a port the default one:
 // "localhost" → "localhost:7233", "https://cairn.example" →
-// "https://cairn.example:7233".
+// "https://cairn.example:7233"; each of several, comma-separated (the
+// servers of a cluster).
 func withDefaultPort(address string) string {
+	if strings.Contains(address, ",") {
+		parts := strings.Split(address, ",")
+		for i, p := range parts {
+			parts[i] = withDefaultPort(strings.TrimSpace(p))
+		}
+		return strings.Join(parts, ",")
+	}
 	scheme, hostport := "", address
 	if i := strings.Index(address, "://"); i >= 0 {
 		scheme, hostport = address[:i+3], address[i+3:]

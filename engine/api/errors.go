@@ -37,6 +37,11 @@ var (
 	// ErrUnavailable: the service is shutting down or cannot serve now;
 	// retry later.
 	ErrUnavailable = errors.New("cairn: unavailable")
+	// ErrNotSent: a client could not send the call to the server (no
+	// connection): it surely was not carried out, and may be sent to
+	// another server at once. It wraps ErrUnavailable, and never crosses
+	// a transport (its code is unavailable).
+	ErrNotSent = fmt.Errorf("%w: the call could not be sent", ErrUnavailable)
 	// ErrNotOwner: the run's shard is served by another server of the
 	// cluster (docs/scale-out.md): a router forwards the call to its owner,
 	// and a client retries it. It wraps ErrUnavailable.

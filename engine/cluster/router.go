@@ -35,9 +35,6 @@ func Forwarded(ctx context.Context) bool {
 	return v
 }
 
-// routeAttempts bounds how often a call is sent again after its target
-// turned out not to serve the run (a shard moving between servers).
-const routeAttempts = 6
 
 // Router serves api.Service for the whole cluster from one server: a call
 // about a run goes to the server that serves the run's shard — this one's
@@ -105,33 +102,37 @@ func (r *Router) byWorkflow(ctx context.Context, workflowID string, call func(co
 		return call(ctx, r.local)
 	}
 	shard := r.node.Of(workflowID)
+	// While a shard moves (its server died and its lease has not run out
+	// yet, or it is being handed over) the call waits for the next owner,
+	// for at most a lease and a few ticks.
+	until := time.Now().Add(r.node.opts.LeaseTTL + 3*r.node.opts.Tick)
 	var err error
-	for attempt := range routeAttempts {
+	for attempt := 0; ; attempt++ {
 		var svc api.Service
 		var local bool
 		// Sent again only when it surely was not carried out: no server
-		// to send it to, or one that says it does not serve the run. A
-		// call whose answer was lost is the caller's to judge, as with
-		// one server.
+		// to send it to, one that could not be reached, or one that says
+		// it does not serve the run. A call whose answer was lost is the
+		// caller's to judge, as with one server.
 		if svc, local, err = r.target(shard); err == nil {
 			if !local {
 				r.node.stats.forwarded.Add(1)
 			}
-			if err = call(ctx, svc); !errors.Is(err, api.ErrNotOwner) {
+			if err = call(ctx, svc); !errors.Is(err, api.ErrNotOwner) && !errors.Is(err, api.ErrNotSent) {
 				return err
 			}
 		}
 		r.node.poke() // read the table again
-		if !backoff(ctx, attempt) {
-			break
+		if time.Now().After(until) || !backoff(ctx, attempt) {
+			return err
 		}
 	}
-	return err
 }
 
-// backoff waits before the next attempt (50 ms, doubling), unless ctx ends.
+// backoff waits before the next attempt (50 ms, doubling up to 500 ms),
+// unless ctx ends.
 func backoff(ctx context.Context, attempt int) bool {
-	t := time.NewTimer(50 * time.Millisecond << attempt)
+	t := time.NewTimer(min(50*time.Millisecond<<min(attempt, 4), 500*time.Millisecond))
 	defer t.Stop()
 	select {
 	case <-t.C:

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -57,24 +58,29 @@ func Dial(address string, opts Options, dial DialOptions) (Client, error) {
 }
 
 // RemoteService implements api.Service over HTTP with msgpack bodies.
+//
+// Its address may name several servers of a cluster, separated by commas
+// ("10.0.0.5:7233,10.0.0.6:7233"): calls go to one of them, and move to the
+// next when it cannot be reached (a call that could not be sent is sent to
+// the next at once; one whose answer was lost is the caller's to retry).
+// Any server of a cluster serves any call (docs/scale-out.md).
 type RemoteService struct {
-	base   string
+	eps    []*endpoint
+	cur    atomic.Int32 // the endpoint calls go to first
 	token  string
 	hc     *http.Client
 	header http.Header
-	sess   *sessionDialer // nil: plain HTTP requests
-	plain  atomic.Bool    // the server does not serve sessions
+}
+
+// endpoint is one server's address and its session.
+type endpoint struct {
+	base  string
+	sess  *sessionDialer // nil: plain HTTP requests
+	plain atomic.Bool    // the server does not serve sessions
 }
 
 // NewRemoteService returns the HTTP transport Dial uses.
 func NewRemoteService(address string, opts DialOptions) (*RemoteService, error) {
-	base := strings.TrimRight(address, "/")
-	if base == "" {
-		return nil, fmt.Errorf("%w: empty server address", api.ErrInvalidArgument)
-	}
-	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
-		base = "http://" + base
-	}
 	hc := opts.HTTPClient
 	if hc == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -86,41 +92,81 @@ func NewRemoteService(address string, opts DialOptions) (*RemoteService, error) 
 		}
 		hc = &http.Client{Transport: tr}
 	}
-	r := &RemoteService{base: base, token: opts.Token, hc: hc, header: opts.Header}
+	r := &RemoteService{token: opts.Token, hc: hc, header: opts.Header}
+	for _, a := range strings.Split(address, ",") {
+		ep, err := newEndpoint(strings.TrimSpace(a), opts)
+		if err != nil {
+			return nil, err
+		}
+		r.eps = append(r.eps, ep)
+	}
+	return r, nil
+}
+
+func newEndpoint(address string, opts DialOptions) (*endpoint, error) {
+	base := strings.TrimRight(address, "/")
+	if base == "" {
+		return nil, fmt.Errorf("%w: empty server address", api.ErrInvalidArgument)
+	}
+	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
+		base = "http://" + base
+	}
+	ep := &endpoint{base: base}
 	if !opts.PlainHTTP && opts.HTTPClient == nil {
 		d, err := newSessionDialer(base, opts.Token, opts.TLS, opts.Header)
 		if err != nil {
 			return nil, err
 		}
-		r.sess = d
+		ep.sess = d
 	}
-	return r, nil
+	return ep, nil
 }
 
-// Close closes the session and the idle HTTP connections. Calls still in
-// flight on the session fail with api.ErrUnavailable; the service remains
+// Close closes the sessions and the idle HTTP connections. Calls still in
+// flight on a session fail with api.ErrUnavailable; the service remains
 // usable (new calls open new connections).
 func (r *RemoteService) Close() error {
-	if r.sess != nil {
-		r.sess.close()
+	for _, ep := range r.eps {
+		if ep.sess != nil {
+			ep.sess.close()
+		}
 	}
 	r.hc.CloseIdleConnections()
 	return nil
 }
 
-// roundTrip sends one encoded request and returns the encoded response.
+// roundTrip sends one encoded request and returns the encoded response,
+// trying the next server while one cannot be reached.
 func (r *RemoteService) roundTrip(ctx context.Context, method string, body []byte) ([]byte, error) {
-	if r.sess != nil && !r.plain.Load() {
-		s, err := r.sess.get(ctx)
+	start := int(r.cur.Load())
+	var err error
+	for i := range r.eps {
+		k := (start + i) % len(r.eps)
+		var data []byte
+		data, err = r.eps[k].roundTrip(ctx, r, method, body)
+		if !errors.Is(err, api.ErrNotSent) {
+			if k != start {
+				r.cur.Store(int32(k))
+			}
+			return data, err
+		}
+	}
+	return nil, err
+}
+
+// roundTrip sends one encoded request to this server.
+func (ep *endpoint) roundTrip(ctx context.Context, r *RemoteService, method string, body []byte) ([]byte, error) {
+	if ep.sess != nil && !ep.plain.Load() {
+		s, err := ep.sess.get(ctx)
 		if err == nil {
 			return s.call(ctx, method, body)
 		}
 		if !errors.Is(err, errNoSession) {
 			return nil, err
 		}
-		r.plain.Store(true)
+		ep.plain.Store(true)
 	}
-	return r.httpCall(ctx, method, body)
+	return r.httpCall(ctx, ep.base, method, body)
 }
 
 // call posts req to method and decodes the response into a new Resp.
@@ -144,8 +190,8 @@ func call[Req, Resp any](ctx context.Context, r *RemoteService, method string, r
 }
 
 // httpCall posts one request.
-func (r *RemoteService) httpCall(ctx context.Context, method string, body []byte) ([]byte, error) {
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base+api.HTTPPrefix+method, bytes.NewReader(body))
+func (r *RemoteService) httpCall(ctx context.Context, base, method string, body []byte) ([]byte, error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, base+api.HTTPPrefix+method, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", api.ErrInvalidArgument, err)
 	}
@@ -162,6 +208,9 @@ func (r *RemoteService) httpCall(ctx context.Context, method string, body []byte
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("%w: %s: %w", api.ErrNotSent, method, err)
+		}
 		return nil, fmt.Errorf("%w: %s: %w", api.ErrUnavailable, method, err)
 	}
 	defer hresp.Body.Close()
@@ -172,7 +221,7 @@ func (r *RemoteService) httpCall(ctx context.Context, method string, body []byte
 		}
 		return nil, fmt.Errorf("%w: %s: reading response: %w", api.ErrUnavailable, method, err)
 	}
-	if err := notTheAPI(r.base, hresp.StatusCode, hresp.Header); err != nil {
+	if err := notTheAPI(base, hresp.StatusCode, hresp.Header); err != nil {
 		return nil, err
 	}
 	if hresp.StatusCode != http.StatusOK {

@@ -122,3 +122,54 @@ func TestDialFallsBackToPlainHTTP(t *testing.T) {
 		t.Fatalf("%d upgrade attempts and %d plain calls, want 1 and 3", upgrades.Load(), calls.Load())
 	}
 }
+
+// TestSeveralAddresses: a client given several servers sends its calls to
+// one that answers, moving on at once past one it cannot reach (nothing
+// was sent there).
+func TestSeveralAddresses(t *testing.T) {
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := dead.Addr().String()
+	_ = dead.Close() // nothing listens there now: connections are refused
+	var calls atomic.Int32
+	live := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == api.HTTPPrefix+"session" {
+			http.NotFound(w, r) // no sessions here: plain requests
+			return
+		}
+		calls.Add(1)
+		w.Header().Set("Content-Type", api.ContentMsgpack)
+		b, _ := api.MarshalMsgpack(&api.DescribeClusterResponse{Self: "live"})
+		_, _ = w.Write(b)
+	}))
+	defer live.Close()
+	for _, plain := range []bool{false, true} {
+		calls.Store(0)
+		svc, err := client.NewRemoteService(deadAddr+","+live.URL, client.DialOptions{PlainHTTP: plain})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			resp, err := svc.DescribeCluster(context.Background(), &api.DescribeClusterRequest{})
+			if err != nil || resp.Self != "live" {
+				t.Fatalf("plain=%v: %+v %v", plain, resp, err)
+			}
+		}
+		if n := calls.Load(); n != 3 {
+			t.Fatalf("plain=%v: the live server got %d calls, want 3", plain, n)
+		}
+		_ = svc.Close()
+	}
+	// Only unreachable servers: the call fails as not sent, which wraps
+	// unavailable.
+	svc, err := client.NewRemoteService(deadAddr+","+deadAddr, client.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	if _, err := svc.DescribeCluster(context.Background(), &api.DescribeClusterRequest{}); !errors.Is(err, api.ErrNotSent) || !errors.Is(err, api.ErrUnavailable) {
+		t.Fatalf("no server reachable: %v, want ErrNotSent (ErrUnavailable)", err)
+	}
+}

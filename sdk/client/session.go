@@ -163,11 +163,13 @@ func (d *sessionDialer) dial(ctx context.Context) (*clientSession, error) {
 	return s, nil
 }
 
+// A failure to open a session means no call was sent on it
+// (api.ErrNotSent): a client with several servers tries the next.
 func (d *sessionDialer) unavailable(ctx context.Context, err error) error {
 	if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return ctx.Err()
 	}
-	return fmt.Errorf("%w: session with %s: %w", api.ErrUnavailable, d.base.Host, err)
+	return fmt.Errorf("%w: session with %s: %w", api.ErrNotSent, d.base.Host, err)
 }
 
 // upgrade sends the upgrade request and reads the answer.

@@ -174,7 +174,7 @@ func runCommand(register func(worker.Registrar) error, opts Options) *cobra.Comm
 			return w.Run(context.Background())
 		},
 	}
-	cmd.Flags().StringVar(&address, "address", Env("CAIRN_ADDRESS", "127.0.0.1:7233"), "server address (CAIRN_ADDRESS)")
+	cmd.Flags().StringVar(&address, "address", Env("CAIRN_ADDRESS", "127.0.0.1:7233"), "server address; several servers of a cluster, comma-separated (CAIRN_ADDRESS)")
 	cmd.Flags().StringVar(&token, "token", os.Getenv("CAIRN_TOKEN"), "bearer token (CAIRN_TOKEN)")
 	cmd.Flags().StringVar(&queue, "task-queue", opts.TaskQueue, "task queue to poll")
 	cmd.Flags().StringVar(&level, "log-level", "info", "log level (debug, info, warn, error)")

@@ -35,7 +35,6 @@ func Forwarded(ctx context.Context) bool {
 	return v
 }
 
-
 // Router serves api.Service for the whole cluster from one server: a call
 // about a run goes to the server that serves the run's shard — this one's
 // engine, or the owner through a forwarded call — so that a client may use

@@ -56,6 +56,7 @@ func benchCommand(g *globals) *cobra.Command {
 	f.IntVar(&o.Workers, "workers", 1, "worker processes")
 	f.BoolVar(&o.Breakdown, "breakdown", false, "print the median time before each event of the sequential workflows")
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the server side to this file")
+	f.StringVar(&o.Postgres, "postgres", "", "keep the runs in this PostgreSQL database (a fresh schema, dropped afterwards) instead of Badger")
 	cmd.AddCommand(benchWorkerCommand(), benchAgentCommand(g), benchAgentWorkerCommand(), benchAgentModelCommand())
 	return cmd
 }

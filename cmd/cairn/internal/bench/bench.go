@@ -52,6 +52,9 @@ type Options struct {
 	Breakdown bool
 	// Dir holds the data (default: a temporary directory).
 	Dir string
+	// Postgres, when set, is a database URL: the server keeps the runs
+	// there (in a fresh schema, dropped afterwards) instead of Badger.
+	Postgres string
 }
 
 // Result is what Run measured.
@@ -68,17 +71,36 @@ type Result struct {
 	CPUServer       time.Duration
 	CPUWorkers      time.Duration
 	WorkflowsPerRun int
+	// On Postgres: Postgres transactions and SQL statements per workflow,
+	// and the whole machine's CPU per workflow (Postgres included).
+	PostgresCommits    float64       `json:",omitempty"`
+	PostgresStatements float64       `json:",omitempty"`
+	CPUMachine         time.Duration `json:",omitempty"`
 }
 
 // Run starts a server on a loopback port over a fresh data directory,
 // starts the worker processes, measures sequential start→result latency,
 // then throughput with Concurrency loops.
 func Run(ctx context.Context, opts Options) (*Result, error) {
-	eng, addr, closeServer, err := serve(opts.Dir, "cairn-bench-", engine.Limits{}, nil)
-	if err != nil {
-		return nil, err
+	var eng *engine.Engine
+	var addr string
+	var pg *pgServer
+	if opts.Postgres != "" {
+		var err error
+		if pg, err = servePostgres(ctx, opts.Postgres); err != nil {
+			return nil, err
+		}
+		defer pg.stop()
+		eng, addr = pg.eng, pg.addr
+		fmt.Fprintf(opts.Out, "store       %s\n", pg.describe())
+	} else {
+		var closeServer func()
+		var err error
+		if eng, addr, closeServer, err = serve(opts.Dir, "cairn-bench-", engine.Limits{}, nil); err != nil {
+			return nil, err
+		}
+		defer closeServer()
 	}
-	defer closeServer()
 	var pids []int
 	for i := 0; i < opts.Workers; i++ {
 		cmd := opts.WorkerCommand("--address", addr)
@@ -112,6 +134,10 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		}
 	}
 	before := eng.Stats().Commits
+	var pgMark pgFigures
+	if pg != nil {
+		pgMark = pg.mark()
+	}
 	cpuServer, cpuWorkers := processCPU(os.Getpid()), workersCPU(pids)
 	start := time.Now()
 	thr, err := loops(ctx, c, "thr", opts.Concurrency, opts.Workflows)
@@ -124,6 +150,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	res.Commits = eng.Stats().Commits - before
 	res.CPUServer = (processCPU(os.Getpid()) - cpuServer) / time.Duration(opts.Workflows)
 	res.CPUWorkers = (workersCPU(pids) - cpuWorkers) / time.Duration(opts.Workflows)
+	if pg != nil {
+		pg.report(res, pgMark, opts.Workflows)
+		fmt.Fprintf(opts.Out, "postgres    %.2f transactions and %.1f statements per workflow; the whole machine %s of CPU per workflow\n",
+			res.PostgresCommits, res.PostgresStatements, res.CPUMachine.Round(time.Microsecond))
+	}
 	fmt.Fprintf(opts.Out, "throughput  %d workflows, %d at a time, %d worker process(es): %.0f workflows/s (start→result p50 %s, p99 %s; %.1f engine transactions per workflow)\n",
 		opts.Workflows, opts.Concurrency, opts.Workers, res.Throughput, res.ThroughputP50.Round(10*time.Microsecond),
 		res.ThroughputP99.Round(10*time.Microsecond), float64(res.Commits)/float64(opts.Workflows))

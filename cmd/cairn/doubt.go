@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/history/badgerstore"
 )
@@ -20,8 +22,9 @@ import (
 // restore or an accepted loss".
 func effectsDoubt(g *globals) *cobra.Command {
 	var data, reason, lost string
+	var sf storeFlags
 	cmd := &cobra.Command{
-		Use:   "doubt --data DIR --reason WHY [--lost WHAT]",
+		Use:   "doubt (--data DIR | --store URL) --reason WHY [--lost WHAT]",
 		Short: "Mark a restored store in doubt: its open runs' side effects are looked up or paused, never run again blindly",
 		Long: `Mark the store of a stopped server as recovered: it may hold less than the
 outside world saw (it was restored from a snapshot, a copy or a point in
@@ -30,15 +33,31 @@ scheduled or in-flight SideEffect action of every open run is put in
 doubt: its Reconcile lookup runs first, and without one its run pauses for
 a person (cairn workflow resolve). Idempotent and Read actions run again as
 usual. Run it after any such restore, before the server starts. (cairn
-restore and --accept-data-loss leave the same mark by themselves.)`,
+restore and --accept-data-loss leave the same mark by themselves.)
+
+On a PostgreSQL store (--store postgres://…) every server of the cluster
+must be stopped first: the first to start settles the doubt.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if strings.TrimSpace(reason) == "" {
 				return usagef("--reason is required: say what was restored, from when")
 			}
 			mark := history.DoubtMark{At: time.Now().UTC(), Source: history.DoubtOperator, Reason: reason, Lost: lost}
-			if err := markDir(cmd, data, mark); err != nil {
-				return err
+			if spec := sf.spec(); isPostgresURL(spec) {
+				if err := markPostgres(cmd.Context(), spec, sf.schema, mark); err != nil {
+					return err
+				}
+				data = redactURL(spec)
+			} else {
+				if data == "" {
+					data = spec
+				}
+				if data == "" {
+					return usagef("give the stopped server's store: --data DIR, or --store postgres://…")
+				}
+				if err := markDir(cmd, data, mark); err != nil {
+					return err
+				}
 			}
 			return g.emit(struct {
 				Dir  string            `json:"dir"`
@@ -50,8 +69,30 @@ restore and --accept-data-loss leave the same mark by themselves.)`,
 	f.StringVar(&data, "data", "", "the data directory of the stopped server")
 	f.StringVar(&reason, "reason", "", "what was restored, from when (shown with every action put in doubt)")
 	f.StringVar(&lost, "lost", "", "what is known to be lost, if anything")
-	_ = cmd.MarkFlagRequired("data")
+	sf.add(cmd)
 	return cmd
+}
+
+// markPostgres writes mark into a Postgres store, refusing while a server
+// of its cluster is alive (it would not read the mark until it restarts,
+// and would serve the restored past meanwhile).
+func markPostgres(ctx context.Context, url, schema string, mark history.DoubtMark) error {
+	st, err := openPostgres(ctx, url, schema)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	servers, err := st.Servers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range servers {
+		if s.Alive {
+			return fmt.Errorf("%w: server %s (%s) of this store is running: stop every server first (the mark is read when one starts)",
+				api.ErrUnavailable, s.ID, s.Address)
+		}
+	}
+	return history.MarkInDoubt(ctx, st, mark)
 }
 
 // markDir writes mark into the store in dir, which no server may hold.

@@ -114,6 +114,10 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 		ok("task-queue", "describe", testQueue),
 		fails(2, "usage", "task-queue", "describe"),
 		ok("task-queue", "list"),
+		ok("cluster"),
+		fails(2, "usage", "cluster", "nope"),
+		ok("cluster", "describe"),
+		fails(1, "unavailable", "cluster", "describe", "--address", closedPort),
 		fails(1, "unavailable", "task-queue", "list", "--address", closedPort),
 
 		ok("effects"),

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/vmihailenco/msgpack/v5"
-
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/engine/machine"
 	"github.com/cairnflow/cairn/history"
@@ -45,7 +43,7 @@ func encodeToken(v any) []byte {
 	return b
 }
 
-func decodeMsgpack(b []byte, v any) error { return msgpack.Unmarshal(b, v) }
+func decodeMsgpack(b []byte, v any) error { return api.UnmarshalMsgpack(b, v) }
 
 func decodeToken(b []byte, v any) error {
 	if len(b) == 0 || decodeMsgpack(b, v) != nil {

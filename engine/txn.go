@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/vmihailenco/msgpack/v5"
-
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/engine/machine"
 	"github.com/cairnflow/cairn/history"
@@ -45,7 +43,7 @@ func encodeState(st *machine.RunState) ([]byte, error) {
 
 func decodeState(b []byte) (*machine.RunState, error) {
 	st := new(machine.RunState)
-	if err := msgpack.Unmarshal(b, st); err != nil {
+	if err := api.UnmarshalMsgpack(b, st); err != nil { // a state written before a field was appended reads too
 		return nil, fmt.Errorf("%w: %w: run state: %w", api.ErrInternal, history.ErrCorrupt, err)
 	}
 	return st, nil

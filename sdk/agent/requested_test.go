@@ -5,12 +5,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmihailenco/msgpack/v5"
+
 	"github.com/cairnflow/cairn/activities/llm/fakellm"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/sdk/agent"
 	"github.com/cairnflow/cairn/sdk/client"
+	"github.com/cairnflow/cairn/worker"
 )
 
 // DeskPayer takes its approvals on a signal of its own.
@@ -59,5 +62,29 @@ func TestApprovalRequestedMarkerSaysHowToAnswer(t *testing.T) {
 	must(t, err)
 	if d.Info.Status != api.StatusCompleted {
 		t.Fatalf("status %s", d.Info.Status)
+	}
+
+	// The history replays, and so does the same history as the agent
+	// recorded it before the marker carried anything (an empty Approval).
+	evs, err := env.Client.GetHistory(ctx, "desk-INV-9", "")
+	must(t, err)
+	old, err := msgpack.Marshal(&history.Approval{})
+	must(t, err)
+	var older []history.Event
+	for _, ev := range evs {
+		if m, ok := ev.Attrs.(*history.MarkerRecorded); ok && m.Name == history.MarkerApprovalRequested {
+			c := *m
+			c.Data = history.Payload{Encoding: sdk.EncodingMsgpack, Data: old}
+			ev.Attrs = &c
+		}
+		older = append(older, ev)
+	}
+	for name, h := range map[string][]history.Event{"recorded": evs, "recorded before": older} {
+		r := worker.NewReplayer(worker.ReplayerOptions{})
+		must(t, r.RegisterWorkflow(DeskPayer))
+		if err := r.ReplayHistory(history.RunRef{WorkflowID: "desk-INV-9", RunID: run.RunID()}, h,
+			worker.ReplayOptions{Chunks: client.NewChunkCache(env.Client.Service(), 0)}); err != nil {
+			t.Fatalf("the history as %s does not replay: %v", name, err)
+		}
 	}
 }

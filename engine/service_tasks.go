@@ -212,7 +212,7 @@ func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *api.CompleteWork
 		}
 		tr := x.edit(entry)
 		wc := machine.WFTCompletion{Commands: req.Commands, StickyQueue: req.StickyQueue, Identity: req.Identity,
-			Declarations: e.scheduleDeclarations(tr.st, req.Commands)}
+			Declarations: e.approvalDeclarations(tr.st, req.Commands, e.scheduleDeclarations(tr.st, req.Commands))}
 		wc.ChildRefused, wc.SignalDelivered = x.probeTargets(ctx, req.Commands)
 		out, err := e.m.CompleteWFT(tr.st, wc, x.now)
 		if errors.Is(err, machine.ErrUnhandledEvents) {

@@ -11,7 +11,8 @@ import (
 )
 
 // Errors of Decide and Awaited: the decision applies to no call the run
-// awaits approval for (nothing is sent).
+// awaits approval for (nothing is sent). Decide's also wrap
+// api.ErrInvalidArgument.
 var (
 	// ErrNoApprovalAwaited: the run awaits no approval.
 	ErrNoApprovalAwaited = errors.New("agent: no tool call awaits approval")
@@ -53,7 +54,7 @@ func Decide(ctx context.Context, svc api.Service, d Decision) (api.PendingApprov
 	}
 	p, err := Awaited(desc.PendingApprovals, d.CallID)
 	if err != nil {
-		return p, fmt.Errorf("%s (run %s, %s): %w", d.WorkflowID, desc.Info.RunID, desc.Info.Status, err)
+		return p, fmt.Errorf("%w: %s (run %s, %s): %w", api.ErrInvalidArgument, d.WorkflowID, desc.Info.RunID, desc.Info.Status, err)
 	}
 	in, err := sdk.DefaultConverter().ToPayload(Approval{CallID: p.CallID, Approved: d.Approved, By: d.By, Reason: d.Reason})
 	if err != nil {

@@ -102,12 +102,6 @@ func printDescribe(g *globals, w io.Writer, out describeOut) {
 	for _, r := range d.EffectReports {
 		printReport(g, w, r)
 	}
-	if i.Duplicates > 0 || i.EffectConflicts > 0 {
-		fmt.Fprintf(w, "\n%s: see cairn effects list --workflow %s --duplicates\n", g.effectFlag(&i), i.WorkflowID)
-	}
-	for _, r := range d.EffectReports {
-		printReport(g, w, r)
-	}
 	if len(d.PendingActivities) > 0 {
 		fmt.Fprintln(w, "\nPending activities:")
 		rows := [][]string{}

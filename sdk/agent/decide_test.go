@@ -3,14 +3,20 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/cairnflow/cairn/activities"
+	"github.com/cairnflow/cairn/activities/llm"
 	"github.com/cairnflow/cairn/activities/llm/fakellm"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/sdk/agent"
 	"github.com/cairnflow/cairn/sdk/client"
+	"github.com/cairnflow/cairn/sdk/testenv"
+	"github.com/cairnflow/cairn/worker"
 )
 
 // A payment awaiting approval is a run waiting for a person, as the
@@ -107,5 +113,75 @@ func TestAwaited(t *testing.T) {
 	}
 	if _, err := agent.Awaited(two, ""); err == nil || err.Error() != "agent: several tool calls await approval: name one (awaiting: c1 (Pay), c2 (Refund))" {
 		t.Errorf("the error names the calls: %v", err)
+	}
+}
+
+// QueuedPayer runs its payment on a task queue of its own ("tools").
+func QueuedPayer(ctx sdk.Context, invoice string) (agent.Result, error) {
+	var t *tools
+	a := agent.New(ctx, agent.Options{
+		Model:       "fake-1",
+		Tools:       []agent.Tool{agent.NewTool(t.SendPayment, "Pay", agent.RequireApproval())},
+		ToolOptions: &sdk.ActivityOptions{TaskQueue: "tools", StartToCloseTimeout: time.Minute},
+	})
+	return a.Run(ctx, "Pay "+invoice)
+}
+
+// The transcript's effect class of a tool call is what the engine knows:
+// not known while no worker of the tool's queue declared it (not Read),
+// the class its activity was recorded with once scheduled, and the class
+// the declaration of the worker that ran it gave it at dispatch.
+func TestTranscriptEffectIsTheEnginesKnowledge(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	model := httptest.NewServer(fakellm.New(fakellm.Script{
+		fakellm.CallTool("SendPayment", `{"invoice":"INV-9","amount":4200}`),
+		fakellm.Say("Paid."),
+	}))
+	t.Cleanup(model.Close)
+	m, err := llm.New(llm.Config{BaseURL: model.URL + "/v1"})
+	must(t, err)
+	env := testenv.New(t, testenv.Options{NoTimeSkipping: true})
+	env.RegisterWorkflow(QueuedPayer)
+	must(t, m.Register(env.Worker)) // the payment is registered on the tools' worker only
+	env.Start()
+	svc := env.Client.Service()
+	payment := func() *api.ToolCallInfo {
+		t.Helper()
+		tr, err := svc.GetTranscript(ctx, &api.GetTranscriptRequest{WorkflowID: "queued"})
+		must(t, err)
+		for _, it := range tr.Items {
+			if it.ToolCall != nil {
+				return it.ToolCall
+			}
+		}
+		t.Fatal("no tool call in the transcript")
+		return nil
+	}
+	run, err := env.Client.StartWorkflow(ctx, client.StartOptions{ID: "queued", TaskQueue: env.TaskQueue()}, QueuedPayer, "INV-9")
+	must(t, err)
+	waitFor(t, ctx, env.Client, "queued", func(ev history.Event) bool {
+		m, ok := ev.Attrs.(*history.MarkerRecorded)
+		return ok && m.Name == history.MarkerApprovalRequested
+	})
+	if c := payment(); c.State != api.CallAwaitingApproval || c.EffectKnown {
+		t.Fatalf("awaiting approval, no declaration known: %+v", c)
+	}
+	_, err = agent.Decide(ctx, svc, agent.Decision{WorkflowID: "queued", Approved: true, By: "ada"})
+	must(t, err)
+	waitFor(t, ctx, env.Client, "queued", func(ev history.Event) bool {
+		s, ok := ev.Attrs.(*history.ActivityScheduled)
+		return ok && s.ActivityType == "SendPayment"
+	})
+	if c := payment(); !c.EffectKnown || c.Effect != history.Read || c.ScheduledEventID == 0 {
+		t.Fatalf("scheduled by a workflow worker that does not know the tool: %+v", c)
+	}
+	tl := &tools{calls: map[string]int{}}
+	w := env.NewWorker(worker.Options{TaskQueue: "tools", Identity: "tools-worker"})
+	must(t, w.RegisterActivity(tl.SendPayment, activities.Options{Effect: activities.SideEffect}))
+	defer env.RunWorker(w)()
+	must(t, run.Get(ctx, nil))
+	if c := payment(); c.State != api.CallCompleted || c.Effect != history.SideEffect || c.IdempotencyKey == "" || tl.count("SendPayment") != 1 {
+		t.Fatalf("run by a worker declaring it SideEffect: %+v (%d payments)", c, tl.count("SendPayment"))
 	}
 }

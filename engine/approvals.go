@@ -28,13 +28,29 @@ func approvalPause(st *machine.RunState, w machine.ApprovalWait) *api.PauseInfo 
 }
 
 // pauseChanged reports whether what the run's list entry says it waits for
-// moved while its status did not: another call is now the oldest awaiting
-// approval, or their number changed.
+// moved while its status stayed paused: another action, another kind of
+// wait (a budget pause gone, an approval still awaited), another oldest
+// call awaiting approval, or their number.
 func pauseChanged(before, st *machine.RunState) bool {
-	if before == nil || len(before.Approvals) != len(st.Approvals) {
-		return before != nil
+	if before == nil || before.EffectiveStatus() != api.StatusPaused || st.EffectiveStatus() != api.StatusPaused {
+		return false // a status that moves rewrites the entry anyway
 	}
-	return len(st.Approvals) > 0 && before.Approvals[0].Key != st.Approvals[0].Key
+	return pauseKey(before) != pauseKey(st)
+}
+
+// pauseKey names what a paused run's list entry says it waits for
+// (summary's Pause).
+func pauseKey(st *machine.RunState) string {
+	if a := st.Paused(); a != nil {
+		return fmt.Sprintf("%s/%d", api.PauseOutcomeUnknown, a.ScheduledEventID)
+	}
+	if held := st.Held(); len(held) > 0 {
+		return fmt.Sprintf("%s/%d", api.PauseBudget, held[0].ScheduledEventID)
+	}
+	if len(st.Approvals) > 0 {
+		return fmt.Sprintf("%s/%s/%d", api.PauseApproval, st.Approvals[0].Key, len(st.Approvals))
+	}
+	return ""
 }
 
 // pendingApprovals lists the calls st awaits approval for, as described.

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -143,5 +144,37 @@ func TestApprovalOfAnOlderMarkerIsAPause(t *testing.T) {
 	if p := d.Info.Pause; d.Info.Status != api.StatusPaused || p == nil || p.Kind != api.PauseApproval || p.CallID != "call_2_0" ||
 		p.Signal != history.DefaultApprovalSignal || p.EffectKnown {
 		t.Fatalf("described %s, pause %+v", d.Info.Status, p)
+	}
+}
+
+// A run paused on its budget and awaiting an approval is listed as paused
+// on its budget; once the budget is raised it is still paused, and its
+// entry now says it awaits the approval.
+func TestApprovalAfterABudgetPauseIsListed(t *testing.T) {
+	h := newHarness(t)
+	h.startWith(api.StartWorkflowRequest{WorkflowID: "pay-1", WorkflowType: "PayInvoiceAgent", TaskQueue: "q", Budget: history.Budget{MaxTurns: 1}})
+	metered := func(id string) api.Command {
+		c := schedule(id, "llm.Chat", history.Read, history.ActivityOptions{StartToCloseTimeout: time.Minute})
+		c.ScheduleActivity.Metered = true
+		return c
+	}
+	h.complete(h.pollWFT("q"), metered("model:1"), metered("model:2"),
+		approvalCmd(t, history.MarkerApprovalRequested, "1:call_1", &history.ApprovalRequest{CallID: "call_1", Tool: "SendPayment"}))
+	kind := func() string {
+		got := h.listed(api.ListWorkflowsRequest{Status: api.StatusPaused})
+		if p := got["pay-1"].Pause; p != nil {
+			return p.Kind
+		}
+		return ""
+	}
+	if k := kind(); k != api.PauseBudget {
+		t.Fatalf("paused on %q, want its budget first", k)
+	}
+	if _, err := h.eng.UpdateBudget(h.ctx(), &api.UpdateBudgetRequest{WorkflowID: "pay-1", Budget: history.Budget{MaxTurns: 5}, Identity: "ada",
+		Reason: "worth it"}); err != nil {
+		t.Fatal(err)
+	}
+	if k := kind(); k != api.PauseApproval {
+		t.Fatalf("after the raise, listed as paused on %q, want the approval", k)
 	}
 }

@@ -16,16 +16,26 @@ import (
 // transaction it is (StartWorkflow, CompleteWorkflowTask, PollActivityTask
 // for an attempt's recorded intent, CompleteActivity, …), or, for work the
 // engine does by itself, the function doing it (fire for deadlines,
-// failParent, persistQuarantine, Open for the boot record). Off, a commit
-// pays one atomic load.
+// failParent, persistQuarantine, Open for the boot record, Doubt for the
+// doubt after a recovery of the store, doubt.go). Off, a commit pays one
+// atomic load.
 
 // storeCommit commits b to the store, passing the crash points of the
 // commit. Every commit of the engine goes through it (Engine.commit).
 func (e *Engine) storeCommit(ctx context.Context, b *history.Batch) error {
+	return e.storeCommitAs(ctx, "", b)
+}
+
+// storeCommitAs is storeCommit under the crash points of name (""
+// names them after the caller, as storeCommit does).
+func (e *Engine) storeCommitAs(ctx context.Context, name string, b *history.Batch) error {
 	if !crashpoint.Enabled() {
 		return e.store.Commit(ctx, b)
 	}
-	point := commitPoint()
+	point := name
+	if point == "" {
+		point = commitPoint()
+	}
 	crashpoint.Hit(point + crashpoint.Before)
 	err := e.store.Commit(ctx, b)
 	if err == nil {
@@ -38,7 +48,8 @@ const enginePkg = "github.com/cairnflow/cairn/engine."
 
 // commitHelpers are the functions between a commit and the code that
 // decided it.
-var commitHelpers = map[string]bool{"storeCommit": true, "commit": true, "transact": true, "transactLocked": true,
+var commitHelpers = map[string]bool{"storeCommit": true, "storeCommitAs": true, "commit": true, "commitAs": true, "commitFenced": true,
+	"tryBumpBoot": true, "transact": true, "transactLocked": true,
 	"background": true, "onOpenRun": true, "onActivity": true}
 
 // commitPoint names the commit being made: the outermost exported method

@@ -51,6 +51,11 @@ import (
 type Options struct {
 	// Store is the durable log. The engine does not close it.
 	Store history.Store
+	// Shards, when set, makes the engine serve only the shards it acquires
+	// (Acquire, Release) and fence every commit with their leases: several
+	// engines then share one store (docs/scale-out.md). Nil: the engine
+	// serves every run of the store, which it must be the only one to use.
+	Shards Shards
 	// Clock is the time source (default: the real clock).
 	Clock clock.Clock
 	// Limits bound each run (default DefaultLimits()).
@@ -182,7 +187,9 @@ type Engine struct {
 	bg       sync.WaitGroup
 	stop     chan struct{}
 
-	stats   Stats
+	stats Stats
+	// shards are the shards the engine serves (nil: every run).
+	shards  *shardSet
 	corrupt quarantine // runs whose stored data is damaged (quarantine.go)
 	watch   watch
 	firing  atomic.Int64 // background transitions in progress (deadlines, parent-close policies)
@@ -247,6 +254,7 @@ func Open(opts Options) (*Engine, error) {
 		actQ:    matching.NewQueues[actItem](),
 		queries: map[string]*pendingQuery{},
 		stop:    make(chan struct{}),
+		shards:  newShardSet(opts.Shards),
 	}
 	e.firingCond = sync.NewCond(&e.firingMu)
 	e.recent, _ = lru.New[string, *machine.RunState](recentClosedRuns) // cannot fail: the size is positive
@@ -392,6 +400,9 @@ func (e *Engine) parentOf(workflowID string) *machine.ParentRef {
 // the store. Call with the workflow id's lock held. runID "" means the
 // current run.
 func (e *Engine) loadState(ctx context.Context, workflowID, runID string) (*machine.RunState, *runEntry, error) {
+	if err := e.shards.check(workflowID); err != nil {
+		return nil, nil, err
+	}
 	if c := e.corrupt.lookup(workflowID, runID); c != nil {
 		return nil, nil, c.err()
 	}
@@ -440,6 +451,8 @@ func (e *Engine) isCurrentRun(ctx context.Context, ref history.RunRef) bool {
 // storeErr maps a store failure onto the api's errors.
 func storeErr(err error) error {
 	switch {
+	case errors.Is(err, api.ErrNotOwner):
+		return err
 	case errors.Is(err, history.ErrClosed):
 		return fmt.Errorf("%w: %w", api.ErrUnavailable, err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -10,22 +10,25 @@ import (
 
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
-	"github.com/cairnflow/cairn/history/badgerstore"
 	"github.com/cairnflow/cairn/history/faultstore"
+	"github.com/cairnflow/cairn/history/pgstore"
 	"github.com/cairnflow/cairn/internal/clock"
+	"github.com/cairnflow/cairn/internal/storetest"
 )
 
 // testStart is the fake clock's start: a fixed instant, so histories are
 // reproducible.
 var testStart = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
-// harness is an engine over an on-disk Badger store with a fake clock, and
-// helpers that act as scripted workers.
+// harness is an engine over an on-disk store with a fake clock, and helpers
+// that act as scripted workers. The store is Badger, or Postgres with
+// CAIRN_TEST_STORE=postgres (internal/storetest): there the engine serves
+// every shard under a lease, so every commit is fenced.
 type harness struct {
 	t     *testing.T
-	dir   string
+	data  *storetest.Data
 	clk   *clock.Fake
-	store *badgerstore.Store
+	store history.Store
 	// fault wraps store: the engine's store. Its rules survive a reopen.
 	fault *faultstore.Store
 	rules []faultstore.Rule // injected at every open, before the engine opens
@@ -36,7 +39,7 @@ type harness struct {
 
 func newHarness(t *testing.T, mod ...func(*Options)) *harness {
 	t.Helper()
-	h := &harness{t: t, dir: t.TempDir(), clk: clock.NewFake(testStart)}
+	h := &harness{t: t, data: storetest.New(t), clk: clock.NewFake(testStart)}
 	h.opts = Options{Clock: h.clk, PollTimeout: 5 * time.Second, NewRunID: func() string {
 		return fmt.Sprintf("run-%d", h.ids.Add(1))
 	}}
@@ -50,7 +53,7 @@ func newHarness(t *testing.T, mod ...func(*Options)) *harness {
 
 func (h *harness) open() {
 	h.t.Helper()
-	st, err := badgerstore.Open(badgerstore.Options{Dir: h.dir})
+	st, err := h.data.Open(context.Background())
 	if err != nil {
 		h.t.Fatalf("open store: %v", err)
 	}
@@ -61,9 +64,21 @@ func (h *harness) open() {
 	}
 	opts := h.opts
 	opts.Store = h.fault
+	var owner *storetest.Owner
+	if pg, ok := st.(*pgstore.Store); ok {
+		if owner, err = storetest.AcquireAll(context.Background(), pg, "engine-test"); err != nil {
+			h.t.Fatal(err)
+		}
+		opts.Shards = owner
+	}
 	eng, err := Open(opts)
 	if err != nil {
 		h.t.Fatalf("open engine: %v", err)
+	}
+	if owner != nil {
+		if err := eng.Acquire(context.Background(), owner.All()); err != nil {
+			h.t.Fatalf("acquire the shards: %v", err)
+		}
 	}
 	h.eng = eng
 }

@@ -227,7 +227,7 @@ func (e *Engine) scanEffects(ctx context.Context, space history.Space, prefix []
 			if err != nil {
 				return nil, err
 			}
-			if req.KeyPrefix != "" && !hasPrefix(key, req.KeyPrefix) || req.DuplicatesOnly && le.Duplicates == 0 {
+			if req.KeyPrefix != "" && !hasPrefix(key, req.KeyPrefix) || req.DuplicatesOnly && le.Duplicates == 0 || req.InDoubtOnly && le.Doubt == "" {
 				continue
 			}
 			resp.Effects = append(resp.Effects, effectInfo(wf, key, le))
@@ -261,5 +261,6 @@ func effectInfo(workflowID, key string, le *machine.LedgerEntry) api.EffectInfo 
 		State: api.EffectState(le.State), RunID: le.RunID, ScheduledEventID: le.ScheduledEventID,
 		RunIDs: append([]string(nil), le.RunIDs...), Attempts: le.Attempts, Duplicates: le.Duplicates, Conflicts: le.Conflicts,
 		Reports: append([]api.EffectReport(nil), le.Reports...), Result: clonePayload(le.Result), Created: le.Created, Updated: le.Updated,
+		InDoubt: le.Doubt,
 	}
 }

@@ -280,8 +280,8 @@ func (e *Engine) failParent(ctx context.Context, c *corruptRun) error {
 func (e *Engine) persistQuarantine(c *corruptRun) {
 	b, err := api.MarshalMsgpack(&quarantineRecord{Reason: c.reason, Since: c.since, Current: c.current})
 	if err == nil {
-		err = e.commit(context.Background(), &history.Batch{Puts: []history.Record{
-			{Space: history.SpaceIndex, Key: indexQuarantineKey(c.ref), Value: b}}})
+		err = e.commitFenced(context.Background(), &history.Batch{Puts: []history.Record{
+			{Space: history.SpaceIndex, Key: indexQuarantineKey(c.ref), Value: b}}}, map[string]bool{c.ref.WorkflowID: true})
 	}
 	if err != nil {
 		e.log.Warn().Err(err).Str("workflow", c.ref.WorkflowID).Str("run", c.ref.RunID).

@@ -73,7 +73,7 @@ func (e *Engine) recordClosedRunReport(ctx context.Context, st *machine.RunState
 		x.put(history.SpaceIndex, indexAllKey(nst), info)
 		x.put(history.SpaceIndex, indexStatusKey(nst.Status, nst), info)
 	}
-	if err := e.commit(context.WithoutCancel(ctx), &x.batch); err != nil {
+	if err := e.commitFenced(context.WithoutCancel(ctx), &x.batch, x.held); err != nil {
 		return storeErr(err)
 	}
 	e.stats.commits.Add(1)

@@ -28,6 +28,9 @@ type Stats struct {
 	lateReports    [5]atomic.Int64
 	bootDuplicates int64
 	bootPossible   int64
+	// inDoubt counts the actions put in doubt after a recovery of the
+	// store (doubt.go).
+	inDoubt atomic.Int64
 }
 
 // StatsSnapshot is a copy of the counters.
@@ -58,6 +61,10 @@ type StatsSnapshot struct {
 	PossibleDuplicateEffects int64
 	EffectConfirmations      int64
 	EffectConflicts          int64
+	// EffectsInDoubt counts the SideEffect actions put in doubt when the
+	// engine opened over a recovered store (a restore, an accepted data
+	// loss: doubt.go).
+	EffectsInDoubt int64
 }
 
 // Stats returns the engine's counters.
@@ -74,6 +81,7 @@ func (e *Engine) Stats() StatsSnapshot {
 		PossibleDuplicateEffects: e.stats.bootPossible + e.stats.lateReports[api.VerdictPossibleDuplicate].Load(),
 		EffectConfirmations:      e.stats.lateReports[api.VerdictConfirmation].Load(),
 		EffectConflicts:          e.stats.lateReports[api.VerdictConflict].Load(),
+		EffectsInDoubt:           e.stats.inDoubt.Load(),
 	}
 }
 
@@ -155,6 +163,9 @@ func fireDurable(before, st *machine.RunState, out machine.Output) bool {
 // workflow and activity tasks. Leases that were out when the process died
 // keep their deadlines and expire; timers that came due fire at once.
 //
+// A store recovered from a loss or a backup (a doubt mark) has the side
+// effects of its open runs put in doubt first (doubt.go).
+//
 // A run whose stored data is damaged is quarantined (quarantine.go), not a
 // reason to serve nothing: its state record fails its checksum or does not
 // decode, or its history does not end where its state says. Only damage
@@ -172,6 +183,15 @@ func (e *Engine) recover(ctx context.Context) error {
 	}
 	if err := e.loadQuarantine(ctx); err != nil {
 		return fmt.Errorf("engine: recover: %w", err)
+	}
+	// Every open run of the store, of every shard: after a restore the
+	// servers of a cluster are stopped and the first to start settles it
+	// (docs/reliability.md).
+	if err := e.settleDoubt(ctx); err != nil {
+		return err
+	}
+	if e.shards != nil {
+		return nil // the runs of each shard are loaded when it is acquired (Acquire)
 	}
 	err := e.scanIndex(ctx, history.Key().Str("o").Bytes(), func(r history.Record, bad error) error {
 		return e.recoverRun(ctx, r.Key)
@@ -209,7 +229,9 @@ func (e *Engine) recoverRun(ctx context.Context, key []byte) error {
 		return nil
 	}
 	entry := &runEntry{ref: ref, parent: st.Parent, changed: make(chan struct{})}
+	e.mu.Lock() // Acquire loads runs while the engine serves others
 	e.open[ref.WorkflowID] = entry
+	e.mu.Unlock()
 	e.adopt(entry, st)
 	e.recoverOrphan(st)
 	return nil
@@ -289,7 +311,20 @@ func (e *Engine) recoverOrphan(st *machine.RunState) {
 
 // bumpBoot persists a new boot generation; epochs carry it so that a lease
 // or task token from before a restart never matches one issued after.
+//
+// Engines sharing a store (Options.Shards) take generations with a
+// compare-and-set, so no two of them ever issue the same epoch.
 func (e *Engine) bumpBoot(ctx context.Context) error {
+	var err error
+	for range 100 {
+		if err = e.tryBumpBoot(ctx); !errors.Is(err, history.ErrConflict) {
+			return err
+		}
+	}
+	return fmt.Errorf("engine: write boot generation: %w", storeErr(err))
+}
+
+func (e *Engine) tryBumpBoot(ctx context.Context) error {
 	var gen int64
 	b, err := e.store.Get(ctx, history.SpaceMeta, bootKey)
 	switch {
@@ -300,7 +335,11 @@ func (e *Engine) bumpBoot(ctx context.Context) error {
 	}
 	gen++
 	e.bootGen = gen
-	err = e.storeCommit(ctx, &history.Batch{Puts: []history.Record{e.bootRecord()}})
+	cond := history.Condition{Space: history.SpaceMeta, Key: bootKey, Exists: err == nil, Value: b}
+	err = e.storeCommit(ctx, &history.Batch{Conditions: []history.Condition{cond}, Puts: []history.Record{e.bootRecord()}})
+	if errors.Is(err, history.ErrConflict) {
+		return err // another engine took it: read again
+	}
 	if errors.Is(err, history.ErrNoSpace) {
 		// A full disk must not keep the engine from serving reads: every
 		// write fails until space returns anyway, and the first one that
@@ -323,12 +362,17 @@ func (e *Engine) bootRecord() history.Record {
 // commit commits b, adding the boot generation while it is still to be
 // written (bumpBoot on a full disk).
 func (e *Engine) commit(ctx context.Context, b *history.Batch) error {
+	return e.commitAs(ctx, "", b)
+}
+
+// commitAs is commit under the crash points of name (storeCommitAs).
+func (e *Engine) commitAs(ctx context.Context, name string, b *history.Batch) error {
 	if !e.bootPending.Load() {
-		return e.storeCommit(ctx, b)
+		return e.storeCommitAs(ctx, name, b)
 	}
 	withBoot := *b
 	withBoot.Puts = append(slices.Clip(b.Puts), e.bootRecord())
-	err := e.storeCommit(ctx, &withBoot)
+	err := e.storeCommitAs(ctx, name, &withBoot)
 	if err == nil {
 		e.bootPending.Store(false)
 	}

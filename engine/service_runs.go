@@ -266,7 +266,7 @@ func describe(st *machine.RunState) *api.DescribeWorkflowResponse {
 			ScheduledEventID: id, ActivityID: a.ActivityID, ActivityType: a.ActivityType, State: state, Attempt: a.Attempt,
 			LeaseEpoch: a.LeaseEpoch, LeaseExpires: a.LeaseDeadline, NextAttemptAt: a.NextAttemptAt, LastFailure: a.LastFailure,
 			LastHeartbeat: a.LastHeartbeat, HeartbeatDetails: a.HeartbeatDetails, Effect: a.Effect, IdempotencyKey: a.IdempotencyKey,
-			CancelRequested: a.CancelRequested,
+			CancelRequested: a.CancelRequested, InDoubt: a.InDoubt(),
 		})
 	}
 	for _, name := range sortedKeys(st.Timers) {
@@ -603,7 +603,10 @@ func (e *Engine) QueryWorkflow(ctx context.Context, req *api.QueryWorkflowReques
 	if err != nil {
 		return nil, err
 	}
-	q := &pendingQuery{id: randomID(), query: api.WorkflowQuery{QueryType: req.QueryType, Args: req.Args}, done: make(chan *api.RespondQueryTaskRequest, 1)}
+	// The query's id is its task token: it names the workflow id, so that a
+	// router sends the answer to the server the query waits on.
+	id := string(encodeToken(queryToken{W: req.WorkflowID, Q: randomID()}))
+	q := &pendingQuery{id: id, query: api.WorkflowQuery{QueryType: req.QueryType, Args: req.Args}, done: make(chan *api.RespondQueryTaskRequest, 1)}
 	q.query.QueryID = q.id
 	e.queriesMu.Lock()
 	e.queries[q.id] = q

@@ -19,6 +19,12 @@ type wftToken struct {
 	E int64  `msgpack:"e"`
 }
 
+// queryToken identifies one query waiting for its answer.
+type queryToken struct {
+	W string `msgpack:"w"`
+	Q string `msgpack:"q"`
+}
+
 // actToken identifies one attempt of an activity under its lease.
 type actToken struct {
 	W string `msgpack:"w"`
@@ -70,8 +76,8 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *api.PollWorkflowTask
 			return &api.PollWorkflowTaskResponse{}, nil
 		}
 		task, err := e.dispatchWFT(ctx, item, req.Identity)
-		if errors.Is(err, api.ErrDataCorrupt) {
-			continue // that run is quarantined now; the poller waits for another task
+		if errors.Is(err, api.ErrDataCorrupt) || errors.Is(err, api.ErrNotOwner) {
+			continue // that run is quarantined now, or its shard moved: the poller waits for another task
 		}
 		if err != nil {
 			return nil, err
@@ -87,6 +93,21 @@ func (e *Engine) PollWorkflowTask(ctx context.Context, req *api.PollWorkflowTask
 			return &api.PollWorkflowTaskResponse{Task: task}, nil
 		}
 	}
+}
+
+// handBackUnstarted undoes the dispatch of a workflow task its poller never
+// started (FailWorkflowTask with api.CauseNotStarted). A task that is no
+// longer current is left alone.
+func (e *Engine) handBackUnstarted(tok wftToken) error {
+	unlock := e.lock(tok.W)
+	defer unlock()
+	if err := e.shards.check(tok.W); err != nil {
+		return err
+	}
+	if entry, err := e.currentWFT(tok); err == nil {
+		e.rescheduleWFT(entry)
+	}
+	return nil
 }
 
 // handBackWFT undoes the dispatch of a workflow task nobody received.
@@ -363,6 +384,9 @@ func (e *Engine) FailWorkflowTask(ctx context.Context, req *api.FailWorkflowTask
 	if err := decodeToken(req.TaskToken, &tok); err != nil {
 		return nil, err
 	}
+	if req.Cause == api.CauseNotStarted {
+		return &api.FailWorkflowTaskResponse{}, e.handBackUnstarted(tok)
+	}
 	err := e.transact(ctx, []string{tok.W}, func(x *txn) error {
 		entry, err := e.currentWFT(tok)
 		if err != nil {
@@ -400,8 +424,8 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *api.PollActivityTask
 			return &api.PollActivityTaskResponse{}, nil
 		}
 		task, err := e.dispatchActivity(ctx, item, req.Identity, req.Activities)
-		if errors.Is(err, api.ErrDataCorrupt) {
-			continue // that run is quarantined now; the poller waits for another task
+		if errors.Is(err, api.ErrDataCorrupt) || errors.Is(err, api.ErrNotOwner) {
+			continue // that run is quarantined now, or its shard moved: the poller waits for another task
 		}
 		if err != nil {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, api.ErrUnavailable) {

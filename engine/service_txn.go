@@ -14,12 +14,18 @@ import (
 // commits what fn gathered. Nothing is written when fn fails. A run that
 // fn found damaged is quarantined once the locks are released (settle).
 func (e *Engine) transact(ctx context.Context, ids []string, fn func(x *txn) error) error {
+	if err := e.shards.wait(ctx, ids); err != nil {
+		return err
+	}
 	return e.settle(e.transactLocked(ctx, ids, fn))
 }
 
 func (e *Engine) transactLocked(ctx context.Context, ids []string, fn func(x *txn) error) error {
 	unlock := e.lock(ids...)
 	defer unlock()
+	if err := e.shards.check(ids...); err != nil {
+		return err
+	}
 	if err := e.resyncHeld(ctx, ids); err != nil {
 		return err
 	}
@@ -191,6 +197,9 @@ func (x *txn) dedupe(ctx context.Context, tr *txnRun, events []history.Event) er
 			return damaged(tr.st.Ref(), true, err)
 		}
 		if entry == nil {
+			// An action put in doubt as its key was assigned (after a
+			// recovery of the store) is unknown in the ledger from now on.
+			x.record(tr, x.e.m.LedgerInDoubt(tr.st, schedID, x.now))
 			continue
 		}
 		switch entry.State {
@@ -200,6 +209,9 @@ func (x *txn) dedupe(ctx context.Context, tr *txnRun, events []history.Event) er
 			if entry.RunID != tr.st.RunID {
 				reason := fmt.Sprintf("run %s already started this action (%s, key %s) and its outcome is unknown", entry.RunID,
 					entry.ActivityType, key)
+				if entry.Doubt != "" {
+					reason += " after a recovery of the store (" + entry.Doubt + ")"
+				}
 				x.record(tr, x.e.m.PauseOnLedger(tr.st, schedID, reason, x.now))
 			}
 		}

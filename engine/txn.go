@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -208,7 +209,12 @@ func (x *txn) commit(ctx context.Context) error {
 	h := x.handOff()
 	// Once decided, a transition is not abandoned halfway because the
 	// caller went away: the store either commits all of it or none.
-	if err := x.e.commit(context.WithoutCancel(ctx), &x.batch); err != nil {
+	if err := x.e.commitFenced(context.WithoutCancel(ctx), &x.batch, x.held); err != nil {
+		if errors.Is(err, api.ErrNotOwner) {
+			// Nothing was written, and this engine no longer serves (one
+			// of) the shards: the runs are not read back, they are dropped.
+			return err
+		}
 		// A task handed off is now stale: its completion finds the run as
 		// it was and is refused. A commit that may have been applied all
 		// the same leaves the runs to be read back (resync.go).

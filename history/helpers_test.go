@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"reflect"
+	"testing"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -206,4 +207,18 @@ func findRefs(a Attributes, out *[]string) {
 		}
 	}
 	walk(reflect.ValueOf(a), "")
+}
+
+// TestShardOfIsFixed pins ShardOf: a cluster's servers, old and new, must
+// place every workflow id in the same shard for ever.
+func TestShardOfIsFixed(t *testing.T) {
+	// The expected shards were computed with an independent FNV-1a.
+	for id, want := range map[string]int{"": 197, "invoice-INV-9": 192, "pay-INV-9": 77, "assistant-INV-8": 144, "ü": 74} {
+		if got := ShardOf(id, 256); got != want {
+			t.Errorf("ShardOf(%q, 256) = %d, want %d", id, got, want)
+		}
+	}
+	if got := ShardOf("invoice-INV-9", 1); got != 0 {
+		t.Errorf("one shard: %d", got)
+	}
 }

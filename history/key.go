@@ -99,3 +99,17 @@ func (r *KeyReader) Rest() []byte { return r.b }
 
 // Err returns the first decoding error.
 func (r *KeyReader) Err() error { return r.err }
+
+// ShardOf returns the shard of a workflow id among n shards (n > 0): the
+// 32-bit FNV-1a hash of the id, modulo n. Every server of a cluster must
+// agree on it, and a cluster's shard count never changes (docs/scale-out.md),
+// so this function never changes either.
+func ShardOf(workflowID string, n int) int {
+	const offset, prime = 2166136261, 16777619
+	h := uint32(offset)
+	for i := 0; i < len(workflowID); i++ {
+		h ^= uint32(workflowID[i])
+		h *= prime
+	}
+	return int(h % uint32(n))
+}

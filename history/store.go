@@ -30,6 +30,11 @@ var (
 	// free-space floor). Nothing of the batch was written; commits succeed
 	// again once space returns. Reads keep working.
 	ErrNoSpace = errors.New("history: disk full")
+	// ErrFenced: a batch's fence no longer holds (the shard's lease epoch
+	// moved on: another owner acquired the shard since the writer did).
+	// Nothing of the batch was written. The writer has lost the shard and
+	// must stop writing for it; see Fence.
+	ErrFenced = errors.New("history: fenced")
 )
 
 // Space names a key space for the engine's small keyed records. Each space
@@ -116,10 +121,30 @@ type Condition struct {
 	Value  []byte
 }
 
+// Fence makes a batch conditional on its writer still owning a shard: the
+// batch commits only if the shard's lease epoch, checked atomically with
+// the write, is still Epoch. Several servers sharing one database each own
+// some shards through leases (pgstore's AcquireShard); every acquisition
+// starts a new epoch, so a server that was frozen or cut off past its lease
+// and lost the shard to another finds its epoch moved on: its batch fails
+// with ErrFenced and writes nothing. Lease expiry is advice; the fence is
+// the safety.
+//
+// Stores without shard leases (badgerstore: one process owns the data)
+// refuse a batch with fences as ErrInvalid.
+type Fence struct {
+	// Shard is the shard the writer owns (0 ≤ Shard < the store's shard
+	// count).
+	Shard int
+	// Epoch is the lease epoch the writer acquired the shard with.
+	Epoch int64
+}
+
 // Batch is one atomic transaction: all of it is durable or none of it is.
-// Conditions and every Append's ExpectedNext are checked first; if any fails
-// the batch returns ErrConflict and writes nothing. A batch appends to a run
-// at most once and names a record key at most once across Puts and Deletes
+// Fences, Conditions and every Append's ExpectedNext are checked first; if
+// a fence does not hold the batch returns ErrFenced, if any other check
+// fails ErrConflict, and it writes nothing. A batch appends to a run at
+// most once and names a record key at most once across Puts and Deletes
 // (else ErrInvalid): the order of two writes to one place would be
 // ambiguous.
 type Batch struct {
@@ -127,6 +152,9 @@ type Batch struct {
 	Appends    []Append
 	Puts       []Record
 	Deletes    []RecordKey
+	// Fences: the batch commits only while every one of them holds (see
+	// Fence). A batch with fences and nothing else only checks them.
+	Fences []Fence
 }
 
 // Empty reports whether the batch would change nothing.
@@ -152,8 +180,9 @@ type ScanOptions struct {
 // the store was opened with durability off, which is for tests only).
 type Store interface {
 	// Commit applies the batch atomically. It returns ErrConflict (wrapped)
-	// when a Condition or an Append's ExpectedNext does not hold, ErrInvalid
-	// for a malformed batch, ErrTooLarge when the batch cannot be committed
+	// when a Condition or an Append's ExpectedNext does not hold, ErrFenced
+	// when a Fence does not hold, ErrInvalid for a malformed batch (or for
+	// fences, in a store without shard leases), ErrTooLarge when the batch cannot be committed
 	// in one transaction, ErrClosed after Close, or ctx.Err() when the
 	// context ends before the batch was committed (then it was not).
 	Commit(ctx context.Context, b *Batch) error

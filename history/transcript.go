@@ -65,6 +65,10 @@ type ChatConfig struct {
 	MaxTokens   int64      `msgpack:"mt,omitempty" json:"max_tokens,omitempty"`
 	// Stream asks for the answer as a live token stream.
 	Stream bool `msgpack:"s,omitempty" json:"stream,omitempty"`
+	// AllowEmptyAnswer accepts an answer with neither text nor a tool
+	// call; without it the model call fails such an answer as a
+	// retryable error (the model call's, not sent to the endpoint).
+	AllowEmptyAnswer bool `msgpack:"ae,omitempty" json:"allow_empty_answer,omitempty"`
 }
 
 // TranscriptEntry is one record of a transcript: a message or a config.

@@ -61,14 +61,17 @@ func (w *Worker) pollActivityTasks(pollCtx, runCtx context.Context, inflight *sy
 			}
 			if err != nil {
 				failures++
-				w.log.Warn().Err(err).Msg("poll activity task failed; retrying")
+				w.pollFailed(err, "activity tasks")
 				if !backoff(pollCtx, failures) {
 					return
 				}
+				continue
 			}
+			w.pollSucceeded()
 			continue
 		}
 		failures = 0
+		w.pollSucceeded()
 		inflight.Add(1)
 		task := resp.Task
 		received := w.clk.Now()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/cairnflow/cairn/activities"
@@ -138,31 +139,34 @@ func (r *Replayer) ReplayHistory(run history.RunRef, events []history.Event, opt
 	if !ok || events[0].ID != 1 {
 		return fmt.Errorf("%w: the first event is %s, not WorkflowStarted", ErrBadHistory, events[0])
 	}
-	events = append([]history.Event(nil), events...) // resolved copies go here, not into the caller's slice
-	if err := sdk.ResolveEventPayloads(context.Background(), opts.Chunks, events); err != nil {
-		return fmt.Errorf("%w: %w (export it with --inline to carry its chunks)", ErrBadHistory, err)
-	}
 	task := &api.WorkflowTask{WorkflowID: run.WorkflowID, RunID: run.RunID, WorkflowType: started.WorkflowType,
-		TaskQueue: started.TaskQueue, Attempt: 1, FirstEventID: 1, Events: events, NextEventID: events[len(events)-1].ID + 1,
+		TaskQueue: started.TaskQueue, Attempt: 1, FirstEventID: 1, NextEventID: events[len(events)-1].ID + 1,
 		SuggestContinueAsNewAt: r.opts.SuggestContinueAsNewAt}
 	eo := sdk.ExecutionOptions{Converter: r.opts.Converter}
 	if opts.Trace != nil {
 		n := 0
+		paths := newTracePaths()
 		eo.OnDecision = func(d *sdk.DecisionTrace) {
 			n++
-			r.trace(opts.Trace, n, d)
+			r.trace(opts.Trace, n, d, paths)
 		}
 	}
+	// The workflow type first: a history of a type this replayer does not
+	// know fails saying so, whatever else it lacks.
 	exec, err := sdk.NewExecution(r.reg, task, eo)
 	if err != nil {
 		return err
 	}
 	defer exec.Close()
+	task.Events = append([]history.Event(nil), events...) // resolved copies go here, not into the caller's slice
+	if err := sdk.ResolveEventPayloads(context.Background(), opts.Chunks, task.Events); err != nil {
+		return fmt.Errorf("%w: %w (export it with --inline to carry its chunks)", ErrBadHistory, err)
+	}
 	_, err = exec.ProcessTask(task)
 	return err
 }
 
-func (r *Replayer) trace(w io.Writer, n int, d *sdk.DecisionTrace) {
+func (r *Replayer) trace(w io.Writer, n int, d *sdk.DecisionTrace, paths tracePaths) {
 	if d.Replayed {
 		fmt.Fprintf(w, "── decision %d: replayed, recorded at event %d\n", n, d.CompletedEventID)
 	} else {
@@ -177,9 +181,48 @@ func (r *Replayer) trace(w io.Writer, n int, d *sdk.DecisionTrace) {
 	if d.Err != nil {
 		fmt.Fprintf(w, "   ERROR       %v\n", d.Err)
 	}
-	for _, line := range waitingLines(d.Stacks()) {
+	for _, line := range waitingLines(d.Stacks(), paths) {
 		fmt.Fprintf(w, "   waiting at  %s\n", line)
 	}
+}
+
+// tracePaths are the directories a trace's file paths are shown relative
+// to: the working directory, then the root of the Go module holding it.
+type tracePaths []string
+
+func newTracePaths() tracePaths {
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil
+	}
+	out := tracePaths{wd}
+	for dir := wd; ; {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			if dir != wd {
+				out = append(out, dir)
+			}
+			return out
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return out
+		}
+		dir = parent
+	}
+}
+
+// show returns loc ("/abs/path/file.go:40") relative to the first of the
+// directories that holds it, or as it is.
+func (ps tracePaths) show(loc string) string {
+	if !filepath.IsAbs(loc) {
+		return loc // a binary built with -trimpath: module paths already
+	}
+	for _, dir := range ps {
+		if rel, err := filepath.Rel(dir, loc); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return rel
+		}
+	}
+	return loc
 }
 
 func describeEvent(ev history.Event) string {
@@ -240,7 +283,7 @@ func describeCommand(c api.Command) string {
 
 // waitingLines picks, from each coroutine's stack, the coroutine's name and
 // the first frame in workflow code (outside the SDK and the runtime).
-func waitingLines(stack string) []string {
+func waitingLines(stack string, paths tracePaths) []string {
 	var out []string
 	name := ""
 	lines := strings.Split(stack, "\n")
@@ -265,7 +308,7 @@ func waitingLines(stack string) []string {
 		if j := strings.LastIndex(fn, "("); j > 0 {
 			fn = fn[:j]
 		}
-		out = append(out, fmt.Sprintf("%s: %s (%s)", name, fn, loc))
+		out = append(out, fmt.Sprintf("%s: %s (%s)", name, fn, paths.show(loc)))
 		name = ""
 	}
 	return out

@@ -185,6 +185,7 @@ type Worker struct {
 	heartbeaters sync.WaitGroup
 	running      atomic.Bool
 	stats        Stats
+	trouble      pollTrouble // failed polls: logged once, then summed up
 	clk          clock.Clock
 	// reportCtx ends once Run is over: an outcome report still
 	// undelivered then is abandoned (deliver).
@@ -225,6 +226,10 @@ type Stats struct {
 	// WorkflowTaskFails counts workflow tasks that failed (panic,
 	// nondeterminism, deadlock, unknown type).
 	WorkflowTaskFails atomic.Int64
+	// PollFailures counts polls that failed (the server unreachable,
+	// restarting, refusing): each is retried after a backoff, and logged
+	// as a streak (see UnreachableSummaryEvery), not one line each.
+	PollFailures atomic.Int64
 }
 
 // cached is a run's Execution in the sticky cache; mu serialises its tasks.

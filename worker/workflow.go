@@ -30,14 +30,17 @@ func (w *Worker) pollWorkflowTasks(ctx context.Context, queue string, inflight *
 			}
 			if err != nil {
 				failures++
-				w.log.Warn().Err(err).Str("queue", queue).Msg("poll workflow task failed; retrying")
+				w.pollFailed(err, "workflow tasks of "+queue)
 				if !backoff(ctx, failures) {
 					return
 				}
+				continue
 			}
+			w.pollSucceeded()
 			continue
 		}
 		failures = 0
+		w.pollSucceeded()
 		inflight.Add(1)
 		task := resp.Task
 		w.tasks.Go(func() {

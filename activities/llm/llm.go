@@ -18,8 +18,9 @@
 //
 // Errors are classified for the engine's retries: 429 and 5xx are
 // retryable, and a Retry-After the server sends sets the next attempt's
-// delay; other 4xx are non-retryable (ModelRequestRejected); a malformed
-// answer, a cut stream or a timeout are retryable. A streamed call
+// delay; other 4xx are non-retryable (ModelRequestRejected); an endpoint
+// that cannot be reached and a timeout are retryable (ModelUnavailable),
+// and so are a malformed answer and a cut stream (ModelResponseMalformed). A streamed call
 // publishes its tokens live (activities.Stream): watchers see them, and only
 // the final message is recorded.
 package llm
@@ -29,8 +30,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/openai/openai-go/v3"
@@ -64,12 +67,17 @@ const (
 	// FailureRejected: the endpoint refused the request (4xx other than
 	// 429): retrying cannot help.
 	FailureRejected = "ModelRequestRejected"
-	// FailureUnavailable: 429 or 5xx, retried (after Retry-After when sent).
+	// FailureUnavailable: 429 or 5xx (retried after Retry-After when
+	// sent), a timeout, or an endpoint that could not be reached (refused,
+	// reset, hung up, unknown host): retried.
 	FailureUnavailable = "ModelUnavailable"
 	// FailureMalformed: the answer could not be read; retried.
 	FailureMalformed = "ModelResponseMalformed"
 	// FailureTranscript: the input is not a transcript; not retried.
 	FailureTranscript = "InvalidTranscript"
+	// FailureEmptyAnswer: the model answered with neither text nor a tool
+	// call (and the transcript's settings do not allow that); retried.
+	FailureEmptyAnswer = "ModelEmptyAnswer"
 )
 
 // Config configures a Model.
@@ -162,6 +170,19 @@ func (m *Model) Chat(ctx context.Context, in history.Payload) (history.Payload, 
 	return out, nil
 }
 
+// checkAnswer fails an empty answer — no text, no tool call — unless the
+// transcript allows it: a model that answers nothing is failing, and the
+// call is retried (FailureEmptyAnswer) rather than ending an agent's run
+// with an empty final answer. Its usage was recorded already.
+func checkAnswer(r Result, allowEmpty bool) error {
+	msg := r.Message
+	if allowEmpty || len(msg.ToolCalls) > 0 || strings.TrimSpace(msg.Content) != "" {
+		return nil
+	}
+	return activities.NewApplicationError(fmt.Sprintf("the model answered with neither text nor a tool call (finish reason %q)", r.FinishReason),
+		FailureEmptyAnswer)
+}
+
 // Answer decodes Chat's result (its last chunk's entries, as workers
 // resolve it) into the call's answer.
 func Answer(p history.Payload) (Result, error) {
@@ -184,9 +205,20 @@ func (m *Model) call(ctx context.Context, in history.Payload) (Result, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout)
 	defer cancel()
+	var r Result
 	if req.settings.Stream {
-		return m.stream(ctx, req)
+		r, err = m.stream(ctx, req)
+	} else {
+		r, err = m.complete(ctx, req)
 	}
+	if err != nil {
+		return Result{}, err
+	}
+	return r, checkAnswer(r, req.settings.AllowEmptyAnswer)
+}
+
+// complete makes a call without streaming.
+func (m *Model) complete(ctx context.Context, req *request) (Result, error) {
 	var raw *http.Response
 	resp, err := m.client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{},
 		append(req.options(), option.WithResponseInto(&raw))...)
@@ -283,7 +315,16 @@ func classify(err error) error {
 	if errors.As(err, &se) && se.Timeout() {
 		return activities.NewApplicationError("the model call timed out: "+err.Error(), FailureUnavailable)
 	}
-	return activities.NewApplicationError("the model call failed: "+err.Error(), FailureMalformed)
+	if errors.Is(err, context.Canceled) {
+		return activities.NewApplicationError("the model call was canceled: "+err.Error(), FailureUnavailable)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		// The request did not get an answer: refused, reset, hung up, a
+		// name that does not resolve — the endpoint, not its answer.
+		return activities.NewApplicationError("the model endpoint is unreachable: "+err.Error(), FailureUnavailable)
+	}
+	return activities.NewApplicationError("the model's answer could not be read: "+err.Error(), FailureMalformed)
 }
 
 // retryAfter reads a Retry-After header: seconds, or an HTTP date.

@@ -25,10 +25,12 @@ func wfBudget(g *globals) *cobra.Command {
 		Use:   "budget WORKFLOW_ID (--max-tokens N | --max-cost USD | --max-turns N | --stop) --reason WHY",
 		Short: "Raise a run's token, cost or turn budget so a paused agent goes on, or stop it",
 		Long: `A run whose budget is used up holds its next model call and is paused. Raise
-the budget (the new limits replace the old ones; 0 means no limit) and the
-held call goes on; or --stop, and the held call fails with BudgetExceeded,
+the budget and the held call goes on: each limit you give replaces that
+limit (0 means no limit), and the limits you omit are kept as they are —
+--max-turns 8 on a budget of 50,000 tokens and 4 turns makes it 50,000
+tokens and 8 turns. Or --stop, and the held call fails with BudgetExceeded,
 which the agent loop returns to the workflow.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if reason == "" {
 				return usagef("--reason is required: it goes into the history")
@@ -121,7 +123,7 @@ func wfWatch(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "watch WORKFLOW_ID",
 		Short: "Print a run's model output live, as it is produced (until the run closes)",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, runID, err := g.dialRun(cmd.Context(), args[0], runID)
 			if err != nil {
@@ -136,51 +138,48 @@ func wfWatch(g *globals) *cobra.Command {
 
 func watchStream(ctx context.Context, g *globals, svc api.Service, id, runID string) error {
 	var after int64
-	open := map[[2]int64]bool{} // (scheduled event, attempt) streaming
+	p := &streamPrinter{w: g.stdout, open: map[[2]int64]bool{}}
+	rc := &reconnector{g: g}
 	for {
-		resp, err := svc.WatchStream(ctx, &api.WatchStreamRequest{WorkflowID: id, RunID: runID, AfterSeq: after, Wait: true})
+		var resp *api.WatchStreamResponse
+		err := rc.do(ctx, func(ctx context.Context) error {
+			var err error
+			resp, err = svc.WatchStream(ctx, &api.WatchStreamRequest{WorkflowID: id, RunID: runID, AfterSeq: after, Wait: true})
+			return err
+		})
 		if err != nil {
 			return err
 		}
 		runID = resp.RunID
+		if resp.NextSeq <= after && !resp.Closed { // the server restarted: its window starts afresh
+			after = 0
+			if !g.json {
+				p.closeCall()
+				fmt.Fprintln(g.stdout, "\n[the server restarted: the output before it is gone]")
+			}
+			continue
+		}
 		if resp.Gap && !g.json {
+			p.closeCall()
 			fmt.Fprintln(g.stdout, "\n[… earlier output dropped]")
 		}
 		for _, ev := range resp.Events {
 			after = ev.Seq
-			if g.json { // one object a line, by the --json convention
-				b, err := view.Marshal(ev)
-				if err != nil {
-					return err
-				}
-				if _, err := g.stdout.Write(append(b, '\n')); err != nil {
-					return err
-				}
+			if !g.json {
+				p.print(ev)
 				continue
 			}
-			k := [2]int64{ev.ScheduledEventID, int64(ev.Attempt)}
-			if !open[k] && (ev.Kind == api.StreamText || ev.Kind == api.StreamToolCall) {
-				open[k] = true
-				fmt.Fprintf(g.stdout, "\n── %s (event %d, attempt %d)\n", ev.ActivityType, ev.ScheduledEventID, ev.Attempt)
+			b, err := view.Marshal(ev) // one object a line, by the --json convention
+			if err != nil {
+				return err
 			}
-			switch ev.Kind {
-			case api.StreamText:
-				fmt.Fprint(g.stdout, ev.Text)
-			case api.StreamToolCall:
-				if ev.ToolName != "" {
-					fmt.Fprintf(g.stdout, "\n→ %s(", ev.ToolName)
-				}
-				fmt.Fprint(g.stdout, ev.Text)
-			case api.StreamDone:
-				delete(open, k)
-				fmt.Fprintln(g.stdout, "\n── done")
-			case api.StreamSuperseded:
-				delete(open, k)
-				fmt.Fprintln(g.stdout, "\n── superseded: this attempt ended without an answer; ignore the text above")
+			if _, err := g.stdout.Write(append(b, '\n')); err != nil {
+				return err
 			}
 		}
 		if resp.Closed {
 			if !g.json {
+				p.closeCall()
 				fmt.Fprintln(g.stdout, "\n[run closed]")
 			}
 			return nil
@@ -188,6 +187,51 @@ func watchStream(ctx context.Context, g *globals, svc api.Service, id, runID str
 		if resp.NextSeq > after+1 && len(resp.Events) == 0 {
 			after = resp.NextSeq - 1
 		}
+	}
+}
+
+// streamPrinter prints a run's stream for people: each attempt's text
+// under a header, each tool call as "→ name(arguments)".
+type streamPrinter struct {
+	w    io.Writer
+	open map[[2]int64]bool // (scheduled event, attempt) streaming
+	call bool              // a tool call's "(" is open
+}
+
+func (p *streamPrinter) print(ev api.StreamEvent) {
+	k := [2]int64{ev.ScheduledEventID, int64(ev.Attempt)}
+	if !p.open[k] && (ev.Kind == api.StreamText || ev.Kind == api.StreamToolCall) {
+		p.closeCall()
+		p.open[k] = true
+		fmt.Fprintf(p.w, "\n── %s (event %d, attempt %d)\n", ev.ActivityType, ev.ScheduledEventID, ev.Attempt)
+	}
+	switch ev.Kind {
+	case api.StreamText:
+		p.closeCall()
+		fmt.Fprint(p.w, ev.Text)
+	case api.StreamToolCall:
+		if ev.ToolName != "" {
+			p.closeCall()
+			fmt.Fprintf(p.w, "\n→ %s(", ev.ToolName)
+			p.call = true
+		}
+		fmt.Fprint(p.w, ev.Text)
+	case api.StreamDone:
+		p.closeCall()
+		delete(p.open, k)
+		fmt.Fprintln(p.w, "\n── done")
+	case api.StreamSuperseded:
+		p.closeCall()
+		delete(p.open, k)
+		fmt.Fprintln(p.w, "\n── superseded: this attempt ended without an answer; ignore the text above")
+	}
+}
+
+// closeCall closes the tool call being printed, if one is.
+func (p *streamPrinter) closeCall() {
+	if p.call {
+		fmt.Fprint(p.w, ")")
+		p.call = false
 	}
 }
 

@@ -101,32 +101,34 @@ turn (the number of assistant messages in the request), e.g.
    {"Content": "Done."},
    {"Status": 429, "RetryAfter": 2000000000}]
 
-Without --script it plays the accounts-payable agent's script
-(examples/agent). Point a model call at it with llm.Config{BaseURL:
+Without --script it plays the accounts-payable agent's scripted model
+(examples/agent), which follows the invoice the task names (INV-9, INV-3;
+INV-7 is over budget). Point a model call at it with llm.Config{BaseURL:
 "http://ADDR/v1"}.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s := payables.Script()
+			model, turns := fakellm.NewFunc(payables.Reply), payables.Turns
 			if script != "" {
 				b, err := os.ReadFile(script)
 				if err != nil {
 					return err
 				}
-				s = nil
+				var s fakellm.Script
 				dec := json.NewDecoder(bytes.NewReader(b))
 				dec.DisallowUnknownFields()
 				if err := dec.Decode(&s); err != nil {
 					return usagef("--script %s: %v", script, err)
 				}
+				model, turns = fakellm.New(s), len(s)
 			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return err
 			}
-			srv := &http.Server{Handler: fakellm.New(s), ReadHeaderTimeout: 10 * time.Second}
+			srv := &http.Server{Handler: model, ReadHeaderTimeout: 10 * time.Second}
 			url := "http://" + ln.Addr().String() + "/v1"
-			if err := g.emit(map[string]any{"url": url, "turns": len(s)}, func(w io.Writer) {
-				fmt.Fprintf(w, "fake model serving on %s (%d scripted turns)\n", url, len(s))
+			if err := g.emit(map[string]any{"url": url, "turns": turns}, func(w io.Writer) {
+				fmt.Fprintf(w, "fake model serving on %s (%d scripted turns)\n", url, turns)
 			}); err != nil {
 				_ = ln.Close()
 				return err
@@ -142,6 +144,6 @@ Without --script it plays the accounts-payable agent's script
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "listen address")
-	cmd.Flags().StringVar(&script, "script", "", "JSON file of replies (default: the payables agent's script)")
+	cmd.Flags().StringVar(&script, "script", "", "JSON file of replies (default: the payables agent's scripted model)")
 	return cmd
 }

@@ -21,7 +21,7 @@ import (
 // provider's ledger.
 func (s *testServer) payablesWorker(t *testing.T) *payables.Tools {
 	t.Helper()
-	model := httptest.NewServer(fakellm.New(payables.Script()))
+	model := httptest.NewServer(fakellm.NewFunc(payables.Reply))
 	t.Cleanup(model.Close)
 	m, err := llm.New(llm.Config{BaseURL: model.URL + "/v1", Model: payables.FakeModel})
 	if err != nil {

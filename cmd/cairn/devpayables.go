@@ -48,7 +48,7 @@ func servePayablesModel() (*http.Server, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("the payables agent's model: %w", err)
 	}
-	model := &http.Server{Handler: fakellm.New(payables.Script()), ReadHeaderTimeout: 10 * time.Second}
+	model := &http.Server{Handler: fakellm.NewFunc(payables.Reply), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = model.Serve(ln) }()
 	return model, "http://" + ln.Addr().String() + "/v1", nil
 }

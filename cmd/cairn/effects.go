@@ -15,14 +15,15 @@ import (
 // effectsCommand reads the effects ledger: every action with an
 // idempotency key, across the runs of its workflow id.
 func effectsCommand(g *globals) *cobra.Command {
-	return clientFlags(group("effects", "Read the effects ledger (actions with an idempotency key)", effectsList(g)), g)
+	return clientFlags(group("effects", "Read the effects ledger (actions with an idempotency key); mark a restored store in doubt",
+		effectsList(g), effectsDoubt(g)), g)
 }
 
 func effectsList(g *globals) *cobra.Command {
 	var req api.ListEffectsRequest
 	var limit int
 	cmd := &cobra.Command{
-		Use:   "list [--workflow ID] [--duplicates] [--key-prefix K]",
+		Use:   "list [--workflow ID] [--duplicates] [--in-doubt] [--key-prefix K]",
 		Short: "List the ledger's actions: key, workflow, runs, activity, state, attempts, duplicates, result",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -50,13 +51,15 @@ func effectsList(g *globals) *cobra.Command {
 	f.StringVar(&req.WorkflowID, "workflow", "", "only this workflow id's actions")
 	f.StringVar(&req.KeyPrefix, "key-prefix", "", "only keys starting with this")
 	f.BoolVar(&req.DuplicatesOnly, "duplicates", false, "only actions with a duplicate or possible duplicate")
+	f.BoolVar(&req.InDoubtOnly, "in-doubt", false, "only actions in doubt after a recovery of the store (a restore, an accepted data loss)")
 	f.IntVar(&limit, "limit", 100, "at most this many actions")
 	return cmd
 }
 
-// effectsOut is list's --json: an object, as every list's is.
+// effectsOut is list's --json: an object, as every list's is, whose list
+// is [] when the ledger holds nothing.
 type effectsOut struct {
-	Effects []api.EffectInfo
+	Effects []api.EffectInfo `view:"keep"`
 }
 
 func printEffects(g *globals, w io.Writer, effects []api.EffectInfo) {
@@ -79,11 +82,36 @@ func printEffects(g *globals, w io.Writer, effects []api.EffectInfo) {
 	}
 	table(w, []string{"KEY", "WORKFLOW ID", "RUN", "ACTIVITY", "EFFECT", "STATE", "ATTEMPTS", "DUPLICATES", "UPDATED", "RESULT"}, rows)
 	for _, e := range effects {
+		if e.InDoubt != "" {
+			fmt.Fprintf(w, "%s %s key %s (workflow %s run %s, event %d): %s\n  %s\n", g.alarm("IN DOUBT"), e.ActivityType, e.IdempotencyKey,
+				e.WorkflowID, abbreviate(e.RunID, 12), e.ScheduledEventID, "its outcome is unknown after a recovery of the store", e.InDoubt)
+		}
+	}
+	for _, e := range effects {
 		for _, r := range e.Reports {
 			if r.Verdict != api.VerdictConfirmation {
 				printReport(g, w, r)
 			}
 		}
+	}
+}
+
+// printInDoubt renders the pending activities in doubt after a recovery of
+// the store (describe), with what happens next.
+func printInDoubt(g *globals, w io.Writer, pending []api.PendingActivity) {
+	for _, a := range pending {
+		if a.InDoubt == "" {
+			continue
+		}
+		next := "the run is paused on it: check the downstream system, then cairn workflow resolve"
+		switch {
+		case a.State == api.ActivityStateReconciling:
+			next = "its Reconcile lookup runs before any attempt"
+		case a.IdempotencyKey == "":
+			next = "put in doubt once its key is assigned"
+		}
+		fmt.Fprintf(w, "  %s event %d (%s): its outcome is unknown after a recovery of the store; %s\n    %s\n",
+			g.alarm("IN DOUBT"), a.ScheduledEventID, a.ActivityType, next, a.InDoubt)
 	}
 }
 

@@ -2,10 +2,10 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -28,7 +28,7 @@ func historyCommand(g *globals) *cobra.Command {
 Payloads the engine stores by reference (transcripts, large results) stay
 references; with --inline the file also carries every chunk they reference,
 so that it replays without the server (cairn replay reads both forms).`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.dial()
 			if err != nil {
@@ -75,24 +75,27 @@ type exportOut struct {
 }
 
 // replayCommand replays exported histories of the workflows built into
-// cairn (the demo agent). User workers get the same command from
+// cairn (the demo agents). User workers get the same command from
 // workercli.Main.
 func replayCommand(g *globals) *cobra.Command {
 	var file string
 	var trace bool
 	cmd := &cobra.Command{
 		Use:   "replay --history FILE [--trace] [--address SERVER]",
-		Short: "Replay an exported history of a built-in workflow (the demo agent)",
-		Args:  cobra.NoArgs,
+		Short: "Replay an exported history of a built-in workflow (the demo agents)",
+		Long: `Replays an exported history (cairn history export) through the code of the
+workflows built into cairn: ` + strings.Join(builtinTypes(), ", ") + ` — the runs of
+cairn demo and cairn dev --demo. A history of your own workflows replays with
+your worker binary's replay command (workercli.Main gives every worker
+binary one).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			r := worker.NewReplayer(worker.ReplayerOptions{})
-			// The built-in workflows share tool names: register the set
-			// the history was recorded with.
-			register := func() error { return demo.Register(r, &demo.Agent{}, true, true) }
-			if typ, err := historyType(file); err == nil && typ == "PayInvoiceAgent" {
-				register = func() error { return payables.Register(r, nil, nil) }
+			typ, err := historyType(file)
+			if err != nil {
+				return err
 			}
-			if err := register(); err != nil {
+			r := worker.NewReplayer(worker.ReplayerOptions{})
+			if err := registerBuiltin(r, typ); err != nil {
 				return err
 			}
 			var ro worker.ReplayOptions
@@ -111,9 +114,6 @@ func replayCommand(g *globals) *cobra.Command {
 				}
 			}
 			if err := r.ReplayFile(file, ro); err != nil {
-				if errors.Is(err, sdk.ErrUnknownWorkflowType) {
-					return fmt.Errorf("%w; cairn replay knows only its built-in workflows: replay a history of yours with your worker binary's replay command (workercli.Main)", err)
-				}
 				return err
 			}
 			return g.emit(map[string]any{"ok": true, "history": file}, func(w io.Writer) {
@@ -129,6 +129,52 @@ func replayCommand(g *globals) *cobra.Command {
 	return clientFlags(cmd, g)
 }
 
+// builtins are the workflows cairn replay knows, each with what its
+// histories were recorded with: they share tool names (SendPayment,
+// CheckBudget, the model call) with other declarations, so a replay
+// registers one set.
+var builtins = []struct {
+	typ      string
+	register func(worker.Registrar) error
+}{
+	{"PayInvoice", func(r worker.Registrar) error { return demo.Register(r, &demo.Agent{}, true, true) }},
+	{"PayInvoiceAgent", func(r worker.Registrar) error { return payables.Register(r, nil, nil) }},
+	{"Assistant", func(r worker.Registrar) error { return demo.RegisterAssistant(r, nil, nil) }},
+}
+
+// builtinTypes lists the workflow types cairn replay knows.
+func builtinTypes() []string {
+	out := make([]string, len(builtins))
+	for i, b := range builtins {
+		out[i] = b.typ
+	}
+	return out
+}
+
+// registerBuiltin registers the built-in workflow typ, with its
+// activities, on r — or says that typ is not one, and how to replay it.
+func registerBuiltin(r worker.Registrar, typ string) error {
+	for _, b := range builtins {
+		if b.typ == typ {
+			return b.register(r)
+		}
+	}
+	return fmt.Errorf("%w %q: it is not registered in cairn replay, which knows only the workflows built into cairn (%s). "+
+		"Replay a history of your own workflows with your worker binary's replay command: a program whose main is "+
+		"workercli.Main(register, …), where register calls r.RegisterWorkflow(%s), has `replay --history FILE [--address SERVER]`",
+		sdk.ErrUnknownWorkflowType, typ, strings.Join(builtinTypes(), ", "), goName(typ))
+}
+
+// goName is the Go name a workflow type is registered under by default:
+// the function's name (a type registered under another name needs
+// sdk.RegisterOptions{Name: …}).
+func goName(typ string) string {
+	if i := strings.LastIndexAny(typ, "./"); i >= 0 {
+		return typ[i+1:]
+	}
+	return typ
+}
+
 // historyType returns the workflow type an exported history records.
 func historyType(file string) (string, error) {
 	f, err := os.Open(file)
@@ -137,11 +183,15 @@ func historyType(file string) (string, error) {
 	}
 	defer f.Close()
 	_, evs, err := history.ImportJSON(f)
-	if err != nil || len(evs) == 0 {
-		return "", err
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", file, err)
 	}
-	if s, ok := evs[0].Attrs.(*history.WorkflowStarted); ok {
-		return s.WorkflowType, nil
+	if len(evs) == 0 {
+		return "", fmt.Errorf("%w: %s holds no events", worker.ErrBadHistory, file)
 	}
-	return "", nil
+	s, ok := evs[0].Attrs.(*history.WorkflowStarted)
+	if !ok {
+		return "", fmt.Errorf("%w: the first event of %s is %s, not WorkflowStarted", worker.ErrBadHistory, file, evs[0])
+	}
+	return s.WorkflowType, nil
 }

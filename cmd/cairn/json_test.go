@@ -84,6 +84,8 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 		fails(1, "not_found", "workflow", "stack", "nobody"),
 		ok("workflow", "signal", "hold-1", "--name", "go", "--input", `"ann"`),
 		fails(1, "not_found", "workflow", "signal", "nobody", "--name", "go"),
+		ok("workflow", "execute", "--type", "Size", "--id", "size-1", "--task-queue", testQueue, "--input", `"abc"`),
+		fails(2, "usage", "workflow", "execute", "--type", "Size"),
 		ok("workflow", "result", "hold-1"),
 		fails(1, "not_found", "workflow", "result", "nobody"),
 		{args: []string{"workflow", "watch", "hold-1"}, lines: true},
@@ -136,6 +138,8 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 		fails(1, "not_found", "restore", "--from", "@DIR/no-such-backup", "--data", "@DIR/restored-2"),
 		ok("check", "--data", "@DIR/restored"),
 		fails(2, "usage", "check"),
+		ok("effects", "doubt", "--data", "@DIR/restored", "--reason", "restored from a snapshot"),
+		fails(2, "usage", "effects", "doubt", "--data", "@DIR/restored"), // no reason
 
 		fails(1, "invalid_argument", "server", "--data", "@DIR/server", "--listen", "127.0.0.1:0", "--ui-listen", "0.0.0.0:0"), // an open UI needs a token
 		fails(2, "usage", "dev", "--listen", "0.0.0.0:0"),

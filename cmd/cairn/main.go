@@ -187,6 +187,50 @@ func cliIdentity() string {
 	return "cli"
 }
 
+// exactArgs is cobra.ExactArgs(n) whose mistakes name the arguments, as
+// the command's Use line spells them: `cairn workflow describe` without
+// its id is "missing WORKFLOW_ID", not "accepts 1 arg(s), received 0".
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		names := argNames(cmd.Use)
+		switch {
+		case len(args) < n && len(args) < len(names):
+			return usagef("missing %s (usage: %s)", strings.Join(names[len(args):min(n, len(names))], " and "), cmd.UseLine())
+		case len(args) < n:
+			return usagef("missing an argument: %s takes %d (usage: %s)", cmd.CommandPath(), n, cmd.UseLine())
+		case len(args) > n:
+			return usagef("%s takes %d argument%s, not %d: %q is one too many (usage: %s)", cmd.CommandPath(), n, plural(n), len(args),
+				args[n], cmd.UseLine())
+		}
+		return nil
+	}
+}
+
+// argNames returns the positional arguments a Use line names: the
+// upper-case words right after the command's name ("describe WORKFLOW_ID
+// [--run ID]" → WORKFLOW_ID).
+func argNames(use string) []string {
+	var names []string
+	fields := strings.Fields(use)
+	if len(fields) == 0 {
+		return nil
+	}
+	for _, w := range fields[1:] {
+		if strings.TrimFunc(w, func(r rune) bool { return r >= 'A' && r <= 'Z' || r == '_' }) != "" {
+			break
+		}
+		names = append(names, w)
+	}
+	return names
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
 // group returns a command that only holds subcommands: without one it
 // prints its help; with an unknown one it is a usage error (exit 2).
 func group(use, short string, subs ...*cobra.Command) *cobra.Command {

@@ -195,6 +195,9 @@ type checkOutput struct {
 	Store string `json:"store,omitempty"`
 	// Losses are data losses accepted earlier (--accept-data-loss).
 	Losses []badgerstore.LossRecord `json:"losses,omitempty"`
+	// Doubts are the doubt marks the next server start applies (a restore,
+	// an accepted loss, cairn effects doubt).
+	Doubts []history.DoubtMark `json:"doubts,omitempty"`
 	*engine.CheckReport
 }
 
@@ -229,6 +232,9 @@ func checkDir(ctx context.Context, dir string) (*checkOutput, error) {
 	if out.Losses, err = st.Losses(); err != nil {
 		return nil, err
 	}
+	if out.Doubts, _, err = history.DoubtMarks(ctx, st); err != nil {
+		return nil, err
+	}
 	if out.CheckReport, err = engine.Check(ctx, st); err != nil {
 		return nil, err
 	}
@@ -247,6 +253,10 @@ func (c *checkOutput) print(w io.Writer) {
 		c.Dir, r.Runs, r.OpenRuns, r.Events, r.Records, r.LedgerEntries, r.Chunks)
 	for _, l := range c.Losses {
 		fmt.Fprintf(w, "note: data loss accepted at %s: %s\n", l.At.Format("2006-01-02 15:04:05Z"), l.Refused)
+	}
+	for _, m := range c.Doubts {
+		fmt.Fprintf(w, "note: in doubt since %s (%s): the next server start puts the side effects of the open runs in doubt\n",
+			m.At.Format("2006-01-02 15:04:05Z"), m.Describe())
 	}
 	if r.OK() {
 		fmt.Fprintln(w, "OK: every record's checksum, every history, the run states, indexes, ledger and payload chunks agree")

@@ -24,10 +24,8 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -38,7 +36,7 @@ import (
 	"github.com/cairnflow/cairn/cmd/cairn/internal/view"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
-	"github.com/cairnflow/cairn/sdk"
+	"github.com/cairnflow/cairn/worker/workercli"
 )
 
 // emit prints a command's outcome: v as JSON with --json, else human.
@@ -60,23 +58,13 @@ func printJSON(w io.Writer, v any) error {
 	return err
 }
 
-// errorCode is the code --json prints for err.
 // codeUnknownWorkflowType is the code of a replay of a history whose
 // workflow type the binary does not register (sdk.ErrUnknownWorkflowType).
-const codeUnknownWorkflowType api.Code = "unknown_workflow_type"
+const codeUnknownWorkflowType = workercli.CodeUnknownWorkflowType
 
-func errorCode(err error, exit int) api.Code {
-	if exit == 2 {
-		return "usage"
-	}
-	if errors.Is(err, sdk.ErrUnknownWorkflowType) {
-		return codeUnknownWorkflowType
-	}
-	if c := api.TransportCode(err); c != api.CodeInternal || !errors.Is(err, fs.ErrNotExist) {
-		return c
-	}
-	return api.CodeNotFound // a file the command was given is missing
-}
+// errorCode is the code --json prints for err (worker binaries print the
+// same: workercli.ErrorCode).
+func errorCode(err error, exit int) api.Code { return workercli.ErrorCode(err, exit == 2) }
 
 // writeJSONError prints err as {"code", "message"}.
 func writeJSONError(w io.Writer, err error, exit int) {

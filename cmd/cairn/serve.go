@@ -16,10 +16,12 @@ import (
 	"github.com/cairnflow/cairn/cmd/cairn/internal/ui"
 	"github.com/cairnflow/cairn/engine"
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/cluster"
 	"github.com/cairnflow/cairn/engine/httpapi"
 	"github.com/cairnflow/cairn/engine/metrics"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/history/badgerstore"
+	"github.com/cairnflow/cairn/history/pgstore"
 	"github.com/cairnflow/cairn/internal/crashpoint"
 )
 
@@ -34,7 +36,10 @@ type Server struct {
 	log   zerolog.Logger
 	token string
 
-	store   *badgerstore.Store
+	store   *badgerstore.Store // the embedded store, nil on Postgres
+	pg      *pgstore.Store     // the Postgres store, nil on Badger
+	node    *cluster.Node      // this server's membership, with pg
+	svc     api.Service        // what the API and the UI serve: eng, or the cluster's router
 	eng     *engine.Engine
 	ln      net.Listener // the API
 	uiLn    net.Listener // the web UI, nil when off
@@ -47,7 +52,7 @@ type Server struct {
 func serve(ctx context.Context, g *globals, f serverFlags, hooks serveHooks) error {
 	s := &Server{g: g, f: f, hooks: hooks}
 	defer s.close()
-	for _, step := range []func() error{s.configure, s.openStore, s.openEngine, s.listen, s.serveAPI, s.serveUI, s.addActors} {
+	for _, step := range []func() error{s.configure, s.openStore, s.openEngine, s.listen, s.joinCluster, s.serveAPI, s.serveUI, s.addActors} {
 		if err := step(); err != nil {
 			return err
 		}
@@ -107,8 +112,12 @@ func (s *Server) checkExposure() error {
 	return nil
 }
 
-// openStore opens the data directory, refusing one that is damaged.
+// openStore opens the data directory, refusing one that is damaged, or
+// the Postgres store.
 func (s *Server) openStore() error {
+	if s.f.store != "" {
+		return s.openPostgres()
+	}
 	st, err := badgerstore.Open(badgerstore.Options{Dir: s.f.data, Logger: &s.log, AcceptDataLoss: s.f.acceptDataLoss})
 	if errors.Is(err, history.ErrCorrupt) {
 		s.log.Error().Err(err).Str("data", s.f.data).Msg("refusing to serve: the data directory is damaged or lost acknowledged commits; " +
@@ -131,7 +140,15 @@ func (s *Server) openEngine() error {
 	if pricing == nil {
 		pricing = s.hooks.pricing
 	}
-	s.eng, err = engine.Open(engine.Options{Store: s.store, Logger: &s.log, Pricing: pricing, LeaseDriftMargin: s.f.driftMargin})
+	opts := engine.Options{Store: s.store, Logger: &s.log, Pricing: pricing, LeaseDriftMargin: s.f.driftMargin}
+	if s.pg != nil {
+		if s.node, err = s.newNode(); err != nil {
+			return err
+		}
+		opts.Store, opts.Shards = s.pg, s.node
+	}
+	s.eng, err = engine.Open(opts)
+	s.svc = s.eng
 	return err
 }
 
@@ -159,8 +176,16 @@ func (s *Server) listen() error {
 // first, so long polls return at once, then lets the requests in flight
 // (and their commits) finish.
 func (s *Server) serveAPI() error {
-	s.handler = httpapi.NewHandler(s.eng, httpapi.Options{Token: s.token, Logger: &s.log, MaxSessions: s.f.maxSessions, UIURL: s.uiURL,
-		Backup: s.backup, Collectors: []prometheus.Collector{metrics.NewCollector(s.eng, metrics.Options{Queues: s.eng.TaskQueues})}})
+	opts := httpapi.Options{Token: s.token, Logger: &s.log, MaxSessions: s.f.maxSessions, UIURL: s.uiURL,
+		Collectors: []prometheus.Collector{metrics.NewCollector(s.eng, metrics.Options{Queues: s.eng.TaskQueues})}}
+	if s.store != nil {
+		opts.Backup = s.backup // a Postgres store is backed up with the database's own tools
+	}
+	if s.node != nil {
+		opts.RequestContext = cluster.RequestContext
+		opts.Collectors = append(opts.Collectors, newClusterCollector(s.node))
+	}
+	s.handler = httpapi.NewHandler(s.svc, opts)
 	srv := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -171,11 +196,23 @@ func (s *Server) serveAPI() error {
 	s.group.Add(s.serveOn(srv, s.ln), func(error) {
 		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
+		if s.node != nil {
+			_ = s.node.Close() // the others take its shards over at once
+		}
 		_ = s.eng.Close()
 		_ = srv.Shutdown(sctx)
 		_ = s.handler.Shutdown(sctx) // sessions: answer the calls in flight, then close
 	})
 	return nil
+}
+
+// apiAddress is the address clients give to reach the API (an https://
+// URL with TLS).
+func (s *Server) apiAddress() string {
+	if s.f.tlsCert != "" {
+		return "https://" + s.ln.Addr().String()
+	}
+	return s.ln.Addr().String()
 }
 
 // serveUI adds the web UI's server to the group, when it listens.
@@ -184,7 +221,7 @@ func (s *Server) serveUI() error {
 		return nil
 	}
 	uiSrv := &http.Server{
-		Handler:           ui.New(s.eng, ui.Options{Token: s.token, Secure: s.f.tlsCert != "", Logger: &s.log}),
+		Handler:           ui.New(s.svc, ui.Options{Token: s.token, Secure: s.f.tlsCert != "", Logger: &s.log, APIAddress: s.apiAddress()}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		IdleTimeout:       2 * time.Minute, // no WriteTimeout: a run page streams while it is open
@@ -217,7 +254,12 @@ func (s *Server) addActors() error {
 // announce logs the ready line (tests and scripts wait for it) and tells
 // the hooks where the server listens.
 func (s *Server) announce() {
-	ev := s.log.Info().Str("listen", s.ln.Addr().String()).Str("data", s.f.data).Bool("auth", s.token != "").Bool("tls", s.f.tlsCert != "")
+	ev := s.log.Info().Str("listen", s.ln.Addr().String()).Bool("auth", s.token != "").Bool("tls", s.f.tlsCert != "")
+	if s.node != nil {
+		ev = ev.Str("store", "postgres").Str("server", s.node.ID()).Int("shards", len(s.node.Held()))
+	} else {
+		ev = ev.Str("data", s.f.data)
+	}
 	if s.uiURL != "" {
 		ev = ev.Str("ui", s.uiURL)
 	}
@@ -261,10 +303,16 @@ func (s *Server) close() {
 	if s.ln != nil {
 		_ = s.ln.Close()
 	}
+	if s.node != nil {
+		_ = s.node.Close()
+	}
 	if s.eng != nil {
 		_ = s.eng.Close()
 	}
 	if s.store != nil {
 		_ = s.store.Close()
+	}
+	if s.pg != nil {
+		_ = s.pg.Close()
 	}
 }

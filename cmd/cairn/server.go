@@ -17,6 +17,8 @@ import (
 )
 
 type serverFlags struct {
+	storeFlags
+
 	data, listen, uiListen, tokenFile, tlsCert, tlsKey, logLevel, pricing string
 	acceptDataLoss                                                        bool
 	maxSessions                                                           int
@@ -34,6 +36,12 @@ func serverCommand(g *globals) *cobra.Command {
 		Long: `Serve the engine over HTTP. Badger allows one process per data directory, so
 workers in other processes (and on other machines) talk to this server.
 
+With --store postgres://… (or CAIRN_STORE) the runs live in PostgreSQL
+instead, and several servers may share the database: each serves a share of
+the runs' shards under fenced leases, takes over those of a server that
+dies, and forwards a call about a run to the server that serves it, so
+workers and clients may use any of them (docs/scale-out.md).
+
 The web UI is served on a listener of its own (--ui-listen, default
 127.0.0.1:8233; "off" turns it off), with the same token: people sign in
 with it once.
@@ -47,7 +55,8 @@ the network.`,
 			return serve(cmd.Context(), g, f, serveHooks{})
 		},
 	}
-	cmd.Flags().StringVar(&f.data, "data", "./cairn-data", "data directory")
+	cmd.Flags().StringVar(&f.data, "data", "./cairn-data", "data directory (the embedded Badger store)")
+	f.storeFlags.add(cmd)
 	cmd.Flags().StringVar(&f.listen, "listen", DefaultAddress, "listen address of the API (workers and the CLI)")
 	cmd.Flags().StringVar(&f.uiListen, "ui-listen", DefaultUIListen, `listen address of the web UI ("off": none)`)
 	cmd.Flags().StringVar(&f.tokenFile, "token-file", "", "file holding the bearer token (default: CAIRN_TOKEN)")

@@ -17,7 +17,7 @@ func taskQueueCommand(g *globals) *cobra.Command {
 		Long: `Shows the tasks waiting on the queue for a worker (its backlog) and the workers
 that polled it within the last 5 minutes, with when each was last seen. A run
 on a queue nobody polls shows here as a backlog with no pollers.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.dial()
 			if err != nil {
@@ -43,7 +43,7 @@ on a queue nobody polls shows here as a backlog with no pollers.`,
 			if err != nil {
 				return err
 			}
-			return g.emit(api.ListTaskQueuesResponse{Queues: qs}, func(w io.Writer) {
+			return g.emit(queuesOut{qs}, func(w io.Writer) {
 				now := time.Now()
 				rows := [][]string{}
 				for _, q := range qs {
@@ -55,6 +55,12 @@ on a queue nobody polls shows here as a backlog with no pollers.`,
 		},
 	}
 	return clientFlags(group("task-queue", "Inspect task queues and their workers", describe, list), g)
+}
+
+// queuesOut is task-queue list's --json: the queues ("queues", [] when
+// there is none).
+type queuesOut struct {
+	Queues []api.TaskQueueInfo `view:"keep"`
 }
 
 // lastSeen is when any worker last polled q.

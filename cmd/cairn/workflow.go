@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -10,13 +11,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/sdk/client"
 )
 
 func workflowCommand(g *globals) *cobra.Command {
 	return clientFlags(group("workflow", "Start, inspect and steer workflows",
 		wfStart(g), wfList(g), wfCount(g), wfDescribe(g), wfShow(g), wfSignal(g), wfQuery(g), wfStack(g), wfCancel(g), wfTerminate(g),
-		wfResult(g), wfResolve(g), wfApprove(g), wfReject(g), wfBudget(g), wfWatch(g)), g)
+		wfResult(g), wfExecute(g), wfResolve(g), wfApprove(g), wfReject(g), wfBudget(g), wfWatch(g)), g)
 }
 
 // runRef names a run in --json outputs of the commands that act on one.
@@ -25,49 +27,121 @@ type runRef struct {
 	RunID      string
 }
 
+// startFlags are the flags of start and execute.
+type startFlags struct {
+	typ, id, queue                       string
+	runTimeout, execTimeout, taskTimeout time.Duration
+	reject                               bool
+	input                                func() (history.Payload, error)
+}
+
+// add gives cmd the flags.
+func (sf *startFlags) add(cmd *cobra.Command, g *globals) {
+	sf.input = inputFlags(cmd, g, "input", "the workflow's input")
+	f := cmd.Flags()
+	f.StringVar(&sf.typ, "type", "", "workflow type")
+	f.StringVar(&sf.id, "id", "", "workflow id (your business id)")
+	f.StringVar(&sf.queue, "task-queue", "", "task queue")
+	f.DurationVar(&sf.runTimeout, "run-timeout", 0, "run timeout")
+	f.DurationVar(&sf.execTimeout, "execution-timeout", 0, "execution timeout (the whole continue-as-new chain)")
+	f.DurationVar(&sf.taskTimeout, "task-timeout", 0, "workflow task timeout (default 10s)")
+	f.BoolVar(&sf.reject, "reject-duplicate", false, "refuse if the id already ran")
+	for _, n := range []string{"type", "id", "task-queue"} {
+		_ = cmd.MarkFlagRequired(n)
+	}
+}
+
+// start starts the run the flags describe.
+func (sf *startFlags) start(ctx context.Context, g *globals) (client.Client, client.Run, error) {
+	in, err := sf.input()
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := g.dial()
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := client.StartOptions{ID: sf.id, TaskQueue: sf.queue, RunTimeout: sf.runTimeout, ExecutionTimeout: sf.execTimeout, TaskTimeout: sf.taskTimeout}
+	if sf.reject {
+		opts.ReusePolicy = api.RejectDuplicate
+	}
+	run, err := c.StartWorkflow(ctx, opts, sf.typ, in)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, run, nil
+}
+
 func wfStart(g *globals) *cobra.Command {
-	var typ, id, queue string
-	var runTimeout, execTimeout, taskTimeout time.Duration
-	var reject bool
+	var sf startFlags
 	cmd := &cobra.Command{
 		Use:   "start --type TYPE --id ID --task-queue QUEUE [--input JSON | --input-file FILE]",
 		Short: "Start a workflow run",
 		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, run, err := sf.start(cmd.Context(), g)
+			if err != nil {
+				return err
+			}
+			return g.emit(runRef{run.WorkflowID(), run.RunID()}, func(w io.Writer) {
+				fmt.Fprintf(w, "started %s run %s\n", run.WorkflowID(), run.RunID())
+			})
+		},
 	}
-	input := inputFlags(cmd, g, "input", "the workflow's input")
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		in, err := input()
-		if err != nil {
-			return err
-		}
-		c, err := g.dial()
-		if err != nil {
-			return err
-		}
-		opts := client.StartOptions{ID: id, TaskQueue: queue, RunTimeout: runTimeout, ExecutionTimeout: execTimeout, TaskTimeout: taskTimeout}
-		if reject {
-			opts.ReusePolicy = api.RejectDuplicate
-		}
-		run, err := c.StartWorkflow(cmd.Context(), opts, typ, in)
-		if err != nil {
-			return err
-		}
-		return g.emit(runRef{run.WorkflowID(), run.RunID()}, func(w io.Writer) {
-			fmt.Fprintf(w, "started %s run %s\n", run.WorkflowID(), run.RunID())
-		})
-	}
-	f := cmd.Flags()
-	f.StringVar(&typ, "type", "", "workflow type")
-	f.StringVar(&id, "id", "", "workflow id (your business id)")
-	f.StringVar(&queue, "task-queue", "", "task queue")
-	f.DurationVar(&runTimeout, "run-timeout", 0, "run timeout")
-	f.DurationVar(&execTimeout, "execution-timeout", 0, "execution timeout (the whole continue-as-new chain)")
-	f.DurationVar(&taskTimeout, "task-timeout", 0, "workflow task timeout (default 10s)")
-	f.BoolVar(&reject, "reject-duplicate", false, "refuse if the id already ran")
-	for _, n := range []string{"type", "id", "task-queue"} {
-		_ = cmd.MarkFlagRequired(n)
-	}
+	sf.add(cmd, g)
 	return cmd
+}
+
+func wfExecute(g *globals) *cobra.Command {
+	var sf startFlags
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "execute --type TYPE --id ID --task-queue QUEUE [--input JSON | --input-file FILE] [--timeout D]",
+		Short: "Start a workflow run and wait for its result (start, then result)",
+		Long: `Starts a run as start does, waits for it to close — following continue-as-new to
+the last run — and prints its result as result does. A run that did not
+complete is an error (exit 1); with --json its outcome is printed on stdout
+either way. --timeout bounds the wait (the run goes on).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, run, err := sf.start(cmd.Context(), g)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := withTimeout(cmd.Context(), timeout)
+			defer cancel()
+			r, err := finalResult(ctx, g, c, run.WorkflowID(), run.RunID(), true)
+			if err != nil {
+				return gaveUp(cmd.Context(), err, run.WorkflowID(), timeout)
+			}
+			return printResult(g, run.WorkflowID(), r)
+		},
+	}
+	sf.add(cmd, g)
+	timeoutFlag(cmd, &timeout)
+	return cmd
+}
+
+// gaveUp says that a wait bounded by --timeout ended before the run
+// closed (the run goes on); other errors are returned as they are.
+func gaveUp(parent context.Context, err error, workflowID string, timeout time.Duration) error {
+	if timeout <= 0 || !errors.Is(err, context.DeadlineExceeded) || parent.Err() != nil {
+		return err
+	}
+	return fmt.Errorf("%s did not close within --timeout %s; it goes on (see: cairn workflow describe %s): %w", workflowID, timeout, workflowID, err)
+}
+
+// timeoutFlag adds --timeout, which bounds a command's wait.
+func timeoutFlag(cmd *cobra.Command, timeout *time.Duration) {
+	cmd.Flags().DurationVar(timeout, "timeout", 0, "give up waiting after this long (0: wait until the run closes, or Ctrl-C)")
+}
+
+// withTimeout bounds ctx by d, unless d is 0.
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
 }
 
 // shortRun is how tables show a run id: a prefix every --run flag takes.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -28,7 +29,7 @@ func wfSignal(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "signal WORKFLOW_ID --name NAME [--input JSON | --input-file FILE]",
 		Short: "Send a signal to a run",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 	}
 	input := inputFlags(cmd, g, "input", "the signal's argument")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -79,7 +80,7 @@ func reasonCommand(g *globals, verb, short, done string, act func(c client.Clien
 	cmd := &cobra.Command{
 		Use:   verb + " WORKFLOW_ID",
 		Short: short,
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, runID, err := g.dialRun(cmd.Context(), args[0], run)
 			if err != nil {
@@ -103,55 +104,71 @@ type silentError struct{ error }
 func wfResult(g *globals) *cobra.Command {
 	var run string
 	var noWait bool
+	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "result WORKFLOW_ID",
 		Short: "Wait for a run's result (following continue-as-new) and print it",
 		Long: `Waits for the run to close, following continue-as-new to the last run, and
 prints its result. A run that did not complete is an error (exit 1); with
---json its outcome is printed on stdout either way.`,
-		Args: cobra.ExactArgs(1),
+--json its outcome is printed on stdout either way. --timeout bounds the
+wait.`,
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, runID, err := g.dialRun(cmd.Context(), args[0], run)
 			if err != nil {
 				return err
 			}
-			r, err := finalResult(cmd.Context(), c, args[0], runID, !noWait)
+			ctx, cancel := withTimeout(cmd.Context(), timeout)
+			defer cancel()
+			r, err := finalResult(ctx, g, c, args[0], runID, !noWait)
 			if err != nil {
-				return err
+				return gaveUp(cmd.Context(), err, args[0], timeout)
 			}
-			if !r.Closed {
-				return fmt.Errorf("%s is still %s", args[0], r.Status)
-			}
-			if g.json {
-				if err := printJSON(g.stdout, r); err != nil {
-					return err
-				}
-				if r.Status != api.StatusCompleted {
-					return silentError{fmt.Errorf("%s %s", args[0], r.Status)}
-				}
-				return nil
-			}
-			if r.Status != api.StatusCompleted {
-				msg := ""
-				if r.Failure != nil {
-					msg = ": " + r.Failure.Error()
-				}
-				return fmt.Errorf("%s %s%s", args[0], r.Status, msg)
-			}
-			fmt.Fprintln(g.stdout, view.PayloadText(r.Result))
-			return nil
+			return printResult(g, args[0], r)
 		},
 	}
 	runFlag(cmd, &run)
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "fail at once if the run is still open")
+	timeoutFlag(cmd, &timeout)
 	return cmd
 }
 
+// printResult prints a run's outcome as result and execute do.
+func printResult(g *globals, workflowID string, r *api.GetResultResponse) error {
+	if !r.Closed {
+		return fmt.Errorf("%s is still %s", workflowID, r.Status)
+	}
+	if g.json {
+		if err := printJSON(g.stdout, r); err != nil {
+			return err
+		}
+		if r.Status != api.StatusCompleted {
+			return silentError{fmt.Errorf("%s %s", workflowID, r.Status)}
+		}
+		return nil
+	}
+	if r.Status != api.StatusCompleted {
+		msg := ""
+		if r.Failure != nil {
+			msg = ": " + r.Failure.Error()
+		}
+		return fmt.Errorf("%s %s%s", workflowID, r.Status, msg)
+	}
+	fmt.Fprintln(g.stdout, view.PayloadText(r.Result))
+	return nil
+}
+
 // finalResult returns the outcome of the run, following continue-as-new;
-// with wait it long-polls until the run closes.
-func finalResult(ctx context.Context, c client.Client, workflowID, runID string, wait bool) (*api.GetResultResponse, error) {
+// with wait it long-polls until the run closes, through server restarts.
+func finalResult(ctx context.Context, g *globals, c client.Client, workflowID, runID string, wait bool) (*api.GetResultResponse, error) {
+	rc := &reconnector{g: g}
 	for {
-		r, err := c.Service().GetResult(ctx, &api.GetResultRequest{WorkflowID: workflowID, RunID: runID, Wait: wait})
+		var r *api.GetResultResponse
+		err := rc.do(ctx, func(ctx context.Context) error {
+			var err error
+			r, err = c.Service().GetResult(ctx, &api.GetResultRequest{WorkflowID: workflowID, RunID: runID, Wait: wait})
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -190,7 +207,7 @@ run: check the downstream system, then say what happened.
   --fail           fail the activity; the workflow code handles the error
 
 Who decided (--by, default $USER) and why (--reason) go into the history.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 	}
 	result := inputFlags(cmd, g, "result", "the action's result (with --happened)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {

@@ -51,7 +51,7 @@ one call awaits. The decision goes to the run on the signal its agent takes
 approvals from, as an agent.Approval; who decided (--by, default $USER) and
 why (--reason, required to reject) go into the history. A run that awaits no
 approval, or a call that does not await one, is refused and nothing is sent.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !approve && strings.TrimSpace(reason) == "" {
 				return usagef("--reason is required to reject: the model is told why")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,7 +31,7 @@ func wfDescribe(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "describe WORKFLOW_ID",
 		Short: "Show a run's status, pending work, and its result or failure once closed",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, runID, err := g.dialRun(cmd.Context(), args[0], run)
 			if err != nil {
@@ -118,6 +119,7 @@ func printDescribe(g *globals, w io.Writer, out describeOut) {
 				fmt.Sprint(a.Attempt), lease, relative(a.LastHeartbeat, now), last})
 		}
 		table(w, []string{"  EVENT", "ACTIVITY", "EFFECT", "STATE", "ATTEMPT", "LEASE ENDS", "HEARTBEAT", "LAST FAILURE"}, rows)
+		printInDoubt(g, w, d.PendingActivities)
 	}
 	if len(d.PendingTimers) > 0 {
 		fmt.Fprintln(w, "\nPending timers:")
@@ -158,22 +160,32 @@ func (g *globals) effectFlag(w *api.WorkflowInfo) string {
 
 func wfShow(g *globals) *cobra.Command {
 	var run string
-	var full bool
+	var full, follow bool
+	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "show WORKFLOW_ID",
-		Short: "Show a run's history, one line per event",
-		Args:  cobra.ExactArgs(1),
+		Use:   "show WORKFLOW_ID [--full] [--follow]",
+		Short: "Show a run's history, one line per event (--follow: as it grows, until the run closes)",
+		Long: `Shows a run's history, one line per event. --follow keeps printing its events as
+they are recorded until the run closes (--timeout bounds the wait); with
+--json it prints one event object a line, as a stream does, instead of the
+history document.`,
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := withTimeout(cmd.Context(), timeout)
+			defer cancel()
 			c, err := g.dial()
 			if err != nil {
 				return err
 			}
-			runID, evs, err := g.history(cmd.Context(), c, args[0], run)
+			runID, evs, err := g.history(ctx, c, args[0], run)
 			if err != nil {
 				return err
 			}
+			if follow {
+				return followHistory(ctx, g, c, args[0], runID, evs, full)
+			}
 			var late []api.EffectReport // reports that arrived after the run closed are not in its history
-			if d, err := c.DescribeWorkflow(cmd.Context(), args[0], runID); err == nil {
+			if d, err := c.DescribeWorkflow(ctx, args[0], runID); err == nil {
 				for _, r := range d.EffectReports {
 					if r.AfterClose {
 						late = append(late, r)
@@ -190,7 +202,90 @@ func wfShow(g *globals) *cobra.Command {
 	}
 	runFlag(cmd, &run)
 	cmd.Flags().BoolVar(&full, "full", false, "show every attribute of every event")
+	cmd.Flags().BoolVar(&follow, "follow", false, "keep printing new events until the run closes")
+	timeoutFlag(cmd, &timeout)
 	return cmd
+}
+
+// followHistory prints evs, then each event recorded after them, until
+// the run closes: one line per event, or one JSON object a line.
+func followHistory(ctx context.Context, g *globals, c client.Client, workflowID, runID string, evs []history.Event, full bool) error {
+	printed := 0
+	flush := func() error {
+		if g.json {
+			for _, ev := range evs[printed:] {
+				b, err := view.Marshal(ev)
+				if err != nil {
+					return err
+				}
+				if _, err := g.stdout.Write(append(b, '\n')); err != nil {
+					return err
+				}
+			}
+		} else {
+			printTimelineRows(g.stdout, evs, printed, full)
+		}
+		printed = len(evs)
+		return nil
+	}
+	if !g.json {
+		fmt.Fprintf(g.stdout, timelineFormat, "ID", "TIME", "EVENT", "NAME", "DURATION", "DETAILS")
+	}
+	next := int64(1)
+	if len(evs) > 0 {
+		next = evs[len(evs)-1].ID + 1
+	}
+	rc := &reconnector{g: g}
+	for {
+		if err := flush(); err != nil {
+			return err
+		}
+		var resp *api.GetHistoryResponse
+		err := rc.do(ctx, func(ctx context.Context) error {
+			var err error
+			resp, err = c.Service().GetHistory(ctx, &api.GetHistoryRequest{WorkflowID: workflowID, RunID: runID, FromEventID: next, WaitNewEvents: true})
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		evs = append(evs, resp.Events...)
+		next += int64(len(resp.Events))
+		if resp.Closed && next >= resp.NextEventID {
+			return flush()
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+// timelineFormat lays out a followed history's lines: fixed widths, as
+// its rows are printed as they come.
+const timelineFormat = "%-5s %-8s %-25s %-14s %-9s %s\n"
+
+// printTimelineRows prints the rows of evs from index from on (the
+// timeline is computed over all of evs, so offsets and durations hold).
+func printTimelineRows(w io.Writer, evs []history.Event, from int, full bool) {
+	width := 60
+	if full {
+		width = 1 << 30
+	}
+	rows := view.Timeline(evs)
+	for i := from; i < len(rows); i++ {
+		r := rows[i]
+		detail := r.Detail
+		if full {
+			if b, err := json.Marshal(evs[i]); err == nil {
+				detail = string(b)
+			}
+		}
+		dur := ""
+		if r.Duration > 0 {
+			dur = roundDuration(r.Duration)
+		}
+		fmt.Fprintf(w, timelineFormat, fmt.Sprint(r.ID), "+"+roundDuration(r.Offset), r.Type, r.Name, dur, abbreviate(detail, width))
+	}
 }
 
 // history reads a run's whole history, resolving the run id first.
@@ -279,7 +374,7 @@ func wfQuery(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "query WORKFLOW_ID --type QUERY [--input JSON | --input-file FILE] [--timeout D]",
 		Short: "Ask a run a question (answered by a worker; nothing is written)",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 	}
 	input := inputFlags(cmd, g, "input", "the query's argument")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -311,7 +406,7 @@ func wfQuery(g *globals) *cobra.Command {
 type stackOut struct {
 	WorkflowID string
 	RunID      string
-	Coroutines []view.Coroutine
+	Coroutines []view.Coroutine `view:"keep"`
 	Raw        string
 }
 
@@ -325,7 +420,7 @@ func wfStack(g *globals) *cobra.Command {
 		Long: `Asks a worker for the run's coroutine stacks (the built-in __stack_trace query)
 and shows, for each coroutine, the workflow code's frames and the SDK call it
 waits in. --raw prints the Go stacks as the worker sent them.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, runID, err := g.dialRun(cmd.Context(), args[0], run)
 			if err != nil {

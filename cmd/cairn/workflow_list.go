@@ -103,13 +103,27 @@ func wfList(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.emit(resp, func(w io.Writer) { printList(g, w, resp) })
+			return g.emit(listOut{resp.Workflows, resp.NextPageToken}, func(w io.Writer) { printList(g, w, resp) })
 		},
 	}
 	lf.flags(cmd)
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many runs")
 	cmd.Flags().StringVar(&page, "page-token", "", "continue after the last page (the nextPageToken of --json)")
 	return cmd
+}
+
+// listOut is list's --json: the page of runs ("workflows", [] when there
+// is none) and the token of the next page.
+type listOut struct {
+	Workflows     []api.WorkflowInfo `view:"keep"`
+	NextPageToken []byte
+}
+
+// countOut is count's --json: the total and one entry per status with
+// runs ("byStatus", [] when there is none).
+type countOut struct {
+	Total    int64
+	ByStatus []api.StatusCount `view:"keep"`
 }
 
 func printList(g *globals, w io.Writer, resp *api.ListWorkflowsResponse) {
@@ -159,7 +173,7 @@ func wfCount(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.emit(resp, func(w io.Writer) {
+			return g.emit(countOut{resp.Total, resp.ByStatus}, func(w io.Writer) {
 				fmt.Fprintf(w, "%d runs\n", resp.Total)
 				rows := [][]string{}
 				for _, c := range resp.ByStatus {

@@ -3,7 +3,10 @@
 // to approve the payment, pays (SideEffect, with a Reconcile lookup) and
 // e-mails the vendor (Idempotent: the key goes to the mail provider, which
 // deduplicates on it). The model is any OpenAI-compatible endpoint, or the
-// scripted fake (Script) that `examples/agent` and `cairn demo agent` use.
+// scripted fake (Reply, which follows the task's invoice) that
+// `examples/agent` and `cairn demo agent` use. The fake ledger holds
+// INV-9 (ACME, $4,200), INV-3 (Initech, $980) and INV-7 (Globex, $12,500:
+// over budget, so the agent declines to pay it).
 //
 //	t := &payables.Tools{Dir: dir}                   // the fake provider's ledger and outbox
 //	m, _ := llm.New(llm.Config{BaseURL: url, Model: payables.FakeModel})
@@ -21,15 +24,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/cairnflow/cairn/activities"
 	"github.com/cairnflow/cairn/activities/llm"
 	"github.com/cairnflow/cairn/activities/llm/fakellm"
 	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/internal/filelock"
 	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/sdk/agent"
 )
@@ -45,8 +50,23 @@ type Task struct {
 	InvoiceID string
 	// Model overrides the model name (a real endpoint's).
 	Model string `json:",omitempty"`
-	// Stream streams the model's answers.
-	Stream bool `json:",omitempty"`
+	// Stream streams the model's answers, so that `cairn workflow watch`
+	// and the web UI show them as they come; nil streams (the default),
+	// false does not.
+	Stream *bool `json:",omitempty"`
+}
+
+// streamByDefaultChange versions streaming by default: a run recorded
+// when an unset Task.Stream meant no streaming (the setting is part of
+// the recorded model input) replays that way.
+const streamByDefaultChange = "payables.stream-by-default"
+
+// stream reports whether the agent streams the model's answers.
+func (t Task) stream(ctx sdk.Context) bool {
+	if t.Stream != nil {
+		return *t.Stream
+	}
+	return sdk.GetVersion(ctx, streamByDefaultChange, sdk.DefaultVersion, 1) >= 1
 }
 
 // InvoiceRef names an invoice.
@@ -126,33 +146,125 @@ func PayInvoiceAgent(ctx sdk.Context, task Task) (agent.Result, error) {
 		},
 		MaxTurns: 12,
 		Budget:   history.Budget{MaxTurns: 12, MaxTokens: 200_000},
-		Stream:   task.Stream,
+		Stream:   task.stream(ctx),
 	})
 	return a.Run(ctx, "Pay invoice "+task.InvoiceID+".")
 }
 
-// Script is the fake model's part: one answer per turn.
-func Script() fakellm.Script {
-	return fakellm.Script{
-		fakellm.CallTool("ReadInvoice", `{"invoice_id":"INV-9"}`),
-		fakellm.CallTool("CheckBudget", `{"invoice_id":"INV-9","amount_usd":4200}`),
-		{Content: "The invoice is within budget; paying it.", ToolCalls: []fakellm.ToolCall{{Name: "SendPayment",
-			Arguments: `{"invoice_id":"INV-9","vendor":"ACME","amount_usd":4200}`}}},
-		fakellm.CallTool("EmailVendor", `{"to":"ap@acme.example","subject":"INV-9 paid","body":"We paid INV-9 ($4,200).","invoice_id":"INV-9"}`),
-		fakellm.Say("Paid $4,200 to ACME for INV-9 and e-mailed ap@acme.example."),
+// Turns is the number of model calls the scripted model (Reply) takes to
+// pay an invoice within budget: read it, check the budget, pay, e-mail
+// the vendor, answer.
+const Turns = 5
+
+// Reply is the scripted model (for fakellm.NewFunc): it follows the task —
+// the invoice id in the user's message — and the tools' results: it reads
+// the invoice, checks the budget for its amount, pays it if it fits (a
+// person approves the payment), e-mails the vendor, and sums up; it stops
+// early, saying why, when the invoice cannot be read, is over budget, or
+// the payment did not go through. Its answers depend only on the
+// conversation, so a retried or resumed call gets the same one.
+func Reply(req fakellm.Request) fakellm.Reply {
+	msgs, err := req.Messages()
+	if err != nil {
+		return fakellm.Reply{Status: http.StatusBadRequest}
 	}
+	c := readConversation(msgs)
+	switch {
+	case c.invoiceID == "":
+		return fakellm.Say(`The task names no invoice: say which, e.g. "Pay invoice INV-9."`)
+	case len(c.results) == 0:
+		return callTool("ReadInvoice", InvoiceRef{InvoiceID: c.invoiceID})
+	case c.invoice.ID == "":
+		return fakellm.Say(fmt.Sprintf("I could not read invoice %s (%s); nothing was paid.", c.invoiceID, c.results[0]))
+	case len(c.results) == 1:
+		return callTool("CheckBudget", BudgetQuery{InvoiceID: c.invoice.ID, Amount: c.invoice.Amount})
+	case len(c.results) == 2:
+		return pay(c)
+	case len(c.results) == 3:
+		if !strings.Contains(c.results[2], `"payment_id"`) {
+			return fakellm.Say(fmt.Sprintf("%s was not paid: %s", c.invoice.ID, c.results[2]))
+		}
+		inv := c.invoice
+		return callTool("EmailVendor", Email{To: inv.VendorEmail, Subject: inv.ID + " paid",
+			Body: fmt.Sprintf("We paid %s ($%s).", inv.ID, dollars(inv.Amount)), InvoiceID: inv.ID})
+	}
+	inv := c.invoice
+	return fakellm.Say(fmt.Sprintf("Paid $%s to %s for %s and e-mailed %s.", dollars(inv.Amount), inv.Vendor, inv.ID, inv.VendorEmail))
+}
+
+// pay asks for the payment when the budget answer allows it.
+func pay(c conversation) fakellm.Reply {
+	var b BudgetAnswer
+	if err := json.Unmarshal([]byte(c.results[1]), &b); err != nil || !b.Approved {
+		return fakellm.Say(fmt.Sprintf("%s ($%s to %s) is over this month's budget (%s); I did not pay it.",
+			c.invoice.ID, dollars(c.invoice.Amount), c.invoice.Vendor, c.results[1]))
+	}
+	r := callTool("SendPayment", Payment{InvoiceID: c.invoice.ID, Vendor: c.invoice.Vendor, Amount: c.invoice.Amount})
+	r.Content = "The invoice is within budget; paying it."
+	return r
+}
+
+// conversation is what Reply reads from a request: the invoice the user
+// named, the tools' results in order, and the invoice ReadInvoice returned.
+type conversation struct {
+	invoiceID string
+	results   []string
+	invoice   Invoice
+}
+
+func readConversation(msgs []map[string]any) conversation {
+	var c conversation
+	for _, m := range msgs {
+		content, _ := m["content"].(string)
+		switch m["role"] {
+		case "user":
+			c.invoiceID = invoiceIn(content)
+		case "tool":
+			c.results = append(c.results, content)
+		}
+	}
+	if len(c.results) > 0 {
+		_ = json.Unmarshal([]byte(c.results[0]), &c.invoice) // an error message leaves it empty
+	}
+	return c
+}
+
+// invoiceIn returns the first invoice id ("INV-…") in text.
+func invoiceIn(text string) string {
+	for _, f := range strings.Fields(text) {
+		if w := strings.Trim(f, "?.,!;:\"'()"); strings.HasPrefix(w, "INV-") && len(w) > len("INV-") {
+			return w
+		}
+	}
+	return ""
+}
+
+// callTool is a reply asking for one tool call with args as JSON.
+func callTool(name string, args any) fakellm.Reply {
+	b, _ := json.Marshal(args) // plain structs: cannot fail
+	return fakellm.CallTool(name, string(b))
+}
+
+// dollars writes n with a thousands separator: 4200 → "4,200".
+func dollars(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // Tools are the agent's tools, over a fake ledger, payment provider and
-// mail provider kept as files in Dir (shared by worker processes).
+// mail provider kept as files in Dir (shared by worker processes: each
+// read-modify-append of a file holds its lock, internal/filelock).
 type Tools struct {
 	Dir string
-	mu  sync.Mutex
 }
 
 var invoices = map[string]Invoice{
 	"INV-9": {ID: "INV-9", Vendor: "ACME", VendorEmail: "ap@acme.example", Amount: 4200},
 	"INV-7": {ID: "INV-7", Vendor: "Globex", VendorEmail: "billing@globex.example", Amount: 12500},
+	"INV-3": {ID: "INV-3", Vendor: "Initech", VendorEmail: "ap@initech.example", Amount: 980},
 }
 
 // ReadInvoice reads an invoice (Read).
@@ -188,7 +300,12 @@ func (t *Tools) SendPayment(ctx context.Context, p Payment) (Receipt, error) {
 // reach the provider?
 func (t *Tools) LookupPayment(ctx context.Context, p Payment) (Receipt, error) {
 	key := activities.GetInfo(ctx).IdempotencyKey
-	lines, err := t.lines("payments.jsonl")
+	var lines []string
+	err := t.locked("payments.jsonl", func() error {
+		var err error
+		lines, err = t.lines("payments.jsonl")
+		return err
+	})
 	if err != nil {
 		return Receipt{}, fmt.Errorf("%w: %v", activities.ErrOutcomeUnknown, err)
 	}
@@ -206,21 +323,23 @@ func (t *Tools) LookupPayment(ctx context.Context, p Payment) (Receipt, error) {
 func (t *Tools) EmailVendor(ctx context.Context, e Email) (Sent, error) {
 	key := activities.GetInfo(ctx).IdempotencyKey
 	t.logCall("EmailVendor", key)
-	lines, err := t.lines("outbox.jsonl")
-	if err != nil {
-		return Sent{}, err
-	}
-	for _, l := range lines {
-		if strings.HasPrefix(l, key+" ") {
-			return Sent{MessageID: strings.Fields(l)[1], Duplicate: true}, nil
+	var sent Sent
+	err := t.locked("outbox.jsonl", func() error {
+		lines, err := t.lines("outbox.jsonl")
+		if err != nil {
+			return err
 		}
-	}
-	id := fmt.Sprintf("msg_%03d", len(lines)+1)
-	b, _ := json.Marshal(e)
-	if err := t.appendLine("outbox.jsonl", key+" "+id+" "+string(b)); err != nil {
-		return Sent{}, err
-	}
-	return Sent{MessageID: id}, nil
+		for _, l := range lines {
+			if strings.HasPrefix(l, key+" ") {
+				sent = Sent{MessageID: strings.Fields(l)[1], Duplicate: true}
+				return nil
+			}
+		}
+		sent = Sent{MessageID: fmt.Sprintf("msg_%03d", len(lines)+1)}
+		b, _ := json.Marshal(e)
+		return t.writeLine("outbox.jsonl", key+" "+sent.MessageID+" "+string(b))
+	})
+	return sent, err
 }
 
 // Calls returns the tool calls logged so far ("Tool key" per line).
@@ -234,24 +353,30 @@ func (t *Tools) Outbox() ([]string, error) { return t.lines("outbox.jsonl") }
 
 func (t *Tools) logCall(tool, key string) { _ = t.appendLine("calls.log", tool+" "+key) }
 
+// append appends the record numbered after the file's lines, holding the
+// file's lock.
 func (t *Tools) append(file string, record func(n int) any) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	lines, err := t.lines(file)
-	if err != nil {
-		return err
-	}
-	b, err := json.Marshal(record(len(lines)))
-	if err != nil {
-		return err
-	}
-	return t.writeLine(file, string(b))
+	return t.locked(file, func() error {
+		lines, err := t.lines(file)
+		if err != nil {
+			return err
+		}
+		b, err := json.Marshal(record(len(lines)))
+		if err != nil {
+			return err
+		}
+		return t.writeLine(file, string(b))
+	})
 }
 
 func (t *Tools) appendLine(file, line string) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.writeLine(file, line)
+	return t.locked(file, func() error { return t.writeLine(file, line) })
+}
+
+// locked runs fn holding file's lock, for the goroutines and the worker
+// processes that share Dir.
+func (t *Tools) locked(file string, fn func() error) error {
+	return filelock.With(filepath.Join(t.Dir, file), fn)
 }
 
 func (t *Tools) writeLine(file, line string) error {

@@ -141,6 +141,9 @@ type EffectInfo struct {
 	Result  Payload
 	Created time.Time
 	Updated time.Time
+	// InDoubt says why the action's state is unknown after a recovery of
+	// the store (a restore, an accepted data loss), while it is.
+	InDoubt string
 }
 
 // ListEffectsRequest filters and pages the effects ledger, ordered by
@@ -155,6 +158,9 @@ type ListEffectsRequest struct {
 	DuplicatesOnly bool
 	PageSize       int // 0: 100
 	NextPageToken  []byte
+	// InDoubtOnly keeps only the entries in doubt after a recovery of the
+	// store (EffectInfo.InDoubt).
+	InDoubtOnly bool
 }
 
 // ListEffectsResponse is one page of ledger entries.

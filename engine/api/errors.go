@@ -37,6 +37,10 @@ var (
 	// ErrUnavailable: the service is shutting down or cannot serve now;
 	// retry later.
 	ErrUnavailable = errors.New("cairn: unavailable")
+	// ErrNotOwner: the run's shard is served by another server of the
+	// cluster (docs/scale-out.md): a router forwards the call to its owner,
+	// and a client retries it. It wraps ErrUnavailable.
+	ErrNotOwner = fmt.Errorf("%w: this server does not serve the run's shard", ErrUnavailable)
 	// ErrUnauthenticated: missing or wrong credentials (transport only).
 	ErrUnauthenticated = errors.New("cairn: unauthenticated")
 	// ErrInternal: an unexpected failure inside the service.
@@ -59,17 +63,19 @@ type Code string
 
 // The error codes, one per sentinel.
 const (
-	CodeOK               Code = ""
-	CodeNotFound         Code = "not_found"
-	CodeAlreadyStarted   Code = "already_started"
-	CodeInvalidArgument  Code = "invalid_argument"
-	CodeLimitExceeded    Code = "limit_exceeded"
-	CodeStaleTask        Code = "stale_task"
-	CodeStaleAttempt     Code = "stale_attempt"
-	CodeWorkflowClosed   Code = "workflow_closed"
-	CodeNotPaused        Code = "not_paused"
-	CodeQueryFailed      Code = "query_failed"
-	CodeUnavailable      Code = "unavailable"
+	CodeOK              Code = ""
+	CodeNotFound        Code = "not_found"
+	CodeAlreadyStarted  Code = "already_started"
+	CodeInvalidArgument Code = "invalid_argument"
+	CodeLimitExceeded   Code = "limit_exceeded"
+	CodeStaleTask       Code = "stale_task"
+	CodeStaleAttempt    Code = "stale_attempt"
+	CodeWorkflowClosed  Code = "workflow_closed"
+	CodeNotPaused       Code = "not_paused"
+	CodeQueryFailed     Code = "query_failed"
+	CodeUnavailable     Code = "unavailable"
+	// CodeNotOwner: ErrNotOwner.
+	CodeNotOwner         Code = "not_owner"
 	CodeUnauthenticated  Code = "unauthenticated"
 	CodeInternal         Code = "internal"
 	CodeDeadlineExceeded Code = "deadline_exceeded"
@@ -92,6 +98,7 @@ var codeErrors = []struct {
 	{CodeWorkflowClosed, ErrWorkflowClosed},
 	{CodeNotPaused, ErrNotPaused},
 	{CodeQueryFailed, ErrQueryFailed},
+	{CodeNotOwner, ErrNotOwner}, // before unavailable, which it wraps
 	{CodeUnavailable, ErrUnavailable},
 	{CodeUnauthenticated, ErrUnauthenticated},
 	{CodeDataCorrupt, ErrDataCorrupt},

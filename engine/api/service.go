@@ -110,4 +110,7 @@ type Service interface {
 	// GetTranscript returns an agent run's conversation, model calls and
 	// tool calls, with usage and budget.
 	GetTranscript(ctx context.Context, req *GetTranscriptRequest) (*GetTranscriptResponse, error)
+	// DescribeCluster describes the servers sharing the store and who
+	// serves which shard (a server alone on its store describes itself).
+	DescribeCluster(ctx context.Context, req *DescribeClusterRequest) (*DescribeClusterResponse, error)
 }

@@ -314,6 +314,10 @@ type PendingActivity struct {
 	Effect           history.EffectClass
 	IdempotencyKey   string
 	CancelRequested  bool
+	// InDoubt says why the action's outcome is in doubt after a recovery
+	// of the store (a restore, an accepted data loss): it is not
+	// dispatched again before its Reconcile lookup or a person decides.
+	InDoubt string
 }
 
 // PendingTimer describes one running timer.
@@ -786,6 +790,11 @@ type FailWorkflowTaskRequest struct {
 	Failure   Failure
 	Identity  string
 }
+
+// CauseNotStarted: the task is given back unstarted (a server of a cluster
+// relayed it to a poller that had gone): the engine dispatches it again and
+// records nothing.
+const CauseNotStarted = "not_started"
 
 // Workflow task failure causes the engine acts on. A task failed (or
 // whose completion is refused) with one of them would fail the same way

@@ -58,6 +58,7 @@ var routes = map[string]endpoint{
 	"PublishStream":           route(false, api.Service.PublishStream),
 	"WatchStream":             route(true, api.Service.WatchStream),
 	"GetTranscript":           route(false, api.Service.GetTranscript),
+	"DescribeCluster":         route(false, api.Service.DescribeCluster),
 }
 
 // Methods returns the names of the served methods.

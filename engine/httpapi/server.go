@@ -78,6 +78,20 @@ type Options struct {
 	// of the store to w (badgerstore.Store.Backup), streamed as the
 	// response body, for `cairn backup`. The route needs the token.
 	Backup func(ctx context.Context, w io.Writer) error
+	// RequestContext, when set, derives the context of every call from the
+	// HTTP request that carries it (a plain request, or the upgrade that
+	// opened a session): a cluster marks the calls another server
+	// forwarded, by a header of theirs, so that it does not forward them
+	// again.
+	RequestContext func(ctx context.Context, r *http.Request) context.Context
+}
+
+// requestContext is the context the calls carried by r run under.
+func (h *Handler) requestContext(ctx context.Context, r *http.Request) context.Context {
+	if h.opts.RequestContext == nil {
+		return ctx
+	}
+	return h.opts.RequestContext(ctx, r)
 }
 
 // BackupPath is the route of the online backup (Options.Backup).
@@ -202,7 +216,7 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	ctx := r.Context()
+	ctx := h.requestContext(r.Context(), r)
 	if !ep.long {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, h.opts.RequestTimeout)
@@ -352,7 +366,7 @@ func StatusOf(code api.Code) int {
 		return http.StatusBadRequest
 	case api.CodeLimitExceeded, api.CodeQueryFailed:
 		return http.StatusUnprocessableEntity
-	case api.CodeUnavailable:
+	case api.CodeUnavailable, api.CodeNotOwner:
 		return http.StatusServiceUnavailable
 	case api.CodeResourceExhausted:
 		return http.StatusInsufficientStorage

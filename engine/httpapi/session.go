@@ -81,7 +81,7 @@ func (h *Handler) serveSession(w http.ResponseWriter, r *http.Request) {
 	if _, err := io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+wire.Protocol+"\r\n\r\n"); err != nil {
 		return
 	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	ctx, cancel := context.WithCancel(h.requestContext(context.WithoutCancel(r.Context()), r))
 	s := &session{h: h, conn: conn, w: wire.NewWriter(conn), ctx: ctx, cancel: cancel, calls: make(map[uint32]context.CancelFunc)}
 	if !h.sess.add(s) {
 		cancel()

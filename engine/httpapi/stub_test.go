@@ -161,3 +161,7 @@ func (s *stubService) WatchStream(_ context.Context, req *api.WatchStreamRequest
 func (s *stubService) GetTranscript(_ context.Context, req *api.GetTranscriptRequest) (*api.GetTranscriptResponse, error) {
 	return stubCall[api.GetTranscriptResponse](s, "GetTranscript", req)
 }
+
+func (s *stubService) DescribeCluster(_ context.Context, req *api.DescribeClusterRequest) (*api.DescribeClusterResponse, error) {
+	return stubCall[api.DescribeClusterResponse](s, "DescribeCluster", req)
+}

@@ -90,8 +90,8 @@ func (t *transition) cancelActivity(schedID int64, wtc int64) func() {
 	if a.State != api.ActivityStateScheduled && a.State != api.ActivityStateBackoff && a.State != api.ActivityStateHeld {
 		return nil // a running attempt learns it from its heartbeat; an unknown outcome stays paused
 	}
-	if a.Effect == history.SideEffect && a.StartedEventID != 0 {
-		return nil // an earlier attempt may have taken effect: let it resolve
+	if a.Effect == history.SideEffect && (a.StartedEventID != 0 || a.Doubt != "") {
+		return nil // an earlier attempt may have taken effect (or one lost in a recovery, doubt.go): let it resolve
 	}
 	return func() {
 		delete(t.st.Activities, schedID)
@@ -229,9 +229,13 @@ func (t *transition) ledger(a *ActivityInfo, ls LedgerState, result history.Payl
 	if a.IdempotencyKey == "" {
 		return
 	}
-	t.out.Ledger = append(t.out.Ledger, LedgerChange{Key: a.IdempotencyKey, State: ls, KeepState: ls == 0,
+	c := LedgerChange{Key: a.IdempotencyKey, State: ls, KeepState: ls == 0,
 		ScheduledEventID: a.ScheduledEventID, ActivityType: a.ActivityType, Result: result, Effect: a.Effect,
-		Attempts: slices.Clone(a.Attempts)})
+		Attempts: slices.Clone(a.Attempts)}
+	if ls == LedgerUnknown {
+		c.Doubt = a.Doubt
+	}
+	t.out.Ledger = append(t.out.Ledger, c)
 }
 
 // ActivityCompleted records the current attempt's result (Report with

@@ -114,6 +114,12 @@ func (t *transition) fireScheduleToClose(d Deadline) {
 	if !ok || a.State == api.ActivityStateUnknown {
 		return
 	}
+	if a.Doubt != "" && a.Effect == history.SideEffect && !a.KeyPending {
+		// An attempt lost in a recovery may have performed it: failing it
+		// would say it did not happen (doubt.go).
+		t.pause(a, "the schedule-to-close timeout expired while the outcome was in doubt after a recovery of the store ("+a.Doubt+")")
+		return
+	}
 	if a.Effect == history.SideEffect && a.StartedEventID != 0 && a.State == api.ActivityStateStarted {
 		t.leaseLost(a, "the schedule-to-close timeout expired while an attempt was running", t.now)
 		return

@@ -127,6 +127,10 @@ func (t *transition) assignKeys(typ, identity string) {
 		a.KeyPending, a.KeyMaterial = false, nil
 		t.add(&history.ActivityKeyed{ScheduledEventID: id, Effect: a.Effect, IdempotencyKey: a.IdempotencyKey, HasReconcile: a.HasReconcile,
 			DeclaredBy: identity})
+		if a.Doubt != "" && a.Effect == history.SideEffect {
+			t.inDoubt(a, false) // in doubt since before its key was known (doubt.go)
+			continue
+		}
 		t.readyActivity(a)
 	}
 }

@@ -65,6 +65,10 @@ type LedgerEntry struct {
 	// LateState: the state was set by a late report after the action had
 	// closed (see judgeClosed), not by an event of the run's history.
 	LateState bool `msgpack:",omitempty"`
+	// Doubt says why the action's outcome became unknown after a recovery
+	// of the store (ActivityInfo.Doubt); empty once the state was set by
+	// anything else.
+	Doubt string `msgpack:",omitempty"`
 }
 
 // Bounds of the lists a ledger entry keeps; the counters keep counting.
@@ -99,6 +103,9 @@ type LedgerChange struct {
 	Attempts []AttemptRecord
 	// LateState: a late report sets the state of a closed action.
 	LateState bool
+	// Doubt: the state is unknown because of a recovery of the store
+	// (ActivityInfo.Doubt).
+	Doubt string
 }
 
 // Apply folds change c, made by run runID at now, into the entry.
@@ -108,7 +115,7 @@ func (le *LedgerEntry) Apply(c LedgerChange, runID string, now time.Time) {
 	}
 	if !c.KeepState {
 		le.State, le.RunID, le.ScheduledEventID, le.Result, le.ResultOmitted = c.State, runID, c.ScheduledEventID, c.Result, c.ResultOmitted
-		le.LateState = c.LateState
+		le.LateState, le.Doubt = c.LateState, c.Doubt
 	}
 	if c.ActivityType != "" {
 		le.ActivityType = c.ActivityType

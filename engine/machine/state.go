@@ -196,6 +196,16 @@ type ActivityInfo struct {
 	// a restart: then it is read). The machine neither sets nor reads it,
 	// and it is not stored.
 	Input *history.Payload `msgpack:"-"`
+
+	// Doubt says why the action's outcome is in doubt after a recovery of
+	// the store (history.DoubtMark: an accepted data loss, a restore), and
+	// DoubtSince is the mark's time. Such an action is never dispatched as
+	// a fresh attempt: its Reconcile lookup runs first, or the run pauses
+	// for a person (doubt.go). Cleared once a lookup or a person decided
+	// that it did not happen; a person's "happened" or a lookup's answer
+	// ends the activity.
+	Doubt      string    `msgpack:",omitempty"`
+	DoubtSince time.Time `msgpack:",omitempty"`
 }
 
 // TimerInfo is one running user timer.

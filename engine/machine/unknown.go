@@ -21,6 +21,9 @@ const maxLookups = 10
 // because an attempt's own report proves it (and no other attempt may
 // have performed it), and dispatches the next attempt.
 func (t *transition) notHappenedBy(a *ActivityInfo, by, reason string) {
+	if a.Doubt != "" {
+		return // an attempt of the lost range may have performed it: only a lookup or a person decides (doubt.go)
+	}
 	for i := range a.Attempts {
 		if a.Attempts[i].Fate.mayHave() {
 			return // another attempt may have performed it: it stays to be decided
@@ -29,6 +32,7 @@ func (t *transition) notHappenedBy(a *ActivityInfo, by, reason string) {
 	t.add(&history.ActivityResolved{ScheduledEventID: a.ScheduledEventID, Resolution: history.ResolvedNotHappened, By: by, Reason: reason})
 	t.ledger(a, LedgerNotHappened, history.Payload{})
 	a.Reconciling, a.UnknownReason = false, ""
+	a.Doubt, a.DoubtSince = "", time.Time{} // decided by a lookup or a person
 	a.Attempt++
 	a.StartedEventID = 0
 	t.after(a, a.QuietUntil)
@@ -154,6 +158,7 @@ func (t *transition) notHappened(a *ActivityInfo) {
 	}
 	t.ledger(a, LedgerNotHappened, history.Payload{})
 	a.Reconciling, a.UnknownReason = false, ""
+	a.Doubt, a.DoubtSince = "", time.Time{} // decided by a lookup or a person
 	a.Attempt++
 	a.StartedEventID = 0
 	t.after(a, a.QuietUntil)

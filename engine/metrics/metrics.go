@@ -85,6 +85,9 @@ var (
 	lateReportsDesc = prometheus.NewDesc("cairn_effects_late_reports_total",
 		"Late activity reports judged since the engine started that are not duplicates, by verdict (confirmation, conflict); duplicates are cairn_effects_duplicates_total.",
 		[]string{"verdict"}, nil)
+	inDoubtDesc = prometheus.NewDesc("cairn_effects_in_doubt_total",
+		"SideEffect actions put in doubt when the engine opened over a recovered store (a restore, an accepted data loss): each runs its Reconcile lookup first or pauses its run for a person.",
+		nil, nil)
 	queueDepthDesc = prometheus.NewDesc("cairn_task_queue_depth",
 		"Tasks waiting on a task queue for a worker, by kind (workflow, activity).", []string{"queue", "kind"}, nil)
 	queuePollersDesc = prometheus.NewDesc("cairn_task_queue_pollers",
@@ -94,7 +97,7 @@ var (
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{commitsDesc, workflowTasksDesc, activityTasksDesc, activityCompletionsDesc,
-		timersFiredDesc, openRunsDesc, pausedRunsDesc, corruptRunsDesc, pendingTimersDesc, duplicatesDesc, lateReportsDesc, queueDepthDesc, queuePollersDesc} {
+		timersFiredDesc, openRunsDesc, pausedRunsDesc, corruptRunsDesc, pendingTimersDesc, duplicatesDesc, lateReportsDesc, inDoubtDesc, queueDepthDesc, queuePollersDesc} {
 		ch <- d
 	}
 }
@@ -139,6 +142,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(corruptRunsDesc, s.CorruptRuns)
 	gauge(pendingTimersDesc, s.PendingTimers)
+	counter(inDoubtDesc, s.EffectsInDoubt)
 	ch <- prometheus.MustNewConstMetric(duplicatesDesc, prometheus.CounterValue, float64(s.DuplicateEffects), api.VerdictDuplicate.String())
 	ch <- prometheus.MustNewConstMetric(duplicatesDesc, prometheus.CounterValue, float64(s.PossibleDuplicateEffects), api.VerdictPossibleDuplicate.String())
 	for _, v := range []struct {

@@ -54,7 +54,7 @@ func (f *fakeSource) QueueDepths(q string) (int, int, int, int) {
 func TestCollector(t *testing.T) {
 	src := &fakeSource{
 		stats: engine.StatsSnapshot{Commits: 10, WorkflowTasks: 4, ActivityTasks: 3, ActivityCompletion: 2, TimersFired: 1, OpenRuns: 7, PendingTimers: 5, CorruptRuns: 2,
-			DuplicateEffects: 1, PossibleDuplicateEffects: 2, EffectConfirmations: 6, EffectConflicts: 3},
+			DuplicateEffects: 1, PossibleDuplicateEffects: 2, EffectConfirmations: 6, EffectConflicts: 3, EffectsInDoubt: 4},
 		depths: map[string][4]int{"agents": {1, 2, 3, 4}},
 		paused: 5,
 	}
@@ -64,6 +64,9 @@ func TestCollector(t *testing.T) {
 # TYPE cairn_effects_duplicates_total counter
 cairn_effects_duplicates_total{verdict="duplicate"} 1
 cairn_effects_duplicates_total{verdict="possible_duplicate"} 2
+# HELP cairn_effects_in_doubt_total SideEffect actions put in doubt when the engine opened over a recovered store (a restore, an accepted data loss): each runs its Reconcile lookup first or pauses its run for a person.
+# TYPE cairn_effects_in_doubt_total counter
+cairn_effects_in_doubt_total 4
 # HELP cairn_effects_late_reports_total Late activity reports judged since the engine started that are not duplicates, by verdict (confirmation, conflict); duplicates are cairn_effects_duplicates_total.
 # TYPE cairn_effects_late_reports_total counter
 cairn_effects_late_reports_total{verdict="confirmation"} 6
@@ -113,7 +116,7 @@ cairn_task_queue_pollers{kind="workflow",queue="idle"} 0
 	}
 	// Without queues: only the engine-wide series.
 	got := exposition(t, metrics.NewCollector(src, metrics.Options{}))
-	if strings.Contains(got, "cairn_task_queue") || strings.Count(got, "# TYPE") != 11 {
+	if strings.Contains(got, "cairn_task_queue") || strings.Count(got, "# TYPE") != 12 {
 		t.Fatalf("without queues:\n%s", got)
 	}
 }

@@ -242,6 +242,11 @@ type RestoreOptions struct {
 // Open, and only then moves it to dir; on any failure dir is left as it
 // was. A damaged or incomplete file returns an error wrapping ErrBackup
 // (and history.ErrCorrupt for damage).
+//
+// The restored store carries a doubt mark (history.DoubtMark): effects
+// performed after the backup's moment are not in its ledger, so the engine
+// that opens it first puts the SideEffect actions of the runs open then in
+// doubt instead of dispatching them again.
 func Restore(ctx context.Context, dir string, r io.Reader, opts RestoreOptions) (BackupInfo, error) {
 	if err := emptyDir(dir); err != nil {
 		return BackupInfo{}, err
@@ -261,6 +266,10 @@ func Restore(ctx context.Context, dir string, r io.Reader, opts RestoreOptions) 
 	if err != nil {
 		return BackupInfo{}, fmt.Errorf("badgerstore: restore: the restored copy does not open: %w", err)
 	}
+	if err := history.MarkInDoubt(ctx, st, restoreMark(info, time.Now().UTC())); err != nil {
+		_ = st.Close()
+		return BackupInfo{}, fmt.Errorf("badgerstore: restore: %w", err)
+	}
 	if err := st.Close(); err != nil {
 		return BackupInfo{}, fmt.Errorf("badgerstore: restore: %w", err)
 	}
@@ -269,6 +278,16 @@ func Restore(ctx context.Context, dir string, r io.Reader, opts RestoreOptions) 
 		return BackupInfo{}, fmt.Errorf("badgerstore: restore: move the restored copy into place: %w", err)
 	}
 	return info, nil
+}
+
+// restoreMark is the doubt mark a restore leaves: whatever was performed
+// after the backup's moment is not in its effects ledger, so the engine
+// puts the actions that were scheduled or in flight then in doubt when it
+// opens (history.DoubtMark).
+func restoreMark(info BackupInfo, now time.Time) history.DoubtMark {
+	return history.DoubtMark{At: now, Source: history.DoubtRestore,
+		Reason: fmt.Sprintf("restored from the backup taken at %s (up to group commit %d)", info.Created.Format(time.RFC3339), info.Seq),
+		Lost:   "everything committed after the backup was taken"}
 }
 
 // load reads the backup into a fresh store at dir.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -81,6 +82,10 @@ func TestBackupIsOneSnapshot(t *testing.T) {
 	}
 	r := mustOpen(t, Options{Dir: dir})
 	defer r.Close()
+	marks, _, err := history.DoubtMarks(ctx, r)
+	if err != nil || len(marks) != 1 || marks[0].Source != history.DoubtRestore || !strings.Contains(marks[0].Reason, "restored from the backup") {
+		t.Fatalf("the restored store's doubt marks: %+v, %v", marks, err)
+	}
 	lastA, _ := r.LastEventID(ctx, runA)
 	lastZ, _ := r.LastEventID(ctx, runZ)
 	rec, err := r.Get(ctx, history.SpaceMeta, []byte("last"))

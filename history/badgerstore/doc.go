@@ -53,7 +53,8 @@
 // the MANIFEST's synced size. Open refuses (history.ErrCorrupt, naming
 // file, offset and lost commits) a directory whose logs or tables lost or
 // damaged acknowledged data, unless Options.AcceptDataLoss, which records
-// the loss (Store.Losses). See docs/reliability.md, "Storage integrity".
+// the loss (Store.Losses) and leaves a history.DoubtMark, as Restore does.
+// See docs/reliability.md, "Storage integrity".
 //
 // # A full disk
 //

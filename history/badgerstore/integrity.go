@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/third_party/badger"
 )
 
@@ -131,14 +132,36 @@ func verifySequence(r seqRange, hwm uint64, dir string) error {
 	return nil
 }
 
-// recordLoss writes a LossRecord durably (the caller commits it).
+// recordLoss writes a LossRecord durably and, in the same transaction,
+// the doubt mark that makes the engine put the actions the lost commits
+// may have performed in doubt when it opens (history.DoubtMark).
 func recordLoss(db *badger.DB, rec LossRecord) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
+	mark, err := lossMark(rec).Record()
+	if err != nil {
+		return err
+	}
 	key := binary.BigEndian.AppendUint64(bytes.Clone(lossKeyPrefix), uint64(rec.At.UnixNano()))
-	return db.Update(func(txn *badger.Txn) error { return txn.Set(key, seal(key, b)) })
+	markKey := recordKey(history.SpaceMeta, mark.Key)
+	return db.Update(func(txn *badger.Txn) error {
+		if err := txn.Set(key, seal(key, b)); err != nil {
+			return err
+		}
+		return txn.Set(markKey, seal(markKey, mark.Value))
+	})
+}
+
+// lossMark is the doubt mark of an accepted data loss.
+func lossMark(rec LossRecord) history.DoubtMark {
+	m := history.DoubtMark{At: rec.At, Source: history.DoubtAcceptedLoss,
+		Reason: "the store was opened over lost acknowledged commits (--accept-data-loss): " + rec.Refused}
+	if rec.LostFrom != 0 {
+		m.Lost = fmt.Sprintf("group commits %d to %d", rec.LostFrom, rec.LostTo)
+	}
+	return m
 }
 
 // Losses returns the data losses accepted with Options.AcceptDataLoss, oldest

@@ -139,6 +139,10 @@ func TestRolledBackCommitsRefused(t *testing.T) {
 	if err != nil || len(losses) != 1 || losses[0].LostFrom != 6 || losses[0].LostTo != 8 || losses[0].Resumed != 5 {
 		t.Fatalf("losses %+v, %v; want commits 6-8 recorded", losses, err)
 	}
+	marks, _, err := history.DoubtMarks(bg, s)
+	if err != nil || len(marks) != 1 || marks[0].Source != history.DoubtAcceptedLoss || marks[0].Lost != "group commits 6 to 8" {
+		t.Fatalf("doubt marks %+v, %v; want the accepted loss's", marks, err)
+	}
 	if err := s.Commit(bg, &history.Batch{Puts: []history.Record{{Space: history.SpaceMeta, Key: []byte("n"), Value: []byte{9}}}}); err != nil {
 		t.Fatal(err)
 	}

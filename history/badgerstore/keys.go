@@ -38,38 +38,15 @@ var (
 // our prefix and its 8-byte version suffix).
 const maxKeyLen = 60000
 
-// spacePrefix returns the key prefix of a record space. The letters follow
-// DESIGN.md §3; never change them.
+// spacePrefix returns the key prefix of a record space: its letter
+// (history.Space.Letter, which follows DESIGN.md §3; never change them).
 func spacePrefix(sp history.Space) (byte, bool) {
-	switch sp {
-	case history.SpaceRunState:
-		return 's', true
-	case history.SpaceCurrentRun:
-		return 'c', true
-	case history.SpaceTask:
-		return 'q', true
-	case history.SpaceTimer:
-		return 't', true
-	case history.SpaceLedger:
-		return 'e', true
-	case history.SpaceIndex:
-		return 'v', true
-	case history.SpaceMeta:
-		return 'm', true
-	case history.SpaceChunk:
-		return 'k', true
-	case history.SpaceUsage:
-		return 'u', true
-	}
-	return 0, false
+	l := sp.Letter()
+	return l, l != 0
 }
 
 // recordKey returns the Badger key of a record. The space must be valid.
-func recordKey(sp history.Space, key []byte) []byte {
-	p, _ := spacePrefix(sp)
-	k := make([]byte, 0, 1+len(key))
-	return append(append(k, p), key...)
-}
+func recordKey(sp history.Space, key []byte) []byte { return history.RecordID(sp, key) }
 
 // runTuple is tuple(wf, run).
 func runTuple(run history.RunRef) []byte {

@@ -125,7 +125,9 @@ type Options struct {
 	// acknowledged data was lost or damaged (history.ErrCorrupt from the
 	// integrity checks): the damage is treated as the end of the log, as
 	// upstream Badger does, and a LossRecord saying what was refused and
-	// which commits are gone is written durably (Store.Losses) and logged.
+	// which commits are gone is written durably (Store.Losses) and logged,
+	// with a history.DoubtMark in the same transaction (the engine puts
+	// the side effects of the open runs in doubt when it opens).
 	// For an operator who chose this over restoring a backup; never set it
 	// by default. Damage that Badger cannot read past (a table that fails
 	// its checksum, an unreadable MANIFEST) still refuses.

@@ -52,6 +52,11 @@ func (s *Store) prepare(b *history.Batch) (*request, error) {
 	if b == nil {
 		return nil, invalidf("nil batch")
 	}
+	if len(b.Fences) > 0 {
+		// One process owns the directory: there are no shard leases
+		// whose epochs a fence could check.
+		return nil, invalidf("badgerstore has no shard leases: a batch with %d fences cannot be checked", len(b.Fences))
+	}
 	r := &request{done: make(chan error, 1)}
 	seen := newKeySet(len(b.Appends) + len(b.Puts) + len(b.Deletes))
 	for i := range b.Appends {

@@ -48,7 +48,9 @@ func (v Violation) String() string {
 }
 
 // ours reports whether imp is a package of this module (relative path).
-func ours(imp string) bool { return !strings.Contains(strings.SplitN(imp, "/", 2)[0], ".") && !isStd(imp) }
+func ours(imp string) bool {
+	return !strings.Contains(strings.SplitN(imp, "/", 2)[0], ".") && !isStd(imp)
+}
 
 // isStd reports whether imp is in the standard library; relative paths of
 // ours are given a sentinel prefix by Graph, so anything without a dot in
@@ -82,10 +84,12 @@ var groundFloor = is("internal/clock", "internal/wire", "internal/runpool", "int
 // testOnly are packages only tests may import: the suite's kits, and the
 // SDK's test environment (it embeds an engine, so a worker binary must not
 // link it).
-var testOnly = is("internal/testkit", "internal/pgtest", "sdk/testenv")
+var testOnly = is("internal/testkit", "internal/pgtest", "internal/storetest", "sdk/testenv")
 
 // workerSide are the packages a worker binary links.
-func workerSide(p string) bool { return under("sdk", "worker", "activities", "converter")(p) && !testOnly(p) }
+func workerSide(p string) bool {
+	return under("sdk", "worker", "activities", "converter")(p) && !testOnly(p)
+}
 
 // apps are what the binary and the examples are made of: no library may
 // import them.

@@ -40,7 +40,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/invopop/jsonschema"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/cairnflow/cairn/history"
@@ -81,12 +80,19 @@ type Options struct {
 	// Stream asks the model call to stream its answer (watchers see it
 	// live; only the final message is recorded).
 	Stream bool
+	// AllowEmptyAnswer accepts an answer with neither text nor a tool call
+	// as the final answer. Without it, such an answer fails the model call
+	// (llm.FailureEmptyAnswer), which is retried per ModelOptions: a model
+	// that answers nothing is failing, and a run should not complete with
+	// an empty answer unnoticed.
+	AllowEmptyAnswer bool
 	// Temperature and MaxTokens are sent to the model when set.
 	Temperature *float64
 	MaxTokens   int64
 	// ModelOptions are the model call's activity options (default:
-	// start-to-close 5 min, retries from 1 s up to 10 attempts; a
-	// Retry-After from the endpoint sets the delay).
+	// DefaultModelOptions). They replace the defaults whole: keep a
+	// HeartbeatTimeout, or a worker that dies during a call leaves it to
+	// its start-to-close timeout.
 	ModelOptions *sdk.ActivityOptions
 	// ToolOptions are the tools' activity options (default: start-to-close
 	// 2 min).
@@ -114,6 +120,16 @@ type Tool struct {
 	RequiresApproval bool
 
 	inType reflect.Type // nil: no input
+	// derived is Schema as NewTool derived it, and legacySchema the same
+	// as versions before fullDescriptionsChange derived it (descriptions
+	// cut at their first comma).
+	derived, legacySchema string
+}
+
+// cutSchema returns the schema versions before fullDescriptionsChange
+// sent for t, when it differs from what is sent now.
+func (t *Tool) cutSchema() (string, bool) {
+	return t.legacySchema, t.legacySchema != "" && t.Schema == t.derived && t.legacySchema != t.Schema
 }
 
 // ToolOption adjusts a Tool.
@@ -137,11 +153,8 @@ func NewTool(fn any, description string, opts ...ToolOption) Tool {
 	ft := reflect.TypeOf(fn)
 	if ft != nil && ft.Kind() == reflect.Func && ft.NumIn() == 2 {
 		t.inType = ft.In(1)
-		r := jsonschema.Reflector{Anonymous: true, DoNotReference: true, ExpandedStruct: true}
-		s := r.ReflectFromType(t.inType)
-		s.Version = ""
-		if b, err := json.Marshal(s); err == nil {
-			t.Schema = string(b)
+		if schema, legacy, err := inputSchemas(t.inType); err == nil {
+			t.Schema, t.derived, t.legacySchema = schema, schema, legacy
 		}
 	}
 	for _, o := range opts {
@@ -151,7 +164,11 @@ func NewTool(fn any, description string, opts ...ToolOption) Tool {
 }
 
 // Approval is a person's decision on a tool call, sent as the signal
-// ApprovalSignal: {"CallID": "…", "Approved": true, "By": "ada"}.
+// ApprovalSignal: {"CallID": "…", "Approved": true, "By": "ada"}. The
+// agent reads a signal strictly: its keys are these fields' names, or
+// their lower-case JSON spellings (call_id, approved, by, reason), and
+// "Approved" must be there. A signal that is not such an object decides
+// nothing: it is recorded as ignored, with why (history.IgnoredApproval).
 type Approval struct {
 	// CallID is the tool call's id (see the transcript, or the
 	// approval-requested marker); empty approves the oldest call waiting.
@@ -210,11 +227,17 @@ func New(ctx sdk.Context, opts Options) *Agent {
 		opts.ApprovalSignal = ApprovalSignal
 	}
 	a := &Agent{opts: opts, tools: map[string]*Tool{}, decided: map[string]Approval{}}
-	settings := &history.ChatConfig{Model: opts.Model, Temperature: opts.Temperature, MaxTokens: opts.MaxTokens, Stream: opts.Stream}
+	settings := &history.ChatConfig{Model: opts.Model, Temperature: opts.Temperature, MaxTokens: opts.MaxTokens, Stream: opts.Stream,
+		AllowEmptyAnswer: opts.AllowEmptyAnswer}
+	legacy := legacySchemas(ctx, opts.Tools)
 	for i := range opts.Tools {
 		t := &opts.Tools[i]
 		a.tools[t.Name] = t
-		settings.Tools = append(settings.Tools, history.ToolSpec{Name: t.Name, Description: t.Description, Parameters: t.Schema})
+		schema := t.Schema
+		if cut, differs := t.cutSchema(); legacy && differs {
+			schema = cut
+		}
+		settings.Tools = append(settings.Tools, history.ToolSpec{Name: t.Name, Description: t.Description, Parameters: schema})
 	}
 	a.tr.appendEntry(history.TranscriptEntry{Config: settings})
 	if opts.System != "" {
@@ -224,6 +247,18 @@ func New(ctx sdk.Context, opts Options) *Agent {
 		sdk.SetBudget(ctx, opts.Budget)
 	}
 	return a
+}
+
+// legacySchemas reports whether the model must be sent the tools' schemas
+// as versions before fullDescriptionsChange derived them: only when one
+// differs, and the run's history predates the change.
+func legacySchemas(ctx sdk.Context, tools []Tool) bool {
+	for i := range tools {
+		if _, differs := tools[i].cutSchema(); differs {
+			return sdk.GetVersion(ctx, fullDescriptionsChange, sdk.DefaultVersion, 1) < 1
+		}
+	}
+	return false
 }
 
 // Transcript returns the conversation so far.
@@ -275,11 +310,28 @@ func isBudgetStop(err error) bool {
 	return errors.As(err, &app) && app.Type == "BudgetExceeded"
 }
 
+// ModelHeartbeatTimeout is the default model call's heartbeat timeout:
+// the worker running the call heartbeats it (automatically, every third of
+// this) while the model thinks or streams, so a call whose worker died is
+// retried on another this long after its last heartbeat (plus the engine's
+// lease drift margin, 5 s by default) — not after its start-to-close
+// timeout.
+const ModelHeartbeatTimeout = 10 * time.Second
+
+// DefaultModelOptions are the model call's activity options unless
+// Options.ModelOptions replaces them: start-to-close 5 minutes, heartbeat
+// timeout ModelHeartbeatTimeout, retries from 1 s (doubling, at most
+// 1 min apart) up to 10 attempts; a Retry-After the endpoint sends sets
+// the delay.
+func DefaultModelOptions() sdk.ActivityOptions {
+	return sdk.ActivityOptions{StartToCloseTimeout: 5 * time.Minute, HeartbeatTimeout: ModelHeartbeatTimeout,
+		RetryPolicy: &sdk.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 10}}
+}
+
 // callModel makes one model call on the transcript so far.
 func (a *Agent) callModel(ctx sdk.Context) (history.ModelResult, error) {
 	a.turn++
-	o := sdk.ActivityOptions{StartToCloseTimeout: 5 * time.Minute,
-		RetryPolicy: &sdk.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 10}}
+	o := DefaultModelOptions()
 	if a.opts.ModelOptions != nil {
 		o = *a.opts.ModelOptions
 	}
@@ -374,13 +426,9 @@ func (a *Agent) runTool(ctx sdk.Context, c history.ToolCall, key string, p *prep
 	}
 	t := p.tool
 	if p.slot != nil {
-		ap := a.awaitApproval(ctx, key, p.slot)
+		ap, timedOut := a.awaitApproval(ctx, key, p.slot)
 		if !ap.Approved {
-			who := ap.By
-			if who == "" {
-				who = "nobody (the approval timed out)"
-			}
-			return fmt.Sprintf("rejected by %s: %s. The tool did not run.", who, ap.Reason), nil
+			return a.rejection(ctx, ap, timedOut), nil
 		}
 	}
 	o := sdk.ActivityOptions{StartToCloseTimeout: 2 * time.Minute}
@@ -439,8 +487,8 @@ func (t *Tool) decode(args string) (any, error) {
 }
 
 // awaitApproval records that the call waits, waits for its Approval (or
-// the timeout), and records the decision.
-func (a *Agent) awaitApproval(ctx sdk.Context, key string, slot *approvalSlot) Approval {
+// the timeout: timedOut), and records the decision.
+func (a *Agent) awaitApproval(ctx sdk.Context, key string, slot *approvalSlot) (ap Approval, timedOut bool) {
 	_ = sdk.RecordMarker(ctx, history.MarkerApprovalRequested, key, a.approvalRequest(slot))
 	has := func() bool { return slot.ap != nil }
 	if a.opts.ApprovalTimeout > 0 {
@@ -449,15 +497,14 @@ func (a *Agent) awaitApproval(ctx sdk.Context, key string, slot *approvalSlot) A
 		_ = sdk.Await(ctx, has)
 	}
 	a.unwait(slot)
-	var ap Approval
 	if slot.ap != nil {
 		ap = *slot.ap
 	} else {
-		ap = Approval{CallID: slot.callID, Reason: "no approval within " + a.opts.ApprovalTimeout.String()}
+		ap, timedOut = Approval{CallID: slot.callID, Reason: "no approval within " + a.opts.ApprovalTimeout.String()}, true
 		a.decided[slot.callID] = ap
 	}
 	_ = sdk.RecordMarker(ctx, history.MarkerApprovalDecided, key, marker(history.Approval{Approved: ap.Approved, By: ap.By, Reason: ap.Reason}))
-	return ap
+	return ap, timedOut
 }
 
 // unwait removes a call from those awaiting approval.
@@ -508,7 +555,7 @@ func (a *Agent) listen(ctx sdk.Context) {
 // Anything else is ignored and recorded as ignored, with why: it never
 // decides a later call, nor changes a decision made.
 func (a *Agent) receive(ctx sdk.Context, v any) {
-	ap, err := decodeApproval(v)
+	ap, err := a.readApproval(ctx, v)
 	switch {
 	case err != nil:
 		a.ignore(ctx, ap, "the signal is not an agent.Approval: "+err.Error())
@@ -595,40 +642,6 @@ func (a *Agent) ignore(ctx sdk.Context, ap Approval, why string) {
 	ig := history.IgnoredApproval{CallID: ap.CallID, Approved: ap.Approved, By: ap.By, Reason: ap.Reason, Why: why}
 	b, _ := msgpack.Marshal(&ig) // a plain struct: cannot fail
 	_ = sdk.RecordMarker(ctx, history.MarkerApprovalIgnored, ap.CallID, history.Payload{Encoding: sdk.EncodingMsgpack, Data: b})
-}
-
-// decodeApproval reads a received approval signal's value (as the
-// converter decoded it: a map for an object) into an Approval; anything
-// else (a string, a number, a field of the wrong type) is an error.
-func decodeApproval(v any) (Approval, error) {
-	var ap Approval
-	if _, isMap := v.(map[string]any); !isMap {
-		return ap, fmt.Errorf("a %s, not an object", jsonKind(v))
-	}
-	conv := sdk.DefaultConverter()
-	p, err := conv.ToPayload(v)
-	if err != nil {
-		return ap, err
-	}
-	if err := conv.FromPayload(p, &ap); err != nil {
-		return Approval{}, err
-	}
-	return ap, nil
-}
-
-// jsonKind names the JSON kind of a decoded value.
-func jsonKind(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return "string"
-	case bool:
-		return "boolean"
-	case []any:
-		return "list"
-	}
-	return "number"
 }
 
 // Transcript is the conversation the agent keeps: an append-only list of

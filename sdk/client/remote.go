@@ -27,6 +27,9 @@ type DialOptions struct {
 	// PlainHTTP makes every call its own HTTP/1.1 request instead of a
 	// frame on the multiplexed session (see Dial).
 	PlainHTTP bool
+	// Header is sent with every request and with the session's upgrade (a
+	// server forwarding a call to another marks it so).
+	Header http.Header
 }
 
 // Dial returns a Client for the server at address ("127.0.0.1:7233",
@@ -53,11 +56,12 @@ func Dial(address string, opts Options, dial DialOptions) (Client, error) {
 
 // RemoteService implements api.Service over HTTP with msgpack bodies.
 type RemoteService struct {
-	base  string
-	token string
-	hc    *http.Client
-	sess  *sessionDialer // nil: plain HTTP requests
-	plain atomic.Bool    // the server does not serve sessions
+	base   string
+	token  string
+	hc     *http.Client
+	header http.Header
+	sess   *sessionDialer // nil: plain HTTP requests
+	plain  atomic.Bool    // the server does not serve sessions
 }
 
 // NewRemoteService returns the HTTP transport Dial uses.
@@ -80,9 +84,9 @@ func NewRemoteService(address string, opts DialOptions) (*RemoteService, error) 
 		}
 		hc = &http.Client{Transport: tr}
 	}
-	r := &RemoteService{base: base, token: opts.Token, hc: hc}
+	r := &RemoteService{base: base, token: opts.Token, hc: hc, header: opts.Header}
 	if !opts.PlainHTTP && opts.HTTPClient == nil {
-		d, err := newSessionDialer(base, opts.Token, opts.TLS)
+		d, err := newSessionDialer(base, opts.Token, opts.TLS, opts.Header)
 		if err != nil {
 			return nil, err
 		}
@@ -143,6 +147,9 @@ func (r *RemoteService) httpCall(ctx context.Context, method string, body []byte
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", api.ErrInvalidArgument, err)
 	}
+	for k, v := range r.header {
+		hreq.Header[k] = v
+	}
 	hreq.Header.Set("Content-Type", api.ContentMsgpack)
 	hreq.Header.Set("Accept", api.ContentMsgpack)
 	if r.token != "" {
@@ -163,21 +170,56 @@ func (r *RemoteService) httpCall(ctx context.Context, method string, body []byte
 		}
 		return nil, fmt.Errorf("%w: %s: reading response: %w", api.ErrUnavailable, method, err)
 	}
+	if err := notTheAPI(r.base, hresp.StatusCode, hresp.Header); err != nil {
+		return nil, err
+	}
 	if hresp.StatusCode != http.StatusOK {
 		return nil, remoteError(method, hresp.StatusCode, data)
 	}
 	return data, nil
 }
 
+// ErrNotTheAPI is wrapped when the address answers, but not as Cairn's
+// API: Cairn's web UI given as the server's address — its answer says
+// where the API is (with api.ErrInvalidArgument) — or another web page
+// (with api.ErrInternal; a 5xx page, a proxy's while the server restarts,
+// is api.ErrUnavailable as ever).
+var ErrNotTheAPI = errors.New("client: not Cairn's API")
+
+// UIAPIAddressHeader is the header with which Cairn's web UI answers a
+// request meant for the API: it names the API's address.
+const UIAPIAddressHeader = "Cairn-Api-Address"
+
+// notTheAPI recognises an answer that is not the API's: Cairn's web UI
+// (UIAPIAddressHeader names the API) or a web page.
+func notTheAPI(addr string, status int, h http.Header) error {
+	if a := h.Get(UIAPIAddressHeader); a != "" {
+		return fmt.Errorf("%w: %w: %s is Cairn's web UI; the API is on %s (use --address %s, or CAIRN_ADDRESS=%s)",
+			api.ErrInvalidArgument, ErrNotTheAPI, addr, a, a, a)
+	}
+	if ct := h.Get("Content-Type"); strings.HasPrefix(ct, "text/html") && status < 500 {
+		return fmt.Errorf("%w: %w: %s answered HTTP %d with a web page, not Cairn's API: is it a web UI's address? (a Cairn server serves its API on port 7233 and its web UI on 8233 by default)",
+			api.ErrInternal, ErrNotTheAPI, addr, status)
+	}
+	return nil
+}
+
+// maxErrorBody bounds the bytes of an unexpected answer an error quotes.
+const maxErrorBody = 300
+
 func remoteError(method string, status int, data []byte) error {
 	var eb api.ErrorBody
 	if json.Unmarshal(data, &eb) == nil && eb.Code != "" {
 		return errorFromBody(eb)
 	}
-	if status >= 500 {
-		return fmt.Errorf("%w: %s: HTTP %d: %s", api.ErrUnavailable, method, status, bytes.TrimSpace(data))
+	body := bytes.TrimSpace(data)
+	if len(body) > maxErrorBody {
+		body = append(body[:maxErrorBody:maxErrorBody], fmt.Sprintf("… (%d bytes)", len(data))...)
 	}
-	return fmt.Errorf("%w: %s: HTTP %d: %s", api.ErrInternal, method, status, bytes.TrimSpace(data))
+	if status >= 500 {
+		return fmt.Errorf("%w: %s: HTTP %d: %s", api.ErrUnavailable, method, status, body)
+	}
+	return fmt.Errorf("%w: %s: HTTP %d: %s", api.ErrInternal, method, status, body)
 }
 
 // errorFromBody turns a server's error body into the typed error.
@@ -331,4 +373,9 @@ func (r *RemoteService) WatchStream(ctx context.Context, req *api.WatchStreamReq
 // GetTranscript implements api.Service.
 func (r *RemoteService) GetTranscript(ctx context.Context, req *api.GetTranscriptRequest) (*api.GetTranscriptResponse, error) {
 	return call[api.GetTranscriptRequest, api.GetTranscriptResponse](ctx, r, "GetTranscript", req)
+}
+
+// DescribeCluster implements api.Service.
+func (r *RemoteService) DescribeCluster(ctx context.Context, req *api.DescribeClusterRequest) (*api.DescribeClusterResponse, error) {
+	return call[api.DescribeClusterRequest, api.DescribeClusterResponse](ctx, r, "DescribeCluster", req)
 }

@@ -42,9 +42,10 @@ var errNoSession = errors.New("server does not serve sessions")
 
 // sessionDialer opens sessions to one server and keeps the current one.
 type sessionDialer struct {
-	base  *url.URL
-	token string
-	tls   *tls.Config
+	base   *url.URL
+	token  string
+	tls    *tls.Config
+	header http.Header
 
 	dialing  chan struct{} // holds a token while a dial is in progress: one at a time
 	mu       sync.Mutex
@@ -53,7 +54,7 @@ type sessionDialer struct {
 	lastFail time.Time
 }
 
-func newSessionDialer(base string, token string, tlsConf *tls.Config) (*sessionDialer, error) {
+func newSessionDialer(base string, token string, tlsConf *tls.Config, header http.Header) (*sessionDialer, error) {
 	u, err := url.Parse(base)
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("%w: bad server address %q", api.ErrInvalidArgument, base)
@@ -65,7 +66,7 @@ func newSessionDialer(base string, token string, tlsConf *tls.Config) (*sessionD
 		}
 		u.Host = net.JoinHostPort(u.Hostname(), port)
 	}
-	return &sessionDialer{base: u, token: token, tls: tlsConf, dialing: make(chan struct{}, 1)}, nil
+	return &sessionDialer{base: u, token: token, tls: tlsConf, header: header, dialing: make(chan struct{}, 1)}, nil
 }
 
 // get returns the open session, dialing one when there is none.
@@ -180,6 +181,9 @@ func (d *sessionDialer) upgrade(ctx context.Context, conn net.Conn) (*bufio.Read
 	// no longer fire, so a late cancel cannot poison the new session.)
 	req := &http.Request{Method: http.MethodGet, URL: &url.URL{Scheme: d.base.Scheme, Host: d.base.Host, Path: strings.TrimRight(d.base.Path, "/") + wire.SessionPath}, Host: d.base.Host,
 		Header: http.Header{"Connection": {"Upgrade"}, "Upgrade": {wire.Protocol}}}
+	for k, v := range d.header {
+		req.Header[k] = v
+	}
 	if d.token != "" {
 		req.Header.Set("Authorization", "Bearer "+d.token)
 	}
@@ -194,6 +198,9 @@ func (d *sessionDialer) upgrade(ctx context.Context, conn net.Conn) (*bufio.Read
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		_ = resp.Body.Close()
+		if err := notTheAPI(d.base.Host, resp.StatusCode, resp.Header); err != nil {
+			return nil, err
+		}
 		if resp.StatusCode == http.StatusNotFound {
 			return nil, errNoSession
 		}

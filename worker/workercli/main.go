@@ -17,15 +17,20 @@ package workercli
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/internal/gctune"
+	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/sdk/client"
 	"github.com/cairnflow/cairn/worker"
 )
@@ -47,7 +52,9 @@ type Options struct {
 // SIGINT/SIGTERM; flags --address, --token, --task-queue, --log-level, with
 // CAIRN_ADDRESS and CAIRN_TOKEN as fallbacks) and `replay --history FILE
 // [--trace]` (replay an exported history through this binary's workflows).
-// It returns the process exit code: 0 ok, 1 failed, 2 usage.
+// It returns the process exit code: 0 ok, 1 failed, 2 usage; `replay
+// --json` prints its outcome as JSON, and a failure as {"code", "message"}
+// on stderr (ErrorCode).
 func Main(register func(worker.Registrar) error, opts Options) int {
 	if opts.Args == nil {
 		opts.Args = os.Args[1:]
@@ -65,15 +72,58 @@ func Main(register func(worker.Registrar) error, opts Options) int {
 	root.SetArgs(opts.Args)
 	root.SetOut(opts.Stdout)
 	root.SetErr(opts.Stderr)
-	root.AddCommand(runCommand(register, opts), replayCommand(register))
+	var asJSON bool
+	root.AddCommand(runCommand(register, opts), replayCommand(register, &asJSON))
 	if err := root.Execute(); err != nil {
-		fmt.Fprintln(opts.Stderr, "error:", err)
-		if isUsage(err) {
+		usage := isUsage(err)
+		if asJSON || wantsJSON(opts.Args) {
+			b, _ := json.Marshal(api.ErrorBody{Code: ErrorCode(err, usage), Message: err.Error()}) // two strings always encode
+			fmt.Fprintf(opts.Stderr, "%s\n", b)
+		} else {
+			fmt.Fprintln(opts.Stderr, "error:", err)
+		}
+		if usage {
 			return 2
 		}
 		return 1
 	}
 	return 0
+}
+
+// CodeUnknownWorkflowType is the --json error code of a replay of a
+// history whose workflow type the binary does not register
+// (sdk.ErrUnknownWorkflowType).
+const CodeUnknownWorkflowType api.Code = "unknown_workflow_type"
+
+// ErrorCode is the code a command's failure has in its --json error
+// ({"code", "message"} on stderr): "usage" for a command-line mistake,
+// CodeUnknownWorkflowType, "not_found" for a missing file, else the API's
+// code for err (api.TransportCode). Cairn's CLI and worker binaries share
+// it.
+func ErrorCode(err error, usage bool) api.Code {
+	if usage {
+		return "usage"
+	}
+	if errors.Is(err, sdk.ErrUnknownWorkflowType) {
+		return CodeUnknownWorkflowType
+	}
+	if c := api.TransportCode(err); c != api.CodeInternal || !errors.Is(err, fs.ErrNotExist) {
+		return c
+	}
+	return api.CodeNotFound // a file the command was given is missing
+}
+
+// wantsJSON spots --json in arguments cobra failed to parse.
+func wantsJSON(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "--json" || a == "--json=true" {
+			return true
+		}
+	}
+	return false
 }
 
 // usageError marks command-line mistakes (exit code 2).
@@ -131,13 +181,18 @@ func runCommand(register func(worker.Registrar) error, opts Options) *cobra.Comm
 	return cmd
 }
 
-func replayCommand(register func(worker.Registrar) error) *cobra.Command {
+func replayCommand(register func(worker.Registrar) error, asJSON *bool) *cobra.Command {
 	var file, address, token string
 	var trace bool
 	cmd := &cobra.Command{
-		Use:   "replay --history FILE [--trace] [--address SERVER]",
+		Use:   "replay --history FILE [--trace] [--address SERVER] [--json]",
 		Short: "Replay an exported history (cairn history export) through this binary's workflow code",
-		Args:  cobra.NoArgs,
+		Long: `Replays an exported history (cairn history export) through this binary's
+workflow code, and fails with a NondeterminismError naming the event if the
+code no longer makes the recorded decisions. --trace prints each decision
+(on stderr with --json); --json prints {"ok": true, "history": FILE}, or the
+failure as {"code", "message"} on stderr.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r := worker.NewReplayer(worker.ReplayerOptions{})
 			if err := register(r); err != nil {
@@ -146,6 +201,9 @@ func replayCommand(register func(worker.Registrar) error) *cobra.Command {
 			var ro worker.ReplayOptions
 			if trace {
 				ro.Trace = cmd.OutOrStdout()
+				if *asJSON {
+					ro.Trace = cmd.ErrOrStderr()
+				}
 			}
 			if address != "" { // payloads the file holds by reference come from the server
 				svc, err := client.NewRemoteService(address, client.DialOptions{Token: token})
@@ -156,6 +214,15 @@ func replayCommand(register func(worker.Registrar) error) *cobra.Command {
 				ro.Chunks = client.NewChunkCache(svc, 0)
 			}
 			if err := r.ReplayFile(file, ro); err != nil {
+				if errors.Is(err, sdk.ErrUnknownWorkflowType) {
+					return fmt.Errorf("%w; register it in the function this binary passes to workercli.Main (r.RegisterWorkflow(…), "+
+						"under the name the history records), rebuild, and replay again", err)
+				}
+				return err
+			}
+			if *asJSON {
+				b, _ := json.Marshal(replayOut{OK: true, History: file}) // a bool and a string always encode
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s\n", b)
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), "replay ok: the code reproduces every recorded decision")
@@ -166,6 +233,13 @@ func replayCommand(register func(worker.Registrar) error) *cobra.Command {
 	cmd.Flags().BoolVar(&trace, "trace", false, "print each event, command and waiting line")
 	cmd.Flags().StringVar(&address, "address", "", "server to read the payload chunks an export without --inline references")
 	cmd.Flags().StringVar(&token, "token", os.Getenv("CAIRN_TOKEN"), "bearer token for --address (CAIRN_TOKEN)")
+	cmd.Flags().BoolVar(asJSON, "json", false, "print JSON for scripts (errors too, on stderr)")
 	_ = cmd.MarkFlagRequired("history")
 	return cmd
+}
+
+// replayOut is replay's --json: what `cairn replay --json` prints too.
+type replayOut struct {
+	OK      bool   `json:"ok"`
+	History string `json:"history"`
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cairnflow/cairn/activities"
+	"github.com/cairnflow/cairn/internal/filelock"
 	"github.com/cairnflow/cairn/sdk"
 )
 
@@ -190,26 +191,41 @@ func Register(r interface {
 	)
 }
 
-// appendPayment records a payment in the provider's ledger, durably.
+// appendPayment records a payment in the provider's ledger, durably. The
+// payment's id numbers it after those in the ledger: counting and
+// appending hold the ledger's lock, so that payments made at once — by
+// goroutines or by worker processes — never share an id.
 func appendPayment(path string, p Payment, key string) (Receipt, error) {
-	n, err := countPayments(path)
+	var r Receipt
+	err := filelock.With(path, func() error {
+		n, err := countPayments(path)
+		if err != nil {
+			return err
+		}
+		r = Receipt{PaymentID: fmt.Sprintf("pay_%03d", n+1), Invoice: p.Invoice, Vendor: p.Vendor, Amount: p.Amount, IdempotencyKey: key}
+		return appendLine(path, r)
+	})
 	if err != nil {
-		return Receipt{}, err
+		return Receipt{}, fmt.Errorf("provider: %w", err)
 	}
-	r := Receipt{PaymentID: fmt.Sprintf("pay_%03d", n+1), Invoice: p.Invoice, Vendor: p.Vendor, Amount: p.Amount, IdempotencyKey: key}
-	line, err := json.Marshal(r)
+	return r, nil
+}
+
+// appendLine appends v's JSON to the file as a line, durably.
+func appendLine(path string, v any) error {
+	line, err := json.Marshal(v)
 	if err != nil {
-		return Receipt{}, err
+		return err
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
-		return Receipt{}, fmt.Errorf("provider: %w", err)
+		return err
 	}
 	defer f.Close()
 	if _, err := f.Write(append(line, '\n')); err != nil {
-		return Receipt{}, fmt.Errorf("provider: %w", err)
+		return err
 	}
-	return r, f.Sync()
+	return f.Sync()
 }
 
 // Payments returns every payment in the provider's ledger.
@@ -239,9 +255,15 @@ func countPayments(path string) (int, error) {
 	return len(ps), err
 }
 
-// FindPayment looks a payment up by idempotency key.
+// FindPayment looks a payment up by idempotency key (holding the
+// ledger's lock: a payment being appended is seen whole or not at all).
 func FindPayment(path, key string) (Receipt, bool, error) {
-	ps, err := Payments(path)
+	var ps []Receipt
+	err := filelock.With(path, func() error {
+		var err error
+		ps, err = Payments(path)
+		return err
+	})
 	if err != nil {
 		return Receipt{}, false, err
 	}

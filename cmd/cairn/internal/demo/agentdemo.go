@@ -72,7 +72,7 @@ func RunAgent(ctx context.Context, opts AgentOptions) error {
 		return err
 	}
 	defer srv.Close()
-	model := fakellm.New(payables.Script())
+	model := fakellm.NewFunc(payables.Reply)
 	msrv, maddr, err := serveOn(model)
 	if err != nil {
 		return err
@@ -134,7 +134,7 @@ func (d *agentDemo) play() error {
 		return err
 	}
 	run, err := d.c.StartWorkflow(d.ctx, client.StartOptions{ID: AgentWorkflowID, TaskQueue: payables.TaskQueue}, payables.PayInvoiceAgent,
-		payables.Task{InvoiceID: "INV-9", Stream: true})
+		payables.Task{InvoiceID: "INV-9"}) // streams by default
 	if err != nil {
 		return err
 	}
@@ -186,7 +186,7 @@ func (d *agentDemo) check(before int64) error {
 	}
 	pays, _ := d.tools.Payments()
 	mails, _ := d.tools.Outbox()
-	turns := int64(len(payables.Script()))
+	turns := int64(payables.Turns)
 	p.line("  model calls: %d for %d turns (%d before the kill, %d after: none repeated)", d.model.Calls(), turns, before, d.model.Calls()-before)
 	p.line("  tools run:   ReadInvoice %d, CheckBudget %d, SendPayment %d, EmailVendor %d", count["ReadInvoice"], count["CheckBudget"],
 		count["SendPayment"], count["EmailVendor"])

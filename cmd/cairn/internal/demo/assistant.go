@@ -109,16 +109,29 @@ type Registrar interface {
 }
 
 // RegisterAssistant registers the assistant, its model call (m: an
-// llm.Model pointed at the fake, or at a real endpoint) and its tool.
+// llm.Model pointed at the fake, or at a real endpoint; nil for a
+// replayer, which runs no activity but needs their declarations) and its
+// tool.
 func RegisterAssistant(r Registrar, a *Assistants, m *llm.Model) error {
-	if m == nil {
-		return errors.New("demo: the assistant needs a model (llm.New)")
+	if a == nil {
+		a = &Assistants{}
+	}
+	model := func() error {
+		if m == nil {
+			return r.RegisterActivity(noModel, activities.Options{Name: llm.ActivityName, Metered: true})
+		}
+		return m.Register(r)
 	}
 	return errors.Join(
 		r.RegisterWorkflow(Assistant),
-		m.Register(r),
+		model(),
 		r.RegisterActivity(a.LookupInvoice, activities.Options{Name: LookupInvoiceTool}),
 	)
+}
+
+// noModel stands for the model call where none runs (a replayer).
+func noModel(context.Context, history.Payload) (history.Payload, error) {
+	return history.Payload{}, errors.New("demo: no model in a replayer")
 }
 
 // AssistantReply is the scripted model: the first turn asks for the

@@ -192,7 +192,7 @@ func parseTime(s string) (time.Time, error) {
 
 // runsView is a page of runs.
 type runsView struct {
-	Workflows []api.WorkflowInfo
+	Workflows []api.WorkflowInfo `view:"keep"`
 	// Next is the page token of the next page ("" on the last).
 	Next string
 }
@@ -497,7 +497,7 @@ func (h *Handler) apiQueues(r *http.Request) (any, error) {
 
 // effectsView is a page of the ledger.
 type effectsView struct {
-	Effects []api.EffectInfo
+	Effects []api.EffectInfo `view:"keep"`
 	Next    string
 }
 

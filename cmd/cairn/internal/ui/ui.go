@@ -42,6 +42,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/sdk/client"
 )
 
 //go:embed static
@@ -59,6 +60,11 @@ type Options struct {
 	Logger *zerolog.Logger
 	// Now is the clock of session expiry (default time.Now).
 	Now func() time.Time
+	// APIAddress is where the server's API listens (host:port, or an
+	// https:// URL), which the UI tells a client that mistook it for the
+	// API: a request for the API's paths (/api/v1/…) is answered 421 with
+	// the address, in the body and in client.UIAPIAddressHeader.
+	APIAddress string
 }
 
 // Handler serves the UI.
@@ -125,7 +131,42 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("POST /login", h.login)
 	h.mux.HandleFunc("POST /logout", h.logout)
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	h.mux.HandleFunc("GET "+api.HTTPPrefix, h.notTheAPI)
+	h.mux.HandleFunc("POST "+api.HTTPPrefix, h.notTheAPI)
 	h.apiRoutes()
+}
+
+// notTheAPI answers a request meant for the API (a client given the UI's
+// address): 421, and where the API is.
+func (h *Handler) notTheAPI(w http.ResponseWriter, r *http.Request) {
+	msg := "This is Cairn's web UI, not its API."
+	if a := h.apiAddress(r); a != "" {
+		w.Header().Set(client.UIAPIAddressHeader, a)
+		msg = "This is Cairn's web UI; the API is on " + a + " (cairn … --address " + a + ")."
+	}
+	http.Error(w, msg, http.StatusMisdirectedRequest)
+}
+
+// apiAddress is Options.APIAddress as a client of r reaches it: an
+// unspecified host (0.0.0.0, ::) becomes the host r was addressed to.
+func (h *Handler) apiAddress(r *http.Request) string {
+	a := h.opts.APIAddress
+	scheme, hostport := "", a
+	if i := strings.Index(a, "://"); i >= 0 {
+		scheme, hostport = a[:i+3], a[i+3:]
+	}
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return a
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		reqHost := r.Host
+		if hh, _, err := net.SplitHostPort(r.Host); err == nil {
+			reqHost = hh
+		}
+		return scheme + net.JoinHostPort(strings.Trim(reqHost, "[]"), port)
+	}
+	return a
 }
 
 func (h *Handler) serveApp(w http.ResponseWriter, r *http.Request) {

@@ -12,7 +12,9 @@
 //     and "IDs" "Ids" ("workflowId", "scheduledEventId", "runIds").
 //   - Empty strings, zero times, zero durations, nil pointers, empty slices
 //     and maps, and empty payloads are left out; numbers and booleans are
-//     always written.
+//     always written; and so is a field tagged `view:"keep"` — the list of
+//     a list command's answer, so that an empty one is {"effects": []},
+//     not {}.
 //   - Times are RFC 3339 strings (UTC), durations Go duration strings
 //     ("1m30s"), enums their names ("running", "SideEffect", "happened"),
 //     byte slices base64 strings.
@@ -291,7 +293,8 @@ func (e *encoder) fields(v reflect.Value, first *bool, depth int) error {
 			continue
 		}
 		fv := v.Field(i)
-		if omit(fv) {
+		keep := f.Tag.Get("view") == "keep"
+		if omit(fv) && !keep {
 			continue
 		}
 		if !*first {
@@ -300,6 +303,10 @@ func (e *encoder) fields(v reflect.Value, first *bool, depth int) error {
 		*first = false
 		e.str(Key(f.Name))
 		e.b = append(e.b, ':')
+		if keep && fv.Kind() == reflect.Slice && fv.Len() == 0 {
+			e.b = append(e.b, "[]"...) // an empty list, not null
+			continue
+		}
 		if err := e.value(fv, depth+1); err != nil {
 			return err
 		}

@@ -88,6 +88,7 @@ function card(r) {
         <dt>Action</dt><dd><strong>${p.activityType}</strong> (activity ${p.activityId}, attempt ${p.attempt})</dd>
         <dt>Key</dt><dd class="mono wrap">${p.idempotencyKey}</dd>
         <dt>Why unknown</dt><dd>${p.reason}</dd>
+        ${a.inDoubt ? html`<dt>Recovery</dt><dd class="error">The store was recovered (${a.inDoubt}): this action may have been performed in what was lost. Check the downstream system before you answer.</dd>` : ""}
         ${r.reconcile ? html`<dt>Reconcile said</dt><dd>${r.reconcile}</dd>` : html`<dt>Reconcile</dt><dd class="muted">none declared, or it did not run</dd>`}
         ${a.lastFailure ? html`<dt>Last failure</dt><dd>${a.lastFailure.message}</dd>` : ""}
         ${r.effect ? html`<dt>Ledger</dt><dd>${status(r.effect.state)} · ${r.effect.attempts} attempt(s)${r.effect.duplicates ? html` · <span class="error">${r.effect.duplicates} duplicate(s)</span>` : ""}</dd>` : ""}

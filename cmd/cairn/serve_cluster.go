@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/cluster"
+	"github.com/cairnflow/cairn/history/pgstore"
+	"github.com/cairnflow/cairn/sdk/client"
+	"github.com/cairnflow/cairn/worker/workercli"
+)
+
+// storeFlags choose the Postgres store and the server's place in its
+// cluster.
+type storeFlags struct {
+	store, schema, advertise, serverID string
+	leaseTTL                           time.Duration
+	shards                             int
+}
+
+func (f *storeFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.store, "store", workercli.Env("CAIRN_STORE", ""),
+		"PostgreSQL URL (postgres://user@host/db?sslmode=…, libpq parameters) to keep the runs in instead of --data; several servers may share it (CAIRN_STORE)")
+	cmd.Flags().StringVar(&f.schema, "schema", workercli.Env("CAIRN_STORE_SCHEMA", pgstore.DefaultSchema), "schema of Cairn's tables in --store (CAIRN_STORE_SCHEMA)")
+	cmd.Flags().StringVar(&f.advertise, "advertise", "", "host:port the other servers of the cluster reach this server's API at (default: the --listen address, when it names a host)")
+	cmd.Flags().StringVar(&f.serverID, "server-id", "", "this server's name in the cluster (default: host, pid and random bits)")
+	cmd.Flags().DurationVar(&f.leaseTTL, "lease-ttl", cluster.DefaultLeaseTTL, "shard lease: how long a dead server's runs wait before another server takes them over")
+	cmd.Flags().IntVar(&f.shards, "shards", pgstore.DefaultShards, "shard count of a new database (fixed once it is created)")
+}
+
+// openPostgres opens the Postgres store of --store.
+func (s *Server) openPostgres() error {
+	if !strings.HasPrefix(s.f.store, "postgres://") && !strings.HasPrefix(s.f.store, "postgresql://") {
+		return usagef("--store %q: give a PostgreSQL URL (postgres://…), or --data DIR for the embedded store", redactURL(s.f.store))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := pgstore.Open(ctx, pgstore.Options{URL: s.f.store, Schema: s.f.schema, Shards: s.f.shards})
+	if err != nil {
+		return fmt.Errorf("--store %s: %w", redactURL(s.f.store), err)
+	}
+	s.pg = st
+	return nil
+}
+
+// newNode makes this server's membership of the cluster on the store.
+func (s *Server) newNode() (*cluster.Node, error) {
+	peerToken := s.token
+	dial := func(address string) (api.Service, error) {
+		return client.NewRemoteService(address, client.DialOptions{Token: peerToken, Header: http.Header{cluster.ForwardedHeader: {"1"}}})
+	}
+	return cluster.New(cluster.Options{Store: s.pg, ID: s.f.serverID, LeaseTTL: s.f.leaseTTL, Dial: dial, Logger: &s.log, Version: version})
+}
+
+// joinCluster starts the node once the API listens (the others reach this
+// server at its address): it takes its share of the shards, and the API
+// and the UI serve the cluster's router.
+func (s *Server) joinCluster() error {
+	if s.node == nil {
+		return nil
+	}
+	addr, err := advertised(s.f.advertise, s.ln.Addr().String())
+	if err != nil {
+		return err
+	}
+	if err := s.node.SetAddress(addr); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.node.Start(ctx, s.eng); err != nil {
+		return err
+	}
+	s.svc = cluster.NewRouter(s.node, s.eng)
+	return nil
+}
+
+// advertised is where the other servers reach this one: --advertise, or
+// the address it listens on when that names a host.
+func advertised(flag, listening string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	host, _, err := net.SplitHostPort(listening)
+	if err != nil {
+		return "", err
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return "", usagef("--listen %s names no host the other servers can reach: give --advertise host:port", listening)
+	}
+	return listening, nil
+}
+
+// redactURL hides a URL's password.
+func redactURL(s string) string {
+	if i := strings.Index(s, "@"); i > 0 {
+		if j := strings.Index(s, "://"); j > 0 && j < i {
+			if k := strings.LastIndex(s[j+3:i], ":"); k >= 0 {
+				return s[:j+3+k] + ":xxxxx" + s[i:]
+			}
+		}
+	}
+	return s
+}
+
+// clusterCollector exposes a node's counters and shards as metrics.
+type clusterCollector struct {
+	node *cluster.Node
+	held *prometheus.Desc
+	ctr  map[string]*prometheus.Desc
+}
+
+func newClusterCollector(n *cluster.Node) prometheus.Collector {
+	c := &clusterCollector{node: n, held: prometheus.NewDesc("cairn_cluster_shards_served", "Shards this server serves.", nil, nil),
+		ctr: map[string]*prometheus.Desc{}}
+	for _, name := range []string{"acquired", "released", "lost", "fenced_commits", "forwarded", "handed_back"} {
+		c.ctr[name] = prometheus.NewDesc("cairn_cluster_"+name+"_total", "Cluster: "+strings.ReplaceAll(name, "_", " ")+" since the server started.", nil, nil)
+	}
+	return c
+}
+
+func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.held
+	for _, d := range c.ctr {
+		ch <- d
+	}
+}
+
+func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(len(c.node.Held())))
+	st := c.node.Stats()
+	for name, v := range map[string]int64{"acquired": st.Acquired, "released": st.Released, "lost": st.Lost,
+		"fenced_commits": st.FencedCommits, "forwarded": st.Forwarded, "handed_back": st.HandedBack} {
+		ch <- prometheus.MustNewConstMetric(c.ctr[name], prometheus.CounterValue, float64(v))
+	}
+}

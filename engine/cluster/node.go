@@ -1,0 +1,493 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/history/pgstore"
+)
+
+// Store is what a node needs of the shared database: the shard leases and
+// the server registry (*pgstore.Store).
+type Store interface {
+	Shards() int
+	AcquireShard(ctx context.Context, shard int, owner string, ttl time.Duration) (pgstore.Lease, error)
+	RenewLeases(ctx context.Context, owner string, leases []pgstore.Lease, ttl time.Duration) ([]pgstore.Lease, error)
+	ReleaseLeases(ctx context.Context, owner string, leases []pgstore.Lease) error
+	Leases(ctx context.Context) ([]pgstore.LeaseInfo, time.Time, error)
+	RegisterServer(ctx context.Context, info pgstore.ServerInfo) error
+	HeartbeatServer(ctx context.Context, id string, ttl time.Duration) error
+	Servers(ctx context.Context) ([]pgstore.ServerInfo, error)
+	RemoveServer(ctx context.Context, id string) error
+}
+
+// Engine is what a node drives: the engine it acquires and releases
+// shards for (*engine.Engine).
+type Engine interface {
+	api.Service
+	Acquire(ctx context.Context, shards []int) error
+	Release(shards []int)
+}
+
+// Defaults of Options.
+const (
+	// DefaultLeaseTTL is how long a shard's lease lives without renewal:
+	// the time a dead or frozen server's shards wait before another takes
+	// them over.
+	DefaultLeaseTTL = 10 * time.Second
+	// DefaultMovesPerTick bounds how many shards a node gives up per tick
+	// when it holds more than its share, so that a server joining does not
+	// start a storm of hand-overs.
+	DefaultMovesPerTick = 16
+)
+
+// Options configure a Node.
+type Options struct {
+	// Store is the shared database (required).
+	Store Store
+	// ID names this server among those sharing the database (default: the
+	// host name, the process id and random bits: unique per process, so a
+	// restarted server never resumes an old lease by its name).
+	ID string
+	// Address is where the other servers reach this server's API
+	// (host:port); required when several servers share the database.
+	Address string
+	// Version is this server's build, shown by `cairn cluster describe`.
+	Version string
+	// LeaseTTL is the lease of a shard (default DefaultLeaseTTL). Leases
+	// are renewed every LeaseTTL/3; a server stops serving its shards once
+	// it could not renew them for LeaseTTL*9/10 by its own clock, before
+	// the database lets another take them.
+	LeaseTTL time.Duration
+	// Tick is how often the node renews, rebalances and reads the routing
+	// table (default LeaseTTL/10).
+	Tick time.Duration
+	// MovesPerTick bounds the shards given up per tick (default
+	// DefaultMovesPerTick).
+	MovesPerTick int
+	// Dial opens a client to another server's API (required when several
+	// servers share the database). Calls made through it carry
+	// ForwardedHeader.
+	Dial func(address string) (api.Service, error)
+	// Logger receives the node's logs (default: discarded).
+	Logger *zerolog.Logger
+}
+
+func (o *Options) fill() error {
+	if o.Store == nil {
+		return fmt.Errorf("%w: cluster: Options.Store is required", api.ErrInvalidArgument)
+	}
+	if o.ID == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		o.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = DefaultLeaseTTL
+	}
+	if o.LeaseTTL < 100*time.Millisecond {
+		return fmt.Errorf("%w: cluster: LeaseTTL %v is too short", api.ErrInvalidArgument, o.LeaseTTL)
+	}
+	if o.Tick == 0 {
+		o.Tick = o.LeaseTTL / 10
+	}
+	if o.MovesPerTick == 0 {
+		o.MovesPerTick = DefaultMovesPerTick
+	}
+	if o.Logger == nil {
+		l := zerolog.Nop()
+		o.Logger = &l
+	}
+	return nil
+}
+
+// Node is one server's membership in a cluster: it registers the server,
+// holds and renews its shards' leases, takes over the shards of servers
+// that died, gives shards up when others join, and keeps the routing table
+// (who serves which shard). It is the engine's engine.Shards.
+type Node struct {
+	opts Options
+	st   Store
+	n    int
+	log  zerolog.Logger
+
+	mu   sync.Mutex
+	held map[int]pgstore.Lease
+	// validUntil is when this node's leases may have expired by the
+	// database's clock, as far as this node can tell (its clock, from the
+	// last renewal sent): past it, it serves nothing.
+	validUntil time.Time
+	renewedAt  time.Time
+	table      routing
+
+	eng     Engine
+	fenced  chan int
+	wake    chan struct{}
+	stats   stats
+	stop    chan struct{}
+	done    chan struct{}
+	started atomic.Bool
+	closed  atomic.Bool
+}
+
+// stats count what the node did, for metrics.
+type stats struct {
+	acquired, released, lost, fenced, forwarded, handedBack atomic.Int64
+}
+
+// New returns a node (not yet running: Start).
+func New(opts Options) (*Node, error) {
+	if err := opts.fill(); err != nil {
+		return nil, err
+	}
+	return &Node{opts: opts, st: opts.Store, n: opts.Store.Shards(), log: opts.Logger.With().Str("server", opts.ID).Logger(),
+		held: map[int]pgstore.Lease{}, fenced: make(chan int, 1024), wake: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{})}, nil
+}
+
+// ID is the server's id.
+func (n *Node) ID() string { return n.opts.ID }
+
+// Count is the cluster's shard count (engine.Shards).
+func (n *Node) Count() int { return n.n }
+
+// Of is the shard of a workflow id (engine.Shards).
+func (n *Node) Of(workflowID string) int { return history.ShardOf(workflowID, n.n) }
+
+// Lease returns the fence of a shard this node holds (engine.Shards).
+func (n *Node) Lease(shard int) (history.Fence, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	l, ok := n.held[shard]
+	return l.Fence(), ok
+}
+
+// Fenced is told that a commit was refused by a shard's fence
+// (engine.Shards): the node checks the lease at once and gives the shard
+// up if it moved on.
+func (n *Node) Fenced(shard int, _ int64) {
+	n.stats.fenced.Add(1)
+	select {
+	case n.fenced <- shard:
+	default:
+	}
+	n.poke()
+}
+
+func (n *Node) poke() {
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start registers the server and runs the node's loop in the background
+// until Close: eng is the engine it acquires shards for (opened with this
+// node as its Options.Shards). The first round of acquisitions is done
+// before Start returns, so a lone server serves every shard at once.
+func (n *Node) Start(ctx context.Context, eng Engine) error {
+	n.eng = eng
+	if err := n.st.RegisterServer(ctx, pgstore.ServerInfo{ID: n.opts.ID, Address: n.opts.Address, Version: n.opts.Version,
+		TTL: n.opts.LeaseTTL}); err != nil {
+		return fmt.Errorf("cluster: register server %s: %w", n.opts.ID, err)
+	}
+	n.round(ctx)
+	n.started.Store(true)
+	go n.loop()
+	return nil
+}
+
+func (n *Node) loop() {
+	defer close(n.done)
+	t := time.NewTicker(n.opts.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		case <-n.wake:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), n.opts.LeaseTTL/2)
+		n.round(ctx)
+		cancel()
+	}
+}
+
+// round is one turn of the node's loop: heartbeat, renew, read the table,
+// settle fenced shards, then take or give shards towards this server's
+// share.
+func (n *Node) round(ctx context.Context) {
+	if err := n.st.HeartbeatServer(ctx, n.opts.ID, n.opts.LeaseTTL); err != nil {
+		n.log.Warn().Err(err).Msg("cluster: heartbeat failed")
+	}
+	n.renew(ctx)
+	infos, servers, err := n.read(ctx)
+	if err != nil {
+		n.log.Warn().Err(err).Msg("cluster: cannot read the leases")
+		n.expireIfUnrenewed()
+		return
+	}
+	n.settleFenced(infos)
+	alive := 0
+	for _, s := range servers {
+		if s.Alive {
+			alive++
+		}
+	}
+	share := (n.n + max(alive, 1) - 1) / max(alive, 1)
+	n.takeShare(ctx, infos, share)
+	n.giveExcess(ctx, share)
+}
+
+// read refreshes the routing table from the database.
+func (n *Node) read(ctx context.Context) ([]pgstore.LeaseInfo, []pgstore.ServerInfo, error) {
+	infos, _, err := n.st.Leases(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	servers, err := n.st.Servers(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	n.mu.Lock()
+	n.table = newRouting(infos, servers)
+	n.mu.Unlock()
+	return infos, servers, nil
+}
+
+// renew extends the held leases every LeaseTTL/3; a lease the database no
+// longer gives this node (another took it over) is dropped.
+func (n *Node) renew(ctx context.Context) {
+	n.mu.Lock()
+	due := time.Since(n.renewedAt) >= n.opts.LeaseTTL/3
+	leases := make([]pgstore.Lease, 0, len(n.held))
+	for _, l := range n.held {
+		leases = append(leases, l)
+	}
+	n.mu.Unlock()
+	if !due || len(leases) == 0 {
+		return
+	}
+	sent := time.Now()
+	renewed, err := n.st.RenewLeases(ctx, n.opts.ID, leases, n.opts.LeaseTTL)
+	if err != nil {
+		n.log.Warn().Err(err).Int("shards", len(leases)).Msg("cluster: cannot renew the leases")
+		n.expireIfUnrenewed()
+		return
+	}
+	kept := map[int]pgstore.Lease{}
+	for _, l := range renewed {
+		kept[l.Shard] = l
+	}
+	var lost []int
+	n.mu.Lock()
+	for sh := range n.held {
+		if l, ok := kept[sh]; ok {
+			n.held[sh] = l
+		} else {
+			delete(n.held, sh)
+			lost = append(lost, sh)
+		}
+	}
+	n.renewedAt, n.validUntil = sent, sent.Add(n.opts.LeaseTTL*9/10)
+	n.mu.Unlock()
+	n.drop(lost, "its lease was taken over")
+}
+
+// expireIfUnrenewed stops serving every shard once the leases may have run
+// out: another server may be serving them by now.
+func (n *Node) expireIfUnrenewed() {
+	n.mu.Lock()
+	if len(n.held) == 0 || time.Now().Before(n.validUntil) {
+		n.mu.Unlock()
+		return
+	}
+	lost := make([]int, 0, len(n.held))
+	for sh := range n.held {
+		lost = append(lost, sh)
+	}
+	clear(n.held)
+	n.mu.Unlock()
+	n.drop(lost, "its lease could not be renewed before it ran out")
+}
+
+// settleFenced gives up the fenced shards whose lease moved on.
+func (n *Node) settleFenced(infos []pgstore.LeaseInfo) {
+	for {
+		select {
+		case sh := <-n.fenced:
+			if sh < 0 || sh >= len(infos) {
+				continue
+			}
+			n.mu.Lock()
+			l, ok := n.held[sh]
+			moved := ok && (infos[sh].Owner != n.opts.ID || infos[sh].Epoch != l.Epoch)
+			if moved {
+				delete(n.held, sh)
+			}
+			n.mu.Unlock()
+			if moved {
+				n.drop([]int{sh}, "a commit was fenced: another server holds it")
+			}
+		default:
+			return
+		}
+	}
+}
+
+// drop stops serving shards this node lost (its leases are gone already).
+func (n *Node) drop(shards []int, why string) {
+	if len(shards) == 0 {
+		return
+	}
+	n.eng.Release(shards)
+	n.stats.lost.Add(int64(len(shards)))
+	n.log.Warn().Ints("shards", shards).Msg("cluster: stopped serving shards: " + why)
+}
+
+// takeShare acquires free shards (unowned, or whose lease ran out) until
+// this node holds its share.
+func (n *Node) takeShare(ctx context.Context, infos []pgstore.LeaseInfo, share int) {
+	n.mu.Lock()
+	need := share - len(n.held)
+	n.mu.Unlock()
+	if need <= 0 {
+		return
+	}
+	var got []pgstore.Lease
+	for _, sh := range freeShards(infos) {
+		if len(got) == need {
+			break
+		}
+		l, err := n.st.AcquireShard(ctx, sh, n.opts.ID, n.opts.LeaseTTL)
+		if errors.Is(err, pgstore.ErrLeaseHeld) {
+			continue // another server was quicker
+		}
+		if err != nil {
+			n.log.Warn().Err(err).Int("shard", sh).Msg("cluster: cannot acquire a shard")
+			break
+		}
+		got = append(got, l)
+	}
+	n.serve(ctx, got)
+}
+
+// serve starts serving newly acquired shards: the engine loads their runs.
+func (n *Node) serve(ctx context.Context, got []pgstore.Lease) {
+	if len(got) == 0 {
+		return
+	}
+	shards := make([]int, len(got))
+	n.mu.Lock()
+	for i, l := range got {
+		n.held[l.Shard] = l
+		shards[i] = l.Shard
+	}
+	if n.renewedAt.IsZero() || len(n.held) == len(got) {
+		now := time.Now()
+		n.renewedAt, n.validUntil = now, now.Add(n.opts.LeaseTTL*9/10)
+	}
+	n.mu.Unlock()
+	if err := n.eng.Acquire(ctx, shards); err != nil {
+		n.log.Error().Err(err).Ints("shards", shards).Msg("cluster: cannot load acquired shards; giving them up")
+		n.giveUp(ctx, shards)
+		return
+	}
+	n.stats.acquired.Add(int64(len(shards)))
+	n.log.Info().Ints("shards", shards).Msg("cluster: serving shards")
+}
+
+// giveExcess gives up shards beyond this node's share, a few per tick.
+func (n *Node) giveExcess(ctx context.Context, share int) {
+	n.mu.Lock()
+	excess := min(len(n.held)-share, n.opts.MovesPerTick)
+	var shards []int
+	for sh := range n.held {
+		if len(shards) >= excess {
+			break
+		}
+		shards = append(shards, sh)
+	}
+	n.mu.Unlock()
+	if len(shards) > 0 {
+		n.giveUp(ctx, shards)
+		n.log.Info().Ints("shards", shards).Int("share", share).Msg("cluster: gave shards up for other servers")
+	}
+}
+
+// giveUp stops serving shards and releases their leases, so that another
+// server can take them at once.
+func (n *Node) giveUp(ctx context.Context, shards []int) {
+	n.mu.Lock()
+	leases := make([]pgstore.Lease, 0, len(shards))
+	for _, sh := range shards {
+		if l, ok := n.held[sh]; ok {
+			leases = append(leases, l)
+			delete(n.held, sh)
+		}
+	}
+	n.mu.Unlock()
+	n.eng.Release(shards) // Lease now says no: no new commit; the ones in flight finish
+	if err := n.st.ReleaseLeases(ctx, n.opts.ID, leases); err != nil {
+		n.log.Warn().Err(err).Msg("cluster: cannot release leases; they will run out")
+	}
+	n.stats.released.Add(int64(len(leases)))
+}
+
+// Close gives every shard up (so that the others take them over at once,
+// not after the lease), removes the server from the registry and stops.
+func (n *Node) Close() error {
+	if n.closed.Swap(true) {
+		return nil
+	}
+	close(n.stop)
+	if n.started.Load() {
+		<-n.done
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	n.mu.Lock()
+	shards := make([]int, 0, len(n.held))
+	for sh := range n.held {
+		shards = append(shards, sh)
+	}
+	n.mu.Unlock()
+	if n.eng != nil {
+		n.giveUp(ctx, shards)
+	}
+	return n.st.RemoveServer(ctx, n.opts.ID)
+}
+
+// Held lists the shards this node serves.
+func (n *Node) Held() []int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]int, 0, len(n.held))
+	for sh := range n.held {
+		out = append(out, sh)
+	}
+	return out
+}
+
+// SetAddress sets where the other servers reach this one, once it is
+// known (the API's listener may pick its port); before Start.
+func (n *Node) SetAddress(address string) error {
+	if n.started.Load() {
+		return fmt.Errorf("%w: cluster: SetAddress after Start", api.ErrInvalidArgument)
+	}
+	n.opts.Address = address
+	return nil
+}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/vmihailenco/msgpack/v5"
+
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/engine/machine"
 	"github.com/cairnflow/cairn/history"
@@ -51,8 +53,13 @@ func encodeToken(v any) []byte {
 
 func decodeMsgpack(b []byte, v any) error { return api.UnmarshalMsgpack(b, v) }
 
+// decodeToken reads a task token strictly (msgpack.Unmarshal, not
+// api.UnmarshalMsgpack): a token of another kind — a query task's given
+// where a workflow task's is expected — has another shape and must not
+// read as this one. Tokens do not outlive the engine that issued them (the
+// boot generation), so no token of another version's shape reaches it.
 func decodeToken(b []byte, v any) error {
-	if len(b) == 0 || decodeMsgpack(b, v) != nil {
+	if len(b) == 0 || msgpack.Unmarshal(b, v) != nil {
 		return api.Errorf(api.ErrInvalidArgument, "malformed task token")
 	}
 	return nil

@@ -212,3 +212,18 @@ type Store interface {
 	// either completes or returns ErrClosed having written nothing.
 	Close() error
 }
+
+// RunLister is implemented by stores that can name every run they hold
+// events for. Store reads a run's events only by its name, and the
+// engine's records name runs (their states, in SpaceRunState), but a run
+// whose state record is missing would be invisible through them: a
+// whole-store copy (history/storecopy) lists runs from the events
+// themselves. Both of Cairn's stores implement it.
+type RunLister interface {
+	// Runs returns up to limit runs that have at least one event, in
+	// ascending order of workflow id then run id (bytewise), starting
+	// after the run after names (exclusive) when after is not nil.
+	// limit ≤ 0 means no limit. It returns ErrClosed after Close, or
+	// ctx.Err().
+	Runs(ctx context.Context, after *RunRef, limit int) ([]RunRef, error)
+}

@@ -46,6 +46,7 @@ var notRunWithSuccess = map[string]string{
 	"cairn demo agent":  "minutes of worker processes (test/e2e runs the agent demo)",
 	"cairn bench":       "a benchmark",
 	"cairn bench agent": "a benchmark",
+	"cairn migrate":     "needs PostgreSQL: TestMigrateCommand runs it with --json",
 }
 
 // Every command of the tree prints JSON under --json — its outcome on
@@ -140,6 +141,8 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 		fails(2, "usage", "check"),
 		ok("effects", "doubt", "--data", "@DIR/restored", "--reason", "restored from a snapshot"),
 		fails(2, "usage", "effects", "doubt", "--data", "@DIR/restored"), // no reason
+		fails(2, "usage", "migrate", "--from", "@DIR/restored"),
+		fails(1, "not_found", "migrate", "--from", "@DIR/no-such-dir", "--to", "postgres://127.0.0.1:1/none"),
 
 		fails(1, "invalid_argument", "server", "--data", "@DIR/server", "--listen", "127.0.0.1:0", "--ui-listen", "0.0.0.0:0"), // an open UI needs a token
 		fails(2, "usage", "dev", "--listen", "0.0.0.0:0"),

@@ -20,6 +20,7 @@ import (
 	"github.com/cairnflow/cairn/engine/httpapi"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/history/badgerstore"
+	"github.com/cairnflow/cairn/history/storecopy"
 )
 
 // The operator's commands: an online backup through the running server, a
@@ -161,18 +162,24 @@ does; only then is it moved into DIR. Start the server on DIR to serve it.`,
 
 func checkCommand(g *globals) *cobra.Command {
 	var data string
+	var sf storeFlags
 	cmd := &cobra.Command{
-		Use:   "check --data DIR",
-		Short: "Verify a stopped server's data directory",
+		Use:   "check (--data DIR | --store DIR|URL)",
+		Short: "Verify a stopped server's data directory, or a PostgreSQL store",
 		Long: `Verify a data directory no server is running on: the store's own integrity
 checks (no acknowledged commit lost, logs and tables undamaged), every
 record's checksum, every history contiguous and ending where its run's state
 says, the indexes and current-run pointers, and the effects ledger against
 the histories. Prints what it found. Exit code 0: nothing wrong; 3: damage
-or inconsistency found; 1: the check could not run.`,
+or inconsistency found; 1: the check could not run.
+
+--store takes a data directory or a PostgreSQL URL (postgres://…, with
+--schema when the tables are not in "cairn"); without --data or --store,
+$` + envStore + ` names the store. A PostgreSQL store that cairn migrate copied
+into and did not finish is reported as inconsistent: run the migration again.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			report, err := checkDir(cmd.Context(), data)
+			report, err := checkStoreOrDir(cmd.Context(), data, &sf)
 			if err != nil {
 				return err
 			}
@@ -183,13 +190,54 @@ or inconsistency found; 1: the check could not run.`,
 		},
 	}
 	cmd.Flags().StringVar(&data, "data", "", "the data directory")
-	_ = cmd.MarkFlagRequired("data")
+	sf.add(cmd)
+	cmd.MarkFlagsMutuallyExclusive("data", "store")
 	return cmd
+}
+
+// checkStoreOrDir checks the data directory of --data, or the store of
+// --store (or $CAIRN_STORE): a directory or a PostgreSQL URL.
+func checkStoreOrDir(ctx context.Context, data string, sf *storeFlags) (*checkOutput, error) {
+	spec := data
+	if spec == "" {
+		spec = sf.spec()
+	}
+	switch {
+	case spec == "":
+		return nil, usagef("give the store to check: --data DIR, or --store DIR|URL (or set %s)", envStore)
+	case isPostgresURL(spec):
+		return checkPostgres(ctx, spec, sf.schema)
+	}
+	return checkDir(ctx, spec)
+}
+
+// checkPostgres checks a PostgreSQL store, and that no copy into it was
+// left unfinished.
+func checkPostgres(ctx context.Context, dbURL, schema string) (*checkOutput, error) {
+	st, err := openPostgres(ctx, dbURL, schema)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	out := &checkOutput{URL: redactURL(dbURL), Schema: schema}
+	if out.Copy, err = storecopy.ReadState(ctx, st); err != nil {
+		return nil, err
+	}
+	if out.CheckReport, err = engine.Check(ctx, st); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // checkOutput is what cairn check prints.
 type checkOutput struct {
-	Dir string `json:"dir"`
+	Dir string `json:"dir,omitempty"`
+	// URL (password removed) and Schema name a PostgreSQL store.
+	URL    string `json:"url,omitempty"`
+	Schema string `json:"schema,omitempty"`
+	// Copy is the copy cairn migrate made into the store, if it did: a
+	// copy not verified holds part of its source only.
+	Copy *storecopy.State `json:"copy,omitempty"`
 	// Store is the store's refusal to open, when it refused (then nothing
 	// else could be checked).
 	Store string `json:"store,omitempty"`
@@ -201,7 +249,17 @@ type checkOutput struct {
 	*engine.CheckReport
 }
 
-func (c *checkOutput) ok() bool { return c.Store == "" && c.CheckReport != nil && c.CheckReport.OK() }
+func (c *checkOutput) ok() bool {
+	return c.Store == "" && c.CheckReport != nil && c.CheckReport.OK() && (c.Copy == nil || c.Copy.Verified())
+}
+
+// where names the store checked.
+func (c *checkOutput) where() string {
+	if c.URL != "" {
+		return c.URL + " (schema " + c.Schema + ")"
+	}
+	return c.Dir
+}
 
 // verdict is the command's error: a silent one with exit code 3 when
 // something is wrong (the report said what).
@@ -241,6 +299,19 @@ func checkDir(ctx context.Context, dir string) (*checkOutput, error) {
 	return out, nil
 }
 
+// printCopy says what copy the store holds, if any.
+func (c *checkOutput) printCopy(w io.Writer) {
+	switch {
+	case c.Copy == nil:
+	case c.Copy.Verified():
+		fmt.Fprintf(w, "note: copied from %s by cairn migrate, verified %s\n", c.Copy.Source, c.Copy.VerifiedAt.Format("2006-01-02 15:04:05Z"))
+	default:
+		fmt.Fprintf(w, "INCOMPLETE: the copy from %s that cairn migrate began at %s did not finish: the store holds part of it only\n",
+			c.Copy.Source, c.Copy.Started.Format("2006-01-02 15:04:05Z"))
+		fmt.Fprintln(w, "next: run the same cairn migrate again (it resumes), and serve the store only once it says the copy is verified")
+	}
+}
+
 // print writes the report for people.
 func (c *checkOutput) print(w io.Writer) {
 	if c.Store != "" {
@@ -250,7 +321,8 @@ func (c *checkOutput) print(w io.Writer) {
 	}
 	r := c.CheckReport
 	fmt.Fprintf(w, "checked %s: %d runs (%d open), %d events, %d records, %d ledger entries, %d payload chunks\n",
-		c.Dir, r.Runs, r.OpenRuns, r.Events, r.Records, r.LedgerEntries, r.Chunks)
+		c.where(), r.Runs, r.OpenRuns, r.Events, r.Records, r.LedgerEntries, r.Chunks)
+	c.printCopy(w)
 	for _, l := range c.Losses {
 		fmt.Fprintf(w, "note: data loss accepted at %s: %s\n", l.At.Format("2006-01-02 15:04:05Z"), l.Refused)
 	}
@@ -258,9 +330,12 @@ func (c *checkOutput) print(w io.Writer) {
 		fmt.Fprintf(w, "note: in doubt since %s (%s): the next server start puts the side effects of the open runs in doubt\n",
 			m.At.Format("2006-01-02 15:04:05Z"), m.Describe())
 	}
-	if r.OK() {
+	if r.OK() && c.ok() {
 		fmt.Fprintln(w, "OK: every record's checksum, every history, the run states, indexes, ledger and payload chunks agree")
 		return
+	}
+	if r.OK() {
+		return // an unfinished copy, said above
 	}
 	fmt.Fprintf(w, "%d problems:\n", len(r.Problems))
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairnflow/cairn/internal/pgtest"
 	"github.com/cairnflow/cairn/sdk/client"
 	"github.com/cairnflow/cairn/worker"
 )
@@ -22,7 +23,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("CAIRN_TEST_AS_CAIRN") == "1" {
 		os.Exit(cli(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	pgtest.Main(m) // says in one line when the Postgres tests were skipped
 }
 
 // serverProc is `cairn server` as a process of its own.

@@ -115,8 +115,11 @@ func (s *Server) checkExposure() error {
 // openStore opens the data directory, refusing one that is damaged, or
 // the Postgres store.
 func (s *Server) openStore() error {
-	if s.f.store != "" {
-		return s.openPostgres()
+	if s.postgresURL() != "" {
+		return s.openPostgresStore()
+	}
+	if spec := s.f.spec(); spec != "" {
+		s.f.data = spec // --store DIR is --data DIR
 	}
 	st, err := badgerstore.Open(badgerstore.Options{Dir: s.f.data, Logger: &s.log, AcceptDataLoss: s.f.acceptDataLoss})
 	if errors.Is(err, history.ErrCorrupt) {

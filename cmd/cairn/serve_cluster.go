@@ -14,40 +14,50 @@ import (
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/engine/cluster"
 	"github.com/cairnflow/cairn/history/pgstore"
+	"github.com/cairnflow/cairn/history/storecopy"
 	"github.com/cairnflow/cairn/sdk/client"
-	"github.com/cairnflow/cairn/worker/workercli"
 )
 
-// storeFlags choose the Postgres store and the server's place in its
-// cluster.
-type storeFlags struct {
-	store, schema, advertise, serverID string
-	leaseTTL                           time.Duration
-	shards                             int
+// clusterFlags place a server in the cluster of its Postgres store.
+type clusterFlags struct {
+	advertise, serverID string
+	leaseTTL            time.Duration
+	shards              int
 }
 
-func (f *storeFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.store, "store", workercli.Env("CAIRN_STORE", ""),
-		"PostgreSQL URL (postgres://user@host/db?sslmode=…, libpq parameters) to keep the runs in instead of --data; several servers may share it (CAIRN_STORE)")
-	cmd.Flags().StringVar(&f.schema, "schema", workercli.Env("CAIRN_STORE_SCHEMA", pgstore.DefaultSchema), "schema of Cairn's tables in --store (CAIRN_STORE_SCHEMA)")
+func (f *clusterFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.advertise, "advertise", "", "host:port the other servers of the cluster reach this server's API at (default: the --listen address, when it names a host)")
 	cmd.Flags().StringVar(&f.serverID, "server-id", "", "this server's name in the cluster (default: host, pid and random bits)")
 	cmd.Flags().DurationVar(&f.leaseTTL, "lease-ttl", cluster.DefaultLeaseTTL, "shard lease: how long a dead server's runs wait before another server takes them over")
 	cmd.Flags().IntVar(&f.shards, "shards", pgstore.DefaultShards, "shard count of a new database (fixed once it is created)")
 }
 
-// openPostgres opens the Postgres store of --store.
-func (s *Server) openPostgres() error {
-	if !strings.HasPrefix(s.f.store, "postgres://") && !strings.HasPrefix(s.f.store, "postgresql://") {
-		return usagef("--store %q: give a PostgreSQL URL (postgres://…), or --data DIR for the embedded store", redactURL(s.f.store))
+// postgresURL is the Postgres store --store (or CAIRN_STORE) names, or ""
+// for the embedded store (--data, or --store DIR).
+func (s *Server) postgresURL() string {
+	if spec := s.f.spec(); isPostgresURL(spec) {
+		return spec
 	}
+	return ""
+}
+
+// openPostgresStore opens the Postgres store of --store.
+func (s *Server) openPostgresStore() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	st, err := pgstore.Open(ctx, pgstore.Options{URL: s.f.store, Schema: s.f.schema, Shards: s.f.shards})
+	st, err := openPostgresShards(ctx, s.postgresURL(), s.f.schema, s.f.shards)
 	if err != nil {
-		return fmt.Errorf("--store %s: %w", redactURL(s.f.store), err)
+		return fmt.Errorf("--store %s: %w", redactURL(s.postgresURL()), err)
 	}
 	s.pg = st
+	// A copy from a data directory (cairn migrate) that did not finish holds
+	// part of the runs and of the effects ledger: serving it could pay twice.
+	if cp, err := storecopy.ReadState(ctx, st); err != nil {
+		return err
+	} else if cp != nil && !cp.Verified() {
+		return fmt.Errorf("%w: --store %s holds a copy of %s that did not finish (cairn migrate, started %s): run cairn migrate again to finish it",
+			api.ErrInvalidArgument, redactURL(s.postgresURL()), cp.Source, cp.Started.Format(time.RFC3339))
+	}
 	return nil
 }
 
@@ -97,18 +107,6 @@ func advertised(flag, listening string) (string, error) {
 		return "", usagef("--listen %s names no host the other servers can reach: give --advertise host:port", listening)
 	}
 	return listening, nil
-}
-
-// redactURL hides a URL's password.
-func redactURL(s string) string {
-	if i := strings.Index(s, "@"); i > 0 {
-		if j := strings.Index(s, "://"); j > 0 && j < i {
-			if k := strings.LastIndex(s[j+3:i], ":"); k >= 0 {
-				return s[:j+3+k] + ":xxxxx" + s[i:]
-			}
-		}
-	}
-	return s
 }
 
 // clusterCollector exposes a node's counters and shards as metrics.

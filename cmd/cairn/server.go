@@ -18,6 +18,7 @@ import (
 
 type serverFlags struct {
 	storeFlags
+	clusterFlags
 
 	data, listen, uiListen, tokenFile, tlsCert, tlsKey, logLevel, pricing string
 	acceptDataLoss                                                        bool
@@ -57,6 +58,7 @@ the network.`,
 	}
 	cmd.Flags().StringVar(&f.data, "data", "./cairn-data", "data directory (the embedded Badger store)")
 	f.storeFlags.add(cmd)
+	f.clusterFlags.add(cmd)
 	cmd.Flags().StringVar(&f.listen, "listen", DefaultAddress, "listen address of the API (workers and the CLI)")
 	cmd.Flags().StringVar(&f.uiListen, "ui-listen", DefaultUIListen, `listen address of the web UI ("off": none)`)
 	cmd.Flags().StringVar(&f.tokenFile, "token-file", "", "file holding the bearer token (default: CAIRN_TOKEN)")

@@ -97,9 +97,13 @@ func reasonCommand(g *globals, verb, short, done string, act func(c client.Clien
 	return cmd
 }
 
-// silentError fails a command whose output already said why (exit 1,
-// nothing more printed).
+// silentError fails a command whose output already said why (nothing
+// more printed; exit 1, or the exit code of the error it wraps: 3 for a
+// corruptError).
 type silentError struct{ error }
+
+// Unwrap lets exitCode see the wrapped error.
+func (e silentError) Unwrap() error { return e.error }
 
 func wfResult(g *globals) *cobra.Command {
 	var run string

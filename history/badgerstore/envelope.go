@@ -18,7 +18,8 @@ import (
 // envelope (history.EncodeEvent), which names the event id.
 //
 // The envelope is history's (history.SealRecord): a record's Badger key is
-// its history.RecordID, so every store seals the same bytes.
+// its history.RecordID, so every store seals the same bytes
+// (history.RecordEnvelopeLen bytes in front of the value).
 
 // castagnoli is the CRC32C table of the store's own files (hwm.go).
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

@@ -42,10 +42,12 @@ const (
 	OpLastEventID
 	OpGet
 	OpScan
+	// OpRuns is history.RunLister's Runs.
+	OpRuns
 	opCount
 )
 
-var opNames = [opCount]string{"?", "Commit", "ReadEvents", "Events", "LastEventID", "Get", "Scan"}
+var opNames = [opCount]string{"?", "Commit", "ReadEvents", "Events", "LastEventID", "Get", "Scan", "Runs"}
 
 // String returns the method's name.
 func (o Op) String() string {
@@ -137,7 +139,10 @@ type Store struct {
 	killed error // set by Kill: every call fails with it
 }
 
-var _ history.Store = (*Store)(nil)
+var (
+	_ history.Store     = (*Store)(nil)
+	_ history.RunLister = (*Store)(nil)
+)
 
 // New wraps inner.
 func New(inner history.Store) *Store { return &Store{inner: inner} }
@@ -323,6 +328,20 @@ func (s *Store) Scan(ctx context.Context, space history.Space, opts history.Scan
 		return nil, fault(r, c)
 	}
 	return s.inner.Scan(ctx, space, opts)
+}
+
+// Runs implements history.RunLister when the wrapped store does; when it
+// does not, Runs returns an error wrapping errors.ErrUnsupported.
+func (s *Store) Runs(ctx context.Context, after *history.RunRef, limit int) ([]history.RunRef, error) {
+	c := &Call{Op: OpRuns}
+	if r := s.decide(c); r != nil {
+		return nil, fault(r, c)
+	}
+	rl, ok := s.inner.(history.RunLister)
+	if !ok {
+		return nil, fmt.Errorf("faultstore: the wrapped %T cannot list its runs: %w", s.inner, errors.ErrUnsupported)
+	}
+	return rl.Runs(ctx, after, limit)
 }
 
 // Close implements history.Store; it closes the wrapped store.

@@ -71,6 +71,7 @@ func Run(t *testing.T, h Harness) {
 		{"Chunks", testChunks},
 		{"Scan", testScan},
 		{"ScanIndexKeys", testScanIndexKeys},
+		{"Runs", testRuns},
 		{"Invalid", testInvalid},
 		{"ContextCanceled", testContextCanceled},
 		{"Close", testClose},

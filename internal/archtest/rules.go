@@ -128,6 +128,9 @@ var Rules = []Rule{
 				"engine/internal", "os", "net", "syscall", "io/fs", "database", "github.com/jackc")(imp) ||
 				(ours(imp) && !is("history", "engine/api", "converter")(imp) && !under("engine/machine")(imp))
 		}},
+	{Name: "the store copy is written against history.Store only (it links no store)",
+		Applies:   is("history/storecopy"),
+		Forbidden: func(imp string) bool { return ours(imp) && imp != "history" }},
 }
 
 // Check returns every import of pkgs that breaks a rule.

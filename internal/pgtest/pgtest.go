@@ -193,13 +193,21 @@ func redacted() string {
 // packages print), once per go test run however many packages skip.
 func Main(m *testing.M) {
 	code := m.Run()
+	Done()
+	os.Exit(code)
+}
+
+// Done is what Main does once the tests ran, for a TestMain that hands
+// its tests to another kit's Main (testkit.Main(m, pgtest.Done)): the
+// line saying the Postgres suites were skipped, if they were, and the
+// connection closed.
+func Done() {
 	if skipped.Load() {
 		note(fmt.Sprintf("cairn: Postgres not reachable at %s — skipped the Postgres suites (set %s)\n", redacted(), EnvURL))
 	}
 	if admin != nil {
 		admin.Close()
 	}
-	os.Exit(code)
 }
 
 // errNoted: the line was printed already in this go test run.

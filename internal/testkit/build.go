@@ -33,7 +33,10 @@ var builds struct {
 //		}
 //		testkit.Main(m)
 //	}
-func Main(m *testing.M) {
+//
+// after, if given, run once the tests ran, before the exit (another kit's
+// own end: testkit.Main(m, pgtest.Done)).
+func Main(m *testing.M, after ...func()) {
 	builds.mainRan.Store(true)
 	code := m.Run()
 	builds.mu.Lock()
@@ -41,6 +44,9 @@ func Main(m *testing.M) {
 		_ = os.RemoveAll(builds.dir)
 	}
 	builds.mu.Unlock()
+	for _, f := range after {
+		f()
+	}
 	os.Exit(code)
 }
 

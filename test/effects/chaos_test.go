@@ -41,6 +41,9 @@ import (
 //
 // CAIRN_EFFECTS_SEED=N replays a campaign's faults (the processes'
 // timing is not replayable; the fault schedule is).
+// CAIRN_EFFECTS_SOAK_KEEP=DIR keeps the campaign's data directory, once
+// checked, as DIR/data (`cairn migrate` moves such a directory into
+// PostgreSQL: docs/scale-out.md).
 func TestChaosSoak(t *testing.T) {
 	cfg := soakConfig(t)
 	t.Logf("chaos soak: seed %d, at least %d kills and %d freezes (CAIRN_EFFECTS_SEED=%d replays the faults)", cfg.seed, cfg.kills, cfg.freezes, cfg.seed)
@@ -50,6 +53,14 @@ func TestChaosSoak(t *testing.T) {
 	t.Logf("figures: %s", f)
 	if path := os.Getenv("CAIRN_EFFECTS_SOAK_FIGURES"); path != "" {
 		_ = os.WriteFile(path, []byte(f.String()+"\n"), 0o644)
+	}
+	if keep := os.Getenv("CAIRN_EFFECTS_SOAK_KEEP"); keep != "" {
+		// check stopped the server: the directory is at rest.
+		if err := os.CopyFS(filepath.Join(keep, "data"), os.DirFS(filepath.Join(s.dir, "data"))); err != nil {
+			t.Errorf("keep the data directory: %v", err)
+		} else {
+			t.Logf("kept the data directory in %s", filepath.Join(keep, "data"))
+		}
 	}
 	var problems []string
 	for _, c := range []struct {

@@ -137,3 +137,67 @@ func TestRunStateReadsMapEncoding(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordsOfTheLastShapeRead: a run state and a list index entry
+// written before the last field of their struct was appended (an engine
+// of the previous version) still decode, their new fields zero; the
+// library alone refuses an array of another length.
+func TestRecordsOfTheLastShapeRead(t *testing.T) {
+	st := &machine.RunState{WorkflowID: "wf", RunID: "r1", WorkflowType: "W", TaskQueue: "q", Status: api.StatusRunning, NextEventID: 7}
+	old, err := api.MarshalMsgpack(withoutLastField(t, st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := msgpack.Unmarshal(old, new(machine.RunState)); err == nil {
+		t.Fatal("the library read a shorter array: this test tests nothing")
+	}
+	got, err := decodeState(old)
+	if err != nil {
+		t.Fatalf("a run state of the previous shape: %v", err)
+	}
+	if !reflect.DeepEqual(got, st) {
+		t.Fatalf("a run state of the previous shape decodes to %+v, want %+v", got, st)
+	}
+
+	pause := &api.PauseInfo{ScheduledEventID: 3, ActivityType: "SendPayment", Kind: api.PauseOutcomeUnknown}
+	info := &api.WorkflowInfo{WorkflowID: "wf", RunID: "r1", Status: api.StatusPaused}
+	entry := withoutLastField(t, info)
+	reflect.ValueOf(entry).Elem().FieldByName("Pause").Set(reflect.ValueOf(withoutLastField(t, pause)))
+	b, err := api.MarshalMsgpack(entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotInfo api.WorkflowInfo
+	if err := decodeMsgpack(b, &gotInfo); err != nil || gotInfo.WorkflowID != "wf" || gotInfo.Pause == nil || gotInfo.Pause.ActivityType != "SendPayment" {
+		t.Fatalf("an index entry of the previous shape: %+v %v", gotInfo, err)
+	}
+}
+
+// withoutLastField returns a pointer to a struct holding v's encoded
+// fields but its last: v as the previous version of its type encoded it.
+// A field whose type is a pointer to a struct is kept as any (to be set).
+func withoutLastField[T any](t *testing.T, v *T) any {
+	t.Helper()
+	src := reflect.ValueOf(v).Elem()
+	var fields []reflect.StructField
+	var from []int
+	for i := range src.NumField() {
+		f := src.Type().Field(i)
+		if !f.IsExported() || f.Tag.Get("msgpack") == "-" {
+			continue
+		}
+		if f.Type.Kind() == reflect.Pointer && f.Type.Elem().Kind() == reflect.Struct {
+			f.Type = reflect.TypeFor[any]()
+		}
+		fields = append(fields, reflect.StructField{Name: f.Name, Type: f.Type, Tag: f.Tag})
+		from = append(from, i)
+	}
+	fields, from = fields[:len(fields)-1], from[:len(from)-1]
+	out := reflect.New(reflect.StructOf(fields))
+	for j, i := range from {
+		if fv := src.Field(i); !(fv.Kind() == reflect.Pointer && fv.IsNil()) {
+			out.Elem().Field(j).Set(fv)
+		}
+	}
+	return out.Interface()
+}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -218,6 +219,7 @@ func (e *Engine) CountWorkflows(ctx context.Context, req *api.CountWorkflowsRequ
 	// only a type filter needs the entry's value decoded.
 	prefix := history.Key().Str("s").Bytes()
 	var counts [16]int64
+	paused := map[string]int64{} // by what they wait for: their entries are decoded (few runs wait for a person)
 	resp := &api.CountWorkflowsResponse{}
 	var after []byte
 	const batch = 1000
@@ -234,12 +236,15 @@ func (e *Engine) CountWorkflows(ctx context.Context, req *api.CountWorkflowsRequ
 			kr := history.ReadKey(r.Key)
 			kr.Str() // "s"
 			status := api.Status(kr.Int())
-			if req.WorkflowType != "" {
+			if req.WorkflowType != "" || status == api.StatusPaused {
 				info, ok := e.listEntry(r, filter)
 				if !ok {
 					continue
 				}
 				status = info.Status
+				if status == api.StatusPaused && info.Pause != nil {
+					paused[info.Pause.Kind]++
+				}
 			}
 			resp.Total++
 			if int(status) < len(counts) {
@@ -254,6 +259,9 @@ func (e *Engine) CountWorkflows(ctx context.Context, req *api.CountWorkflowsRequ
 		if n > 0 {
 			resp.ByStatus = append(resp.ByStatus, api.StatusCount{Status: api.Status(s), Count: n})
 		}
+	}
+	for _, kind := range slices.Sorted(maps.Keys(paused)) {
+		resp.Paused = append(resp.Paused, api.PauseCount{Kind: kind, Count: paused[kind]})
 	}
 	return resp, nil
 }

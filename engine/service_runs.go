@@ -240,7 +240,10 @@ func (e *Engine) describeRun(ctx context.Context, req *api.DescribeWorkflowReque
 	} else if wu != nil {
 		resp.WorkflowUsage = e.opts.Pricing.Summarize(wu.Total, wu.ByModel, wu.Calls)
 	}
-	if p := resp.Info.Pause; p != nil {
+	if err := e.describeApprovals(ctx, st, resp); err != nil {
+		return nil, err
+	}
+	if p := resp.Info.Pause; p != nil && p.Kind != api.PauseApproval {
 		// The paused action's arguments, for the person deciding.
 		if evs, err := e.store.ReadEvents(ctx, st.Ref(), p.ScheduledEventID, 1); err == nil && len(evs) == 1 {
 			if s, ok := evs[0].Attrs.(*history.ActivityScheduled); ok {
@@ -252,7 +255,7 @@ func (e *Engine) describeRun(ctx context.Context, req *api.DescribeWorkflowReque
 }
 
 func describe(st *machine.RunState) *api.DescribeWorkflowResponse {
-	resp := &api.DescribeWorkflowResponse{Info: *summary(st), CancelRequested: st.CancelRequested}
+	resp := &api.DescribeWorkflowResponse{Info: *summary(st), CancelRequested: st.CancelRequested, PendingApprovals: pendingApprovals(st)}
 	for _, id := range sortedKeys(st.Activities) {
 		a := st.Activities[id]
 		state := a.State
@@ -403,8 +406,12 @@ func (e *Engine) ListWorkflows(ctx context.Context, req *api.ListWorkflowsReques
 		size = 100
 	}
 	prefix := history.Key().Str("a").Bytes()
-	if req.Status != api.StatusUnspecified {
-		prefix = history.Key().Str("s").Int(int64(req.Status)).Bytes()
+	status := req.Status
+	if status == api.StatusUnspecified && req.PauseKind != "" {
+		status = api.StatusPaused // only paused runs wait for anything
+	}
+	if status != api.StatusUnspecified {
+		prefix = history.Key().Str("s").Int(int64(status)).Bytes()
 	}
 	resp := &api.ListWorkflowsResponse{}
 	// One damaged index entry does not fail the list: it is listed from
@@ -557,6 +564,9 @@ func damagedListEntry(key []byte) *api.WorkflowInfo {
 // listMatches applies a list request's filters (all but Status, which
 // selects the index).
 func listMatches(info *api.WorkflowInfo, req *api.ListWorkflowsRequest) bool {
+	if !matchesPause(info, req.PauseKind) {
+		return false
+	}
 	if req.WorkflowType != "" && info.WorkflowType != req.WorkflowType {
 		return false
 	}

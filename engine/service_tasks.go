@@ -51,10 +51,15 @@ func encodeToken(v any) []byte {
 	return b
 }
 
-func decodeMsgpack(b []byte, v any) error { return msgpack.Unmarshal(b, v) }
+func decodeMsgpack(b []byte, v any) error { return api.UnmarshalMsgpack(b, v) }
 
+// decodeToken reads a task token strictly (msgpack.Unmarshal, not
+// api.UnmarshalMsgpack): a token of another kind — a query task's given
+// where a workflow task's is expected — has another shape and must not
+// read as this one. Tokens do not outlive the engine that issued them (the
+// boot generation), so no token of another version's shape reaches it.
 func decodeToken(b []byte, v any) error {
-	if len(b) == 0 || decodeMsgpack(b, v) != nil {
+	if len(b) == 0 || msgpack.Unmarshal(b, v) != nil {
 		return api.Errorf(api.ErrInvalidArgument, "malformed task token")
 	}
 	return nil
@@ -235,7 +240,7 @@ func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *api.CompleteWork
 		}
 		tr := x.edit(entry)
 		wc := machine.WFTCompletion{Commands: req.Commands, StickyQueue: req.StickyQueue, Identity: req.Identity,
-			Declarations: e.scheduleDeclarations(tr.st, req.Commands)}
+			Declarations: e.approvalDeclarations(tr.st, req.Commands, e.scheduleDeclarations(tr.st, req.Commands))}
 		wc.ChildRefused, wc.SignalDelivered = x.probeTargets(ctx, req.Commands)
 		out, err := e.m.CompleteWFT(tr.st, wc, x.now)
 		if errors.Is(err, machine.ErrUnhandledEvents) {

@@ -26,17 +26,31 @@ func (e *Engine) GetTranscript(ctx context.Context, req *api.GetTranscriptReques
 	if err != nil {
 		return nil, err
 	}
-	evs, err := e.readEvents(ctx, st.Ref(), 1, int(st.NextEventID-1))
+	b, err := e.transcript(ctx, st)
 	if err != nil {
-		return nil, err
-	}
-	b := transcriptBuilder{ctx: ctx, src: chunkSource{e}, st: st, emitted: map[string]bool{}, tools: map[string]*api.ToolCallInfo{},
-		toolBySched: map[int64]*api.ToolCallInfo{}, calls: map[int64]*api.ModelCallInfo{}}
-	if err := b.build(ctx, evs); err != nil {
 		return nil, err
 	}
 	return &api.GetTranscriptResponse{RunID: st.RunID, Status: st.EffectiveStatus(), Items: b.items,
 		Usage: *st.UsageSummary(e.opts.Pricing), Budget: st.BudgetStatus(), Ignored: b.ignored}, nil
+}
+
+// transcript lays out the conversation of st's run from its history.
+func (e *Engine) transcript(ctx context.Context, st *machine.RunState) (*transcriptBuilder, error) {
+	evs, err := e.readEvents(ctx, st.Ref(), 1, int(st.NextEventID-1))
+	if err != nil {
+		return nil, err
+	}
+	b := &transcriptBuilder{ctx: ctx, src: chunkSource{e}, st: st, emitted: map[string]bool{}, tools: map[string]*api.ToolCallInfo{},
+		toolBySched: map[int64]*api.ToolCallInfo{}, calls: map[int64]*api.ModelCallInfo{}}
+	if err := b.build(ctx, evs); err != nil {
+		return nil, err
+	}
+	for key, t := range b.tools {
+		if t.ScheduledEventID == 0 { // no activity (yet): the class its tool is declared with
+			e.toolEffect(st, key, t)
+		}
+	}
+	return b, nil
 }
 
 type transcriptBuilder struct {
@@ -69,7 +83,15 @@ func (b *transcriptBuilder) build(ctx context.Context, evs []history.Event) erro
 			} else if strings.HasPrefix(a.ActivityID, history.ToolActivityPrefix) {
 				t := b.tool(strings.TrimPrefix(a.ActivityID, history.ToolActivityPrefix))
 				t.ScheduledEventID, t.Effect, t.IdempotencyKey, t.State = ev.ID, a.Effect, a.IdempotencyKey, api.CallScheduled
+				t.EffectKnown = true
 				b.toolBySched[ev.ID] = t
+			}
+		case *history.ActivityKeyed: // the declaration of the worker that ran it applied: its class and key
+			if t := b.toolBySched[a.ScheduledEventID]; t != nil {
+				t.Effect = a.Effect
+				if a.IdempotencyKey != "" {
+					t.IdempotencyKey = a.IdempotencyKey
+				}
 			}
 		case *history.ActivityCompleted:
 			b.closed(a.ScheduledEventID, api.CallCompleted, a.Usage, nil, a.Result)

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/vmihailenco/msgpack/v5"
-
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/engine/machine"
 	"github.com/cairnflow/cairn/history"
@@ -46,7 +44,7 @@ func encodeState(st *machine.RunState) ([]byte, error) {
 
 func decodeState(b []byte) (*machine.RunState, error) {
 	st := new(machine.RunState)
-	if err := msgpack.Unmarshal(b, st); err != nil {
+	if err := api.UnmarshalMsgpack(b, st); err != nil { // a state written before a field was appended reads too
 		return nil, fmt.Errorf("%w: %w: run state: %w", api.ErrInternal, history.ErrCorrupt, err)
 	}
 	return st, nil
@@ -153,7 +151,7 @@ func (x *txn) index(tr *txnRun) error {
 			history.Record{Space: history.SpaceCurrentRun, Key: curKey(st.WorkflowID), Value: []byte(st.RunID)},
 			history.Record{Space: history.SpaceIndex, Key: indexOpenKey(ref)})
 	}
-	if oldStatus == newStatus && !tr.created && !countsChanged(tr.before, st) {
+	if oldStatus == newStatus && !tr.created && !countsChanged(tr.before, st) && !pauseChanged(tr.before, st) {
 		return nil
 	}
 	info, err := api.MarshalMsgpack(summary(st))
@@ -190,11 +188,13 @@ func summary(st *machine.RunState) *api.WorkflowInfo {
 	if a := st.Paused(); a != nil {
 		info.Pause = &api.PauseInfo{ScheduledEventID: a.ScheduledEventID, ActivityID: a.ActivityID, ActivityType: a.ActivityType,
 			IdempotencyKey: a.IdempotencyKey, Attempt: a.Attempt, Reason: a.UnknownReason, Since: a.UnknownSince,
-			Kind: api.PauseOutcomeUnknown}
+			Kind: api.PauseOutcomeUnknown, Effect: a.Effect, EffectKnown: true}
 	} else if held := st.Held(); len(held) > 0 && st.Status.Open() {
 		a := held[0]
 		info.Pause = &api.PauseInfo{ScheduledEventID: a.ScheduledEventID, ActivityID: a.ActivityID, ActivityType: a.ActivityType,
-			Attempt: a.Attempt, Reason: a.HeldReason, Since: a.HeldSince, Kind: api.PauseBudget}
+			Attempt: a.Attempt, Reason: a.HeldReason, Since: a.HeldSince, Kind: api.PauseBudget, Effect: a.Effect, EffectKnown: true}
+	} else if len(st.Approvals) > 0 && st.Status.Open() {
+		info.Pause = approvalPause(st, st.Approvals[0])
 	}
 	return info
 }

@@ -329,8 +329,9 @@ const (
 	// ToolActivityPrefix starts the activity id of a tool call:
 	// "tool:" + ToolCallKey.
 	ToolActivityPrefix = "tool:"
-	// MarkerApprovalRequested is recorded (id: ToolCallKey) when a
-	// tool call starts waiting for a person's approval.
+	// MarkerApprovalRequested is recorded (id: ToolCallKey; data: an
+	// ApprovalRequest) when a tool call starts waiting for a person's
+	// approval.
 	MarkerApprovalRequested = "cairn.agent.approval-requested"
 	// MarkerApprovalDecided records the decision (data: an Approval).
 	MarkerApprovalDecided = "cairn.agent.approval-decided"

@@ -39,7 +39,9 @@ run answers at once and whose second waits for a question:
   cairn workflow signal assistant-INV-5 --name ask --input '"Can we pay INV-7?"'
 
 and a third assistant run, assistant-INV-8, allowed one model call: it
-pauses on its budget until you raise it (cairn workflow budget, or the UI).`,
+pauses on its budget until you raise it (cairn workflow budget, or the UI);
+and the accounts-payable agent (demo/payables), pay-INV-9, whose payment
+waits for a person's approval (cairn workflow approve|reject, or the UI).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.data == "" {
@@ -100,6 +102,8 @@ func devBanner(g *globals, f serverFlags, apiAddr, uiURL string, withDemo bool) 
 		fmt.Fprintf(w, "             %-16s cairn workflow signal %s --name %s --input '\"Can we pay INV-7?\"' --address %s\n", "", assistantID, demo.AskSignal, apiAddr)
 		fmt.Fprintf(w, "             %-16s an agent allowed one model call: paused on its budget until you raise it:\n", budgetID)
 		fmt.Fprintf(w, "             %-16s cairn workflow budget %s --max-turns 4 --reason \"worth finishing\" --address %s\n", "", budgetID, apiAddr)
+		fmt.Fprintf(w, "             %-16s the accounts-payable agent: its payment waits for your approval (Paused page):\n", approvalID)
+		fmt.Fprintf(w, "             %-16s cairn workflow approve %s --reason \"INV-9 checked\" --address %s\n", "", approvalID, apiAddr)
 	}
 	fmt.Fprintf(w, "\nCtrl-C stops it.\n")
 }
@@ -153,8 +157,13 @@ func demoActors(eng *engine.Engine, data string) ([]actor, error) {
 		_ = model.Close()
 		return nil, err
 	}
+	approvals, err := payablesActor(c, data)
+	if err != nil {
+		_ = model.Close()
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return []actor{{
+	return []actor{approvals, {
 		run: func() error {
 			for _, r := range devRuns {
 				_, err := c.StartWorkflow(ctx, client.StartOptions{ID: r.id, TaskQueue: r.queue, ReusePolicy: api.RejectDuplicate}, demo.PayInvoice, r.inv)

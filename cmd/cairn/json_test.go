@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/cairnflow/cairn/cmd/cairn/internal/demo"
 	"github.com/cairnflow/cairn/engine"
@@ -109,6 +110,10 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 		{args: []string{"workflow", "resolve", "pay-1", "--not-happened", "--reason", "not at the provider"}, srv: "paused"},
 		fails(1, "not_found", "workflow", "resolve", "nobody", "--not-happened", "--reason", "test"),
 		fails(2, "usage", "workflow", "resolve", "hold-3", "--reason", "no verdict"),
+		{args: []string{"workflow", "approve", "agent-1", "--call", "call_1", "--by", "ada"}, srv: "paused"},
+		fails(1, "invalid_argument", "workflow", "approve", "hold-3", "--by", "ada"),
+		{args: []string{"workflow", "reject", "agent-1", "--call", "call_2", "--by", "ada", "--reason", "no"}, srv: "paused"},
+		fails(2, "usage", "workflow", "reject", "hold-3", "--by", "ada"),
 
 		ok("task-queue"),
 		ok("task-queue", "describe", testQueue),
@@ -290,7 +295,34 @@ func pausedServer(t *testing.T) *testServer {
 	if err != nil || d.Info.Status != api.StatusPaused {
 		t.Fatalf("pay-1: %+v %v, want it paused", d, err)
 	}
+	awaitingAgent(t, s, "agent-1", "call_1", "call_2")
 	return s
+}
+
+// awaitingAgent starts a run id whose agent awaits approval of calls, its
+// approval markers recorded as sdk/agent records them (no worker runs it).
+func awaitingAgent(t *testing.T, s *testServer, id string, calls ...string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.eng.StartWorkflow(ctx, &api.StartWorkflowRequest{WorkflowID: id, WorkflowType: "Agent", TaskQueue: "raw-agents"}); err != nil {
+		t.Fatal(err)
+	}
+	wft, err := s.eng.PollWorkflowTask(ctx, &api.PollWorkflowTaskRequest{TaskQueue: "raw-agents", Identity: "w"})
+	if err != nil || wft.Task == nil {
+		t.Fatalf("poll: %+v %v", wft, err)
+	}
+	var cmds []api.Command
+	for _, c := range calls {
+		b, err := msgpack.Marshal(&history.ApprovalRequest{CallID: c, Tool: "SendPayment", Arguments: `{"invoice":"INV-9"}`, Signal: "approve"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, api.Command{Type: api.CommandRecordMarker, RecordMarker: &api.RecordMarkerCommand{Name: history.MarkerApprovalRequested,
+			ID: "1:" + c, Data: history.Payload{Encoding: "msgpack", Data: b}}})
+	}
+	if _, err := s.eng.CompleteWorkflowTask(ctx, &api.CompleteWorkflowTaskRequest{TaskToken: wft.Task.TaskToken, Identity: "w", Commands: cmds}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // demoHistory runs the demo's PayInvoice (a built-in workflow, which

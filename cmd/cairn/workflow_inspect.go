@@ -90,18 +90,13 @@ func printDescribe(g *globals, w io.Writer, out describeOut) {
 	if p := i.Pause; p != nil && p.Kind == api.PauseBudget {
 		fmt.Fprintf(w, "\nPAUSED: %s is held since %s\n  reason: %s\n  raise:  cairn workflow budget %s --max-tokens N | --max-cost USD | --max-turns N --reason WHY\n  or:     cairn workflow budget %s --stop --reason WHY\n",
 			p.ActivityType, relative(p.Since, now), p.Reason, i.WorkflowID, i.WorkflowID)
-	} else if p != nil {
+	} else if p != nil && p.Kind != api.PauseApproval {
 		fmt.Fprintf(w, "\nPAUSED on %s (activity %s, event %d, attempt %d) since %s\n  reason: %s\n  args:   %s\n  key:    %s\n  resolve: cairn workflow resolve %s --happened [--result JSON] | --not-happened | --fail --reason WHY\n",
 			p.ActivityType, p.ActivityID, p.ScheduledEventID, p.Attempt, relative(p.Since, now), p.Reason, view.PayloadText(p.Input),
 			p.IdempotencyKey, i.WorkflowID)
 	}
+	printApprovals(w, d, now)
 	printUsage(w, d)
-	if i.Duplicates > 0 || i.EffectConflicts > 0 {
-		fmt.Fprintf(w, "\n%s: see cairn effects list --workflow %s --duplicates\n", g.effectFlag(&i), i.WorkflowID)
-	}
-	for _, r := range d.EffectReports {
-		printReport(g, w, r)
-	}
 	if i.Duplicates > 0 || i.EffectConflicts > 0 {
 		fmt.Fprintf(w, "\n%s: see cairn effects list --workflow %s --duplicates\n", g.effectFlag(&i), i.WorkflowID)
 	}

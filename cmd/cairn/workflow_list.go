@@ -14,14 +14,15 @@ import (
 
 // listFilter holds the filter flags list and count share.
 type listFilter struct {
-	status, typ, idPrefix, after, before string
-	corrupt                              bool
+	status, typ, idPrefix, after, before, pause string
+	corrupt                                     bool
 }
 
 func (lf *listFilter) flags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&lf.status, "status", "", "only runs with this status (running, paused, completed, failed, canceled, terminated, timed_out, continued_as_new)")
 	f.BoolVar(&lf.corrupt, "corrupt", false, "only runs quarantined because their stored data is damaged")
+	f.StringVar(&lf.pause, "pause", "", "only paused runs waiting for this: approval (an agent's tool call), outcome_unknown, budget")
 	lf.filterFlags(cmd)
 }
 
@@ -36,7 +37,12 @@ func (lf *listFilter) filterFlags(cmd *cobra.Command) {
 
 // request builds the list request of the filter flags.
 func (lf *listFilter) request(now time.Time) (*api.ListWorkflowsRequest, error) {
-	req := &api.ListWorkflowsRequest{WorkflowType: lf.typ, WorkflowIDPrefix: lf.idPrefix, Corrupt: lf.corrupt}
+	req := &api.ListWorkflowsRequest{WorkflowType: lf.typ, WorkflowIDPrefix: lf.idPrefix, Corrupt: lf.corrupt, PauseKind: lf.pause}
+	switch lf.pause {
+	case "", api.PauseApproval, api.PauseOutcomeUnknown, api.PauseBudget:
+	default:
+		return nil, usagef("--pause %q: want approval, outcome_unknown or budget", lf.pause)
+	}
 	if lf.status != "" {
 		s, ok := api.ParseStatus(lf.status)
 		if !ok {
@@ -75,7 +81,7 @@ func wfList(g *globals) *cobra.Command {
 	var limit int
 	var page string
 	cmd := &cobra.Command{
-		Use:   "list [--status S] [--type T] [--id-prefix P] [--started-after T] [--started-before T] [--corrupt]",
+		Use:   "list [--status S] [--pause KIND] [--type T] [--id-prefix P] [--started-after T] [--started-before T] [--corrupt]",
 		Short: "List runs, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -128,6 +134,8 @@ func printList(g *globals, w io.Writer, resp *api.ListWorkflowsResponse) {
 		switch {
 		case wi.Corrupt != "":
 			note = "CORRUPT: " + abbreviate(wi.Corrupt, 60)
+		case wi.Pause != nil && wi.Pause.Kind == api.PauseApproval:
+			note = approvalNote(&wi)
 		case wi.Pause != nil && wi.Pause.Kind == api.PauseBudget:
 			note = abbreviate(wi.Pause.Reason, 60) + "; waits for: cairn workflow budget " + wi.WorkflowID
 		case wi.Pause != nil:
@@ -173,6 +181,9 @@ func wfCount(g *globals) *cobra.Command {
 				}
 				if len(rows) > 0 {
 					table(w, []string{"STATUS", "RUNS"}, rows)
+				}
+				for _, p := range resp.Paused {
+					fmt.Fprintf(w, "  paused on %s: %d\n", pauseKindText(p.Kind), p.Count)
 				}
 			})
 		},

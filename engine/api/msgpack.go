@@ -9,11 +9,13 @@ import (
 
 // MarshalMsgpack encodes v the way the API travels and the engine stores
 // its records: structs as msgpack arrays of their fields in declaration
-// order, not maps keyed by field name. Decoding (msgpack.Unmarshal) accepts
+// order, not maps keyed by field name. Decoding (UnmarshalMsgpack) accepts
 // both forms, so data written as maps by earlier versions still reads.
 //
 // Arrays are positional: a field of a type encoded this way may be added
-// only at the end of its struct, never removed, reordered or retyped.
+// only at the end of its struct, never removed, reordered or retyped, and
+// what decodes such arrays must be UnmarshalMsgpack (msgpack.Unmarshal
+// refuses an array of another length than its struct's fields).
 // TestMsgpackFieldOrder pins the order of the types on the wire.
 //
 // Why: with field names, encoding and decoding the messages of one

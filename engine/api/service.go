@@ -53,7 +53,8 @@ type Service interface {
 	// ResolveActivity decides an activity whose outcome is unknown (the run
 	// is paused on it): happened, not happened, or failed.
 	ResolveActivity(ctx context.Context, req *ResolveActivityRequest) (*ResolveActivityResponse, error)
-	// CountWorkflows counts runs by status, with ListWorkflows' filters.
+	// CountWorkflows counts runs by status (and the paused ones by what
+	// they wait for), with ListWorkflows' filters.
 	// It reads every matching run's list entry: O(runs matched).
 	CountWorkflows(ctx context.Context, req *CountWorkflowsRequest) (*CountWorkflowsResponse, error)
 	// DescribeTaskQueue returns a task queue's backlog and the pollers seen

@@ -53,8 +53,10 @@ const (
 // Status is a run's lifecycle state.
 type Status uint8
 
-// The run statuses. Paused is a running run stopped on an activity whose
-// outcome is unknown until a person resolves it.
+// The run statuses. Paused is a running run that waits for a person: an
+// activity whose outcome is unknown until a person resolves it, a model
+// call held by the run's budget, or an agent's tool call awaiting a
+// person's approval (PauseInfo.Kind says which).
 const (
 	StatusUnspecified Status = iota
 	StatusRunning
@@ -211,15 +213,58 @@ type PauseInfo struct {
 	Reason           string
 	Since            time.Time
 	// Kind says what the run waits for: PauseOutcomeUnknown (resolve the
-	// activity) or PauseBudget (raise the budget or stop the run).
+	// activity), PauseBudget (raise the budget or stop the run) or
+	// PauseApproval (approve or reject the tool call).
 	Kind string
+	// Effect is the effect class of the action the run waits on: the
+	// paused activity's, or, for an approval, the tool's as its workers
+	// declared it. EffectKnown is false when no declaration of the tool is
+	// known yet (Effect then says nothing).
+	Effect      history.EffectClass
+	EffectKnown bool
+	// CallID and Signal are set for PauseApproval: the tool call's id,
+	// which an approval names (sdk/agent's Approval.CallID), and the
+	// signal that carries approvals. ActivityType is then the tool,
+	// ActivityID the activity id the call will run as, Input (describe
+	// only) the model's arguments, and Approvals counts the run's calls
+	// awaiting approval (DescribeWorkflowResponse.PendingApprovals lists
+	// them; this is the oldest).
+	CallID    string
+	Signal    string
+	Approvals int32
 }
 
 // The pause kinds.
 const (
 	PauseOutcomeUnknown = "outcome_unknown"
 	PauseBudget         = "budget"
+	PauseApproval       = "approval"
 )
+
+// PendingApproval is an agent's tool call (sdk/agent) waiting for a
+// person's approval. Answer it with an agent.Approval naming CallID, sent
+// as the signal Signal (cairn workflow approve and reject do).
+type PendingApproval struct {
+	// CallID is the tool call's id, which an approval names.
+	CallID string
+	// Key is the call's key in the run (history.ToolCallKey): its approval
+	// markers' id; the call runs as activity history.ToolActivityPrefix+Key.
+	Key string
+	// Tool is the tool (its activity type), empty for a call recorded by
+	// an agent before the marker named it.
+	Tool string
+	// Arguments are the model's arguments (JSON), when known.
+	Arguments string
+	// Effect is the tool's effect class as its workers declared it
+	// (EffectKnown false: no declaration known yet).
+	Effect      history.EffectClass
+	EffectKnown bool
+	// Signal is the signal that carries approvals for the call.
+	Signal string
+	// EventID is the approval-requested marker's; Since when it was recorded.
+	EventID int64
+	Since   time.Time
+}
 
 // ActivityState is where a pending activity stands.
 type ActivityState uint8
@@ -316,6 +361,9 @@ type DescribeWorkflowResponse struct {
 	WorkflowUsage *UsageSummary
 	// Budget is the run's budget and where it stands.
 	Budget *BudgetStatus
+	// PendingApprovals are the agent's tool calls awaiting a person's
+	// approval, oldest first.
+	PendingApprovals []PendingApproval `json:",omitempty"`
 }
 
 // UsageSummary totals usage, overall and by model.
@@ -397,6 +445,9 @@ type ListWorkflowsRequest struct {
 	// read from its own records: its cost does not grow with the other
 	// runs the store holds. The other filters still apply.
 	WorkflowID string
+	// PauseKind keeps paused runs waiting for this (PauseInfo.Kind:
+	// PauseApproval lists the runs awaiting an approval); empty: any run.
+	PauseKind string `json:",omitempty"`
 }
 
 // ListWorkflowsResponse is one page of runs.
@@ -419,6 +470,15 @@ type CountWorkflowsResponse struct {
 	Total int64
 	// ByStatus has one entry per status with runs, in status order.
 	ByStatus []StatusCount
+	// Paused counts the paused runs by what they wait for (PauseInfo.Kind),
+	// one entry per kind with runs, in kind order.
+	Paused []PauseCount `json:",omitempty"`
+}
+
+// PauseCount is how many paused runs wait for one kind of decision.
+type PauseCount struct {
+	Kind  string
+	Count int64
 }
 
 // StatusCount is how many runs have one status.
@@ -1148,4 +1208,9 @@ type ToolCallInfo struct {
 	IdempotencyKey   string `json:",omitempty"`
 	Result           string `json:",omitempty"` // what the model is told
 	ApprovedBy       string `json:",omitempty"`
+	// EffectKnown says Effect is the call's class: the one its activity
+	// was recorded with, or, before it is scheduled (awaiting approval,
+	// rejected), its tool's as the tool's workers declared it. False:
+	// neither is known (Effect then says nothing).
+	EffectKnown bool `json:",omitempty"`
 }

@@ -29,7 +29,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/internal/runpool"
@@ -284,7 +283,7 @@ func decodeBody(contentType string, body []byte, v any) error {
 	var err error
 	if contentType == ContentMsgpack {
 		if err = api.CheckMsgpack(body, api.MaxMsgpackDepth); err == nil {
-			err = msgpack.Unmarshal(body, v)
+			err = api.UnmarshalMsgpack(body, v) // a peer of another version may send more or fewer fields
 		}
 	} else {
 		dec := json.NewDecoder(bytes.NewReader(body))

@@ -328,6 +328,7 @@ func (t *transition) close(status api.Status, result history.Payload, failure *h
 	st.Result = result
 	st.Failure = failure
 	st.WFT = WFTState{}
+	st.Approvals = nil // a closed run waits for nobody
 	t.out.Closed = true
 	t.out.WFTReady = false
 	for _, id := range sortedKeys(st.Children) {

@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
@@ -526,6 +529,11 @@ func renderAttrs(a history.Attributes) string {
 func renderValue(x any) string {
 	switch x := x.(type) {
 	case history.Payload:
+		var v any
+		if x.Encoding == "msgpack" && msgpack.Unmarshal(x.Data, &v) == nil {
+			b, _ := json.Marshal(v) // decoded msgpack: maps with string keys (markers' data)
+			return string(b)
+		}
 		return string(x.Data)
 	case *history.Payload:
 		return string(x.Data)

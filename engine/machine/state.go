@@ -74,6 +74,11 @@ type RunState struct {
 	Usage        history.Usage   `msgpack:",omitempty"`
 	UsageByModel []history.Usage `msgpack:",omitempty"`
 	Turns        int64           `msgpack:",omitempty"`
+
+	// Approvals are the agent's tool calls awaiting a person's approval,
+	// in the order they started waiting (approvals.go): while there is
+	// one, the run waits for a person.
+	Approvals []ApprovalWait `msgpack:",omitempty"`
 }
 
 // ParentRef names the parent of a child run.
@@ -249,6 +254,7 @@ func (s *RunState) Clone() *RunState {
 	c.Timers = cloneMap(s.Timers)
 	c.Children = cloneMap(s.Children)
 	c.UsageByModel = slices.Clone(s.UsageByModel)
+	c.Approvals = slices.Clone(s.Approvals)
 	// Only a run state of the earlier form has Occurrences (until its
 	// next write), and an installed state has no occ: both are usually nil.
 	c.Occurrences = maps.Clone(s.Occurrences)
@@ -299,10 +305,11 @@ func (s *RunState) Paused() *ActivityInfo {
 	return nil
 }
 
-// EffectiveStatus is Status, with running runs that wait on an unknown
-// outcome or on a budget raise reported as paused.
+// EffectiveStatus is Status, with running runs that wait for a person —
+// on an unknown outcome, a budget raise or a tool call's approval —
+// reported as paused.
 func (s *RunState) EffectiveStatus() api.Status {
-	if s.Status == api.StatusRunning && (s.Paused() != nil || s.hasHeld()) {
+	if s.Status == api.StatusRunning && (len(s.Approvals) > 0 || s.Paused() != nil || s.hasHeld()) {
 		return api.StatusPaused
 	}
 	return s.Status

@@ -21,7 +21,9 @@ type WFTCompletion struct {
 	// SignalDelivered[i] says whether command i's signal found an open run.
 	SignalDelivered map[int]bool
 	// Declarations[i] is the declaration of command i's activity by the
-	// workers of its task queue, if the engine has one (engine/declarations.go).
+	// workers of its task queue, if the engine has one (engine/declarations.go);
+	// for an approval-requested marker, that of the tool it asks about
+	// (ApprovalTool).
 	Declarations map[int]api.ActivityDeclaration
 }
 
@@ -331,7 +333,12 @@ func (t *transition) command(i int, c *api.Command, wtc int64, wc *WFTCompletion
 		t.cancelTimer(c.CancelTimer.TimerID, wtc)
 	case api.CommandRecordMarker:
 		r := c.RecordMarker
-		t.add(&history.MarkerRecorded{Name: r.Name, ID: r.ID, Data: r.Data, WorkflowTaskCompletedEventID: wtc})
+		id := t.add(&history.MarkerRecorded{Name: r.Name, ID: r.ID, Data: r.Data, WorkflowTaskCompletedEventID: wtc})
+		var decl *api.ActivityDeclaration
+		if d, ok := wc.Declarations[i]; ok {
+			decl = &d
+		}
+		t.approvalMarker(r, id, decl)
 	case api.CommandStartChildWorkflow:
 		return t.startChild(c.StartChildWorkflow, wtc, wc.ChildRefused[i])
 	case api.CommandSignalExternalWorkflow:

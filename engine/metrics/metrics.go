@@ -73,7 +73,7 @@ var (
 	openRunsDesc = prometheus.NewDesc("cairn_engine_open_runs",
 		"Runs that are open (running or paused).", nil, nil)
 	pausedRunsDesc = prometheus.NewDesc("cairn_engine_paused_runs",
-		"Open runs paused on an activity whose outcome is unknown, waiting for a person to resolve it.", nil, nil)
+		"Open runs paused, waiting for a person: on an activity whose outcome is unknown, a budget used up, or an agent's tool call awaiting approval.", nil, nil)
 	corruptRunsDesc = prometheus.NewDesc("cairn_runs_corrupt",
 		"Runs quarantined because their stored data is damaged: not served, their writes refused (cairn workflow list --corrupt).", nil, nil)
 	pendingTimersDesc = prometheus.NewDesc("cairn_engine_pending_timers",

@@ -83,7 +83,7 @@ cairn_engine_commits_total 10
 # HELP cairn_engine_open_runs Runs that are open (running or paused).
 # TYPE cairn_engine_open_runs gauge
 cairn_engine_open_runs 7
-# HELP cairn_engine_paused_runs Open runs paused on an activity whose outcome is unknown, waiting for a person to resolve it.
+# HELP cairn_engine_paused_runs Open runs paused, waiting for a person: on an activity whose outcome is unknown, a budget used up, or an agent's tool call awaiting approval.
 # TYPE cairn_engine_paused_runs gauge
 cairn_engine_paused_runs 5
 # HELP cairn_engine_pending_timers Deadlines waiting in the engine's timer queue.

@@ -61,7 +61,7 @@ const ModelActivity = "llm.Chat"
 
 // ApprovalSignal is the signal that carries approvals (an Approval), unless
 // Options.ApprovalSignal names another.
-const ApprovalSignal = "approve"
+const ApprovalSignal = history.DefaultApprovalSignal
 
 // Options configure an Agent. Zero values take the defaults in the
 // comments.
@@ -215,6 +215,7 @@ type Agent struct {
 type approvalSlot struct {
 	callID string
 	ap     *Approval
+	call   history.ToolCall // what the approval-requested marker says
 }
 
 // New returns an agent; with opts.Budget set it sets the run's budget.
@@ -391,7 +392,7 @@ func (a *Agent) prepare(calls []history.ToolCall) []preparedCall {
 		}
 		p.in = in
 		if p.tool.RequiresApproval {
-			p.slot = &approvalSlot{callID: c.ID}
+			p.slot = &approvalSlot{callID: c.ID, call: c}
 			a.waiting = append(a.waiting, p.slot)
 		}
 	}
@@ -488,7 +489,7 @@ func (t *Tool) decode(args string) (any, error) {
 // awaitApproval records that the call waits, waits for its Approval (or
 // the timeout: timedOut), and records the decision.
 func (a *Agent) awaitApproval(ctx sdk.Context, key string, slot *approvalSlot) (ap Approval, timedOut bool) {
-	_ = sdk.RecordMarker(ctx, history.MarkerApprovalRequested, key, marker(history.Approval{}))
+	_ = sdk.RecordMarker(ctx, history.MarkerApprovalRequested, key, a.approvalRequest(slot))
 	has := func() bool { return slot.ap != nil }
 	if a.opts.ApprovalTimeout > 0 {
 		_, _ = sdk.AwaitWithTimeout(ctx, a.opts.ApprovalTimeout, has)

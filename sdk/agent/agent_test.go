@@ -87,7 +87,9 @@ func Payer(ctx sdk.Context, invoice string) (agent.Result, error) {
 	return a.Run(ctx, "Pay "+invoice)
 }
 
-func newEnv(t *testing.T, script fakellm.Script) (*testenv.Env, *tools, *fakellm.Server) {
+// newEnv runs the agents (Payer unless others are given) against the
+// scripted model.
+func newEnv(t *testing.T, script fakellm.Script, agents ...any) (*testenv.Env, *tools, *fakellm.Server) {
 	srv := fakellm.New(script)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
@@ -97,7 +99,12 @@ func newEnv(t *testing.T, script fakellm.Script) (*testenv.Env, *tools, *fakellm
 	}
 	env := testenv.New(t, testenv.Options{NoTimeSkipping: true})
 	tl := &tools{calls: map[string]int{}}
-	env.RegisterWorkflow(Payer)
+	if len(agents) == 0 {
+		agents = []any{Payer}
+	}
+	for _, a := range agents {
+		env.RegisterWorkflow(a)
+	}
 	must(t, m.Register(env.Worker))
 	env.RegisterActivity(tl.ReadInvoice)
 	env.RegisterActivity(tl.CheckBudget)

@@ -13,8 +13,6 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"github.com/vmihailenco/msgpack/v5"
-
 	"github.com/cairnflow/cairn/engine/api"
 )
 
@@ -183,7 +181,7 @@ func call[Req, Resp any](ctx context.Context, r *RemoteService, method string, r
 	if err := api.CheckMsgpack(data, api.MaxMsgpackDepth); err != nil {
 		return nil, fmt.Errorf("%w: %s: malformed response: %w", api.ErrInternal, method, err)
 	}
-	if err := msgpack.Unmarshal(data, resp); err != nil {
+	if err := api.UnmarshalMsgpack(data, resp); err != nil { // a server of another version may send more or fewer fields
 		return nil, fmt.Errorf("%w: %s: decode response: %w", api.ErrInternal, method, err)
 	}
 	return resp, nil

@@ -46,6 +46,7 @@ func (h *Handler) apiRoutes() {
 	post("/api/terminate", h.apiTerminate)
 	post("/api/resolve", h.apiResolve)
 	post("/api/budget", h.apiBudget)
+	post("/api/approve", h.apiApprove)
 }
 
 // apiAuth refuses API calls that are not signed in (401, JSON).
@@ -146,6 +147,8 @@ func filter(q map[string][]string) (*api.ListWorkflowsRequest, error) {
 	case "":
 	case quarantined: // the runs whose stored data is damaged, whatever status they had
 		req.Corrupt = true
+	case awaitingApproval: // the paused runs whose agent awaits a person's approval
+		req.Status, req.PauseKind = api.StatusPaused, api.PauseApproval
 	default:
 		st, ok := api.ParseStatus(s)
 		if !ok {
@@ -263,6 +266,7 @@ func (h *Handler) apiCounts(r *http.Request) (any, error) {
 	if nBad > 0 {
 		v.ByStatus = append(v.ByStatus, statusCount{quarantined, nBad})
 	}
+	pausedCounts(&v, c)
 	return v, nil
 }
 
@@ -416,6 +420,9 @@ type pausedRun struct {
 	// Budget is the run's budget and what it used (a run paused on its
 	// budget: the form shows the current limits).
 	Budget *api.BudgetStatus
+	// Approvals are the agent's tool calls awaiting approval (a run paused
+	// on an approval: each gets Approve and Reject).
+	Approvals []api.PendingApproval
 }
 
 // pausedView lists the runs waiting for a person, longest waiting first,
@@ -460,7 +467,7 @@ func (h *Handler) apiPause(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := pausedRun{Info: d.Info, Budget: d.Budget}
+	p := pausedRun{Info: d.Info, Budget: d.Budget, Approvals: d.PendingApprovals}
 	pi := d.Info.Pause
 	if pi == nil {
 		return p, nil
@@ -533,6 +540,9 @@ type actionRequest struct {
 	MaxCostUSD *float64 `json:"maxCostUSD"`
 	MaxTurns   *int64   `json:"maxTurns"`
 	Stop       bool     `json:"stop"`
+	// Approve: the tool call (empty: the only one awaiting) and the decision.
+	CallID   string `json:"callId"`
+	Approved *bool  `json:"approved"`
 }
 
 func decodeAction(body []byte) (*actionRequest, error) {

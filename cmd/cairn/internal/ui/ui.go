@@ -1,5 +1,6 @@
 // Package ui is Cairn's web UI: the runs, a run's history and pending work,
-// the runs waiting for a person and the form that resolves them, the
+// the runs waiting for a person and the forms that decide them (resolve an
+// unknown outcome, raise a budget, approve or reject an agent's tool call), the
 // effects ledger, the task queues and their workers, and the agent's
 // conversation — served by `cairn server` and `cairn dev` on a listener of
 // their own, from files embedded in the binary (plain HTML, CSS and
@@ -17,9 +18,9 @@
 // signed with the token; without one (a loopback listener) nobody signs
 // in, but the UI answers only requests addressed to a loopback name, so a
 // web page elsewhere cannot reach it through DNS rebinding. Every action
-// (signal, cancel, terminate, resolve) is a POST with a JSON body and an
-// X-Cairn-CSRF header carrying a token the page reads from /api/session: a
-// cross-site form or script can send neither.
+// (signal, cancel, terminate, resolve, budget, approve) is a POST with a
+// JSON body and an X-Cairn-CSRF header carrying a token the page reads
+// from /api/session: a cross-site form or script can send neither.
 package ui
 
 import (

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -273,12 +272,17 @@ func ignoredApproval(m *history.MarkerRecorded) (Row, bool) {
 // ({"ok":false} of a request read as a rejection; {"by","ok","why"} is not
 // what an approval signal takes).
 func approvalMarker(m *history.MarkerRecorded) (Row, bool) {
-	call := callOf(m.ID)
+	call := history.ToolCallIDOf(m.ID)
 	switch m.Name {
 	case history.MarkerApprovalRequested:
-		js, _ := json.Marshal(call) // a string: cannot fail
+		req := history.ApprovalRequestOf(m.ID, m.Data) // older histories: the call id of the marker's id, the default signal
+		js, _ := json.Marshal(req.CallID)              // a string: cannot fail
+		what := req.CallID
+		if req.Tool != "" {
+			what = req.Tool + " call " + req.CallID
+		}
 		return Row{Name: m.Name, Tone: "warn",
-			Detail: fmt.Sprintf(`%s awaits a person's approval: {"CallID":%s,"Approved":true} on the approval signal`, call, js)}, true
+			Detail: fmt.Sprintf(`%s awaits a person's approval: {"CallID":%s,"Approved":true} on the signal %s`, what, js, req.Signal)}, true
 	case history.MarkerApprovalDecided:
 	default:
 		return Row{}, false
@@ -298,17 +302,4 @@ func approvalMarker(m *history.MarkerRecorded) (Row, bool) {
 		r.Detail += ": " + ap.Reason
 	}
 	return r, true
-}
-
-// callOf returns the tool call id of an approval marker's id, a
-// history.ToolCallKey ("<turn>:<call id>[#n]"): the id an approval names.
-func callOf(key string) string {
-	_, id, ok := strings.Cut(key, ":")
-	if !ok {
-		return key
-	}
-	if i := strings.LastIndex(id, "#"); i > 0 {
-		id = id[:i]
-	}
-	return id
 }

@@ -249,13 +249,19 @@ func TestTimelineApprovals(t *testing.T) {
 		}
 		return history.Event{ID: id, Attrs: &history.MarkerRecorded{Name: name, ID: call, Data: history.Payload{Encoding: sdk.EncodingMsgpack, Data: data}}}
 	}
+	req, err := msgpack.Marshal(&history.ApprovalRequest{CallID: "call_2", Tool: "SendPayment", Signal: "approve-payments"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rows := Timeline([]history.Event{
-		mark(1, history.MarkerApprovalRequested, "1:call_1", history.Approval{}),
+		mark(1, history.MarkerApprovalRequested, "1:call_1", history.Approval{}), // as histories recorded it before it said more
 		mark(2, history.MarkerApprovalDecided, "1:call_1", history.Approval{Approved: true, By: "ada"}),
 		mark(3, history.MarkerApprovalDecided, "2:call_1#2", history.Approval{By: "bob", Reason: "duplicate invoice"}),
+		{ID: 4, Attrs: &history.MarkerRecorded{Name: history.MarkerApprovalRequested, ID: "3:call_2", Data: history.Payload{Encoding: sdk.EncodingMsgpack, Data: req}}},
 	})
-	for i, want := range []string{`call_1 awaits a person's approval: {"CallID":"call_1","Approved":true} on the approval signal`,
-		"call_1 approved by ada", "call_1 rejected by bob: duplicate invoice"} {
+	for i, want := range []string{`call_1 awaits a person's approval: {"CallID":"call_1","Approved":true} on the signal approve`,
+		"call_1 approved by ada", "call_1 rejected by bob: duplicate invoice",
+		`SendPayment call call_2 awaits a person's approval: {"CallID":"call_2","Approved":true} on the signal approve-payments`} {
 		if rows[i].Detail != want {
 			t.Errorf("marker %d: %q, want %q", i+1, rows[i].Detail, want)
 		}

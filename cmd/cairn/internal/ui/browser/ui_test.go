@@ -297,6 +297,9 @@ func TestWebUI(t *testing.T) {
 		chromedp.Navigate(base+"/paused"),
 		until(`document.querySelector('[data-card][data-wf="invoice-INV-2"] form[data-resolve]') !== null`),
 	)
+	check(t, ctx, "the payment awaiting approval has its card, with Approve and Reject",
+		`(() => { const c = document.querySelector('[data-card][data-wf="pay-INV-9"][data-kind="approval"]'); return !!c && c.textContent.includes("SendPayment") &&
+		  c.textContent.includes("SideEffect") && c.textContent.includes('"amount_usd": 4200') && !!c.querySelector('form[data-approve] button[name="reject"]') })()`)
 	card := textOf(t, ctx, `[data-card][data-wf="invoice-INV-2"]`)
 	for _, want := range []string{"SendPayment", `"Invoice": "INV-2"`, "did not answer within 30s", "Key"} {
 		if !strings.Contains(card, want) {
@@ -334,6 +337,30 @@ func TestWebUI(t *testing.T) {
 	if !strings.Contains(hist, "ActivityResolved") || !strings.Contains(hist, "happened by Ada (web UI)") || !strings.Contains(hist, "WorkflowCompleted") {
 		t.Fatalf("the resolved run's history:\n%s", hist)
 	}
+
+	// The accounts-payable agent's payment awaits approval: its
+	// conversation page says so, with the tool's effect class, and rejects
+	// it — the tool does not run, and the model is told why.
+	run(t, ctx, "open the conversation of the payment awaiting approval",
+		chromedp.Navigate(base+"/agent/pay-INV-9"),
+		js(`(window.payCard = () => [...document.querySelectorAll("[data-convo] [data-tool-call]")].find((c) => c.textContent.includes("SendPayment")), true)`),
+		until(`document.querySelector('#awaiting-approval form[data-approve]') !== null`),
+		until(`(payCard()?.querySelector("[data-effect]")?.textContent || "") === "SideEffect"`),
+	)
+	shot(t, ctx, shots, "agent-approval")
+	aform := `#awaiting-approval form[data-approve]`
+	run(t, ctx, "reject the payment from the conversation",
+		chromedp.SendKeys(css(aform+` input[name="reason"]`), "INV-9 was paid by wire"),
+		chromedp.SetValue(css(aform+` input[name="by"]`), "Ada"),
+		chromedp.Click(css(aform+` button[name="reject"]`)),
+		until(`(document.querySelector("dialog[open]")?.textContent || "").includes("Reject SendPayment?")`),
+		chromedp.Click(css(`dialog[open] #confirm-ok`)),
+		until(`(document.querySelector("[data-convo] .approvals")?.textContent || "").includes("Rejected SendPayment")`),
+		until(`document.querySelector('[data-convo]').dataset.complete === "1"`),
+	)
+	check(t, ctx, "the rejected call's card says so, and what the model was told",
+		`(() => { const c = payCard()?.textContent || ""; return c.includes("rejected by Ada (web UI)") &&
+		  c.includes("rejected by Ada (web UI): INV-9 was paid by wire. The tool did not run.") })()`)
 
 	// A run paused on its budget: its page says so and offers the budget
 	// form; raising the model calls lets the held call go on, live.

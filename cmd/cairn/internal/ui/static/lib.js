@@ -215,13 +215,21 @@ export function go(href, replace = false) {
   window.dispatchEvent(new Event(NAVIGATE));
 }
 
-// refreshPausedCount updates the header's count of paused runs (every 5 s,
-// and at once after an action that may change it).
+// refreshPausedCount updates the header's counts of the runs waiting for
+// a person — all of them, and those awaiting an approval — (every 5 s, and
+// at once after an action that may change them).
 export async function refreshPausedCount() {
   const p = await get("/api/runs", { status: "paused", size: 500 });
-  const n = (p.workflows || []).length;
+  const runs = p.workflows || [];
+  const more = p.next ? "+" : "";
   const el = document.getElementById("paused-count");
-  el.hidden = n === 0;
-  el.textContent = n + (p.next ? "+" : "");
-  el.setAttribute("aria-label", `${el.textContent} paused`);
+  el.hidden = runs.length === 0;
+  el.textContent = runs.length + more;
+  el.setAttribute("aria-label", `${el.textContent} waiting for a person`);
+  el.title = `${el.textContent} run(s) waiting for a person`;
+  const n = runs.filter((w) => w.pause?.kind === "approval").length;
+  const ap = document.getElementById("approval-count");
+  ap.hidden = n === 0;
+  ap.textContent = `${n}${more} to approve`;
+  ap.setAttribute("aria-label", `${n}${more} awaiting approval`);
 }

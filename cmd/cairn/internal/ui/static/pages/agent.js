@@ -3,6 +3,7 @@
 // per model call and in total, the answer streaming live; and two runs of
 // one workflow id side by side (?compare=RUN).
 import { html, get, go, status, short, runLink, errorBox, setLive, APIError, parseJSON } from "../lib.js";
+import { approvalForm, wireApprovals, effectText } from "./resolve.js";
 
 export async function render(main, [id, runId], q) {
   const v = await get("/api/run", { id, run: runId || "" });
@@ -30,13 +31,15 @@ export async function render(main, [id, runId], q) {
 
 // follow shows one run's conversation and keeps it live.
 function follow(el, id, run) {
-  el.innerHTML = html`<div class="convo-head"></div><div class="chat" role="log" aria-live="polite"></div><div class="live-answers"></div>`.s;
+  el.innerHTML = html`<div class="convo-head"></div><div class="approvals"></div><div class="chat" role="log" aria-live="polite"></div><div class="live-answers"></div>`.s;
   const head = el.querySelector(".convo-head"), chat = el.querySelector(".chat"), live = el.querySelector(".live-answers");
+  const asks = el.querySelector(".approvals");
   const streaming = new Map(); // "event:attempt" → the bubble of an answer being streamed
   const es = new EventSource("/api/stream/agent?" + new URLSearchParams({ id, run }));
   es.addEventListener("transcript", (e) => {
     const t = parseJSON(e.data);
     head.innerHTML = summary(id, t).s;
+    showApprovals(asks, id, t);
     chat.innerHTML = conversation(t.items || []).s || html`<p class="muted">No conversation yet.</p>`.s;
     // An answer now recorded replaces its stream.
     for (const [k, b] of streaming) if (b.dataset.done) { b.remove(); streaming.delete(k); }
@@ -103,6 +106,28 @@ function summary(id, t) {
     </dl>${ignored(t.ignored || [])}`;
 }
 
+// showApprovals shows, above the conversation, the tool calls awaiting a
+// person's approval, each with Approve and Reject. It is redrawn only when
+// the calls waiting change, so that what a person types stays; a decision
+// made here stays said.
+function showApprovals(el, id, t) {
+  const waiting = (t.items || []).filter((it) => it.toolCall?.state === "awaiting_approval").map((it) => it.toolCall);
+  const key = `${t.runId}/${waiting.map((c) => c.id).join(",")}`;
+  if (el.dataset.for === key) return;
+  el.dataset.for = key;
+  if (!waiting.length || !["running", "paused"].includes(t.status)) {
+    el.innerHTML = el.dataset.decided ? html`<div class="callout ok" data-decided-note>${el.dataset.decided}</div>`.s : "";
+    return;
+  }
+  el.innerHTML = html`<div class="callout" id="awaiting-approval" role="region" aria-label="Awaiting approval">
+    <strong>${waiting.length === 1 ? "A tool call waits" : `${waiting.length} tool calls wait`} for your approval</strong>
+    ${waiting.map((c) => html`<pre>${c.name} ${pretty(c.arguments)}</pre>${approvalForm({ workflowId: id, runId: t.runId }, { callId: c.id, tool: c.name, effect: c.effect, effectKnown: c.effectKnown })}`)}</div>`.s;
+  wireApprovals(el, (_id, _run, said) => {
+    el.dataset.decided = said;
+    if (!el.querySelector("form[data-approve]")) el.innerHTML = html`<div class="callout ok" data-decided-note>${said}</div>`.s; // the run moved on meanwhile
+  });
+}
+
 // ignored lists the approval signals the agent received and applied to no
 // call (sdk/agent records them, with why; docs/agents.md).
 function ignored(list) {
@@ -165,11 +190,12 @@ function item(it) {
     const c = it.toolCall || {};
     return html`<div class="msg tool" data-tool-call="${c.id}"><div class="who">tool call · ${c.name}
       <span class="pill ${c.state === "completed" ? "ok" : ["failed", "rejected"].includes(c.state) ? "bad" : "warn"}">${(c.state || "").replace(/_/g, " ")}</span>
-      ${c.effect ? html`<span class="muted">${c.effect}</span>` : ""}</div>
+      <span class="muted" data-effect>${effectText(c.effectKnown, c.effect)}</span></div>
       <pre>${pretty(c.arguments)}</pre>
       ${c.idempotencyKey ? html`<div class="muted mono">key ${c.idempotencyKey}</div>` : ""}
       ${c.result ? html`<div class="muted">result</div><pre>${pretty(c.result)}</pre>` : ""}
-      ${c.approvedBy ? html`<div class="muted">${c.state === "rejected" ? "rejected" : "approved"} by ${c.approvedBy}</div>` : ""}</div>`;
+      ${c.approvedBy ? html`<div class="muted">${c.state === "rejected" ? "rejected" : "approved"} by ${c.approvedBy}</div>` : ""}
+      ${c.state === "awaiting_approval" ? html`<div class="muted">waits for a person: approve or reject it above</div>` : ""}</div>`;
   }
   return "";
 }

@@ -1,7 +1,9 @@
-// The form that resolves a paused effect: happened (with its result), did
-// not happen (retried with the same key), or fail — with a reason and the
-// name of who decided, both recorded in the run's history.
-import { html, post, who, toast, errorBox } from "../lib.js";
+// The forms of a run waiting for a person: resolve a paused effect —
+// happened (with its result), did not happen (retried with the same key),
+// or fail —, raise or stop a budget, approve or reject an agent's tool
+// call; each with a reason and the name of who decided, recorded in the
+// run's history.
+import { html, post, who, toast, errorBox, confirmDialog } from "../lib.js";
 
 export function resolveForm(run, pause) {
   const k = `${run.workflowId}-${pause.scheduledEventId}`.replace(/[^\w-]/g, "_");
@@ -114,6 +116,68 @@ export function wireBudget(root, onDone) {
         if (onDone) onDone(form.dataset.budget, form.dataset.run);
       } catch (err) {
         out.innerHTML = errorBox(err).s;
+      }
+    });
+  }
+}
+
+// effectText names a tool's effect class, or says it is not known yet
+// (no worker of the tool declared it).
+export const effectText = (known, effect) => (known ? effect : "effect class not declared yet");
+
+// approvalForm approves or rejects one tool call awaiting approval (a
+// PendingApproval, or a transcript's tool call: {callId, tool, effect,
+// effectKnown}), with who decides and why (required to reject: the model
+// is told). It asks for a confirmation before sending.
+export function approvalForm(run, a) {
+  const k = `${run.workflowId}-${a.callId}`.replace(/[^\w-]/g, "_");
+  return html`
+  <form class="resolve approval" data-approve="${run.workflowId}" data-run="${run.runId}" data-call="${a.callId}" data-tool="${a.tool || "the tool"}">
+    <fieldset><legend><strong>${a.tool || "A tool call"}</strong> (${effectText(a.effectKnown, a.effect)}, call <span class="mono">${a.callId}</span>) waits for your approval: it runs only if you approve it.</legend>
+      <div class="row">
+        <div class="wide"><label for="aw-${k}">Why (recorded; the model is told it if you reject)</label><input id="aw-${k}" name="reason" placeholder="INV-9 matches the purchase order"></div>
+        <div><label for="ab-${k}">Your name (recorded)</label><input id="ab-${k}" name="by" required value="${who.get()}" autocomplete="name"></div>
+        <div class="grow0"><button type="submit" class="primary" name="approve">Approve…</button> <button type="submit" class="danger" name="reject">Reject…</button></div>
+      </div>
+      <div class="outcome" aria-live="polite"></div>
+    </fieldset>
+  </form>`;
+}
+
+// wireApprovals makes the approval forms under root work; onDone(workflow
+// id, run id, what was said) runs after a decision was sent (the form may
+// be gone by then: the run moved on).
+export function wireApprovals(root, onDone) {
+  for (const form of root.querySelectorAll("form[data-approve]")) {
+    if (form.dataset.wired) continue;
+    form.dataset.wired = "1";
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const approved = e.submitter?.name !== "reject";
+      const out = form.querySelector(".outcome");
+      const { approve: id, run, call, tool } = form.dataset;
+      if (!form.by.value.trim()) { out.innerHTML = html`<p class="error">Say who you are: the history records who decided.</p>`.s; return; }
+      if (!approved && !form.reason.value.trim()) { out.innerHTML = html`<p class="error">Say why you reject it: the model is told.</p>`.s; return; }
+      const ok = await confirmDialog({
+        title: approved ? `Approve ${tool}?` : `Reject ${tool}?`, danger: !approved,
+        body: approved ? html`Call <span class="mono">${call}</span> of ${id} <strong>runs</strong> once you approve it.`
+          : html`Call <span class="mono">${call}</span> of ${id} does not run; the model is told: <em>${form.reason.value}</em>.`,
+        confirm: approved ? "Approve" : "Reject",
+      });
+      if (!ok) return;
+      who.set(form.by.value);
+      const buttons = form.querySelectorAll("button");
+      buttons.forEach((b) => { b.disabled = true; });
+      try {
+        await post("/api/approve", { workflowId: id, runId: run, callId: call, approved, by: form.by.value, reason: form.reason.value });
+        const said = approved ? `Approved ${tool}: the agent goes on and the tool runs.` : `Rejected ${tool}: the tool does not run; the model is told why.`;
+        out.innerHTML = html`<div class="callout ok" data-decided="${approved ? "approved" : "rejected"}">${said}</div>`.s;
+        form.querySelectorAll("input").forEach((el) => { el.disabled = true; });
+        toast(`${approved ? "Approved" : "Rejected"} ${tool} of ${id}`);
+        if (onDone) onDone(id, run, said);
+      } catch (err) {
+        out.innerHTML = errorBox(err).s;
+        buttons.forEach((b) => { b.disabled = false; });
       }
     });
   }

@@ -1,7 +1,7 @@
 // A run: its summary, what it waits for, its effects, and its history as a
 // live timeline (server-sent events).
 import { html, get, errorBox, post, when, status, runStatus, short, payload, payloadText, runLink, toast, confirmDialog, who, durMs, fmtMs, setLive, parseJSON } from "../lib.js";
-import { resolveForm, wireResolve, budgetForm, wireBudget } from "./resolve.js";
+import { resolveForm, wireResolve, budgetForm, wireBudget, approvalForm, wireApprovals, effectText } from "./resolve.js";
 
 export async function render(main, [id, runId]) {
   main.innerHTML = html`
@@ -161,10 +161,19 @@ function renderDamage(el, v) {
 
 function renderPause(el, v) {
   const p = v.info.pause;
-  if (!p) { el.innerHTML = ""; delete el.dataset.for; return; }
-  const key = `${v.info.runId}/${p.scheduledEventId}/${p.attempt}`;
+  if (!p) {
+    // A decision made here stays said once the run goes on.
+    el.innerHTML = el.dataset.decided ? decidedNote(el.dataset.decided, v.info.status).s : "";
+    delete el.dataset.for;
+    return;
+  }
+  const key = `${v.info.runId}/${p.scheduledEventId}/${p.attempt}/${(v.pendingApprovals || []).map((a) => a.key).join(",")}`;
   if (el.dataset.for === key) return; // keep what the person typed
   el.dataset.for = key;
+  if (p.kind === "approval") {
+    renderApprovals(el, v);
+    return;
+  }
   if (p.kind === "budget") {
     el.innerHTML = html`<div class="callout" role="region" aria-label="Paused">
       <h2>Paused: the budget is used up</h2>
@@ -179,6 +188,33 @@ function renderPause(el, v) {
     <dl class="grid"><dt>Why</dt><dd>${p.reason}</dd><dt>Key</dt><dd class="mono wrap">${p.idempotencyKey}</dd><dt>Arguments</dt><dd>${payload(p.input)}</dd></dl>
     ${resolveForm(v.info, p)}</div>`.s;
   wireResolve(el);
+}
+
+// renderApprovals shows the agent's tool calls awaiting a person's
+// approval: each with its tool, effect class and arguments, and Approve
+// and Reject.
+function renderApprovals(el, v) {
+  const i = v.info, calls = v.pendingApprovals || [];
+  el.innerHTML = html`<div class="callout" role="region" aria-label="Awaiting approval" id="approvals">
+    <h2>Paused: ${calls.length === 1 ? "a tool call waits" : `${calls.length} tool calls wait`} for your approval</h2>
+    <p>The agent asked to run ${calls.map((c, n) => html`${n ? ", " : ""}<strong>${c.tool || "a tool"}</strong>`)} since ${when(i.pause.since)}; nothing runs until a person decides.
+      <a href="/agent/${encodeURIComponent(i.workflowId)}/${i.runId}">See the conversation</a></p>
+    ${calls.map((c) => html`<dl class="grid" data-call="${c.callId}"><dt>Tool</dt><dd><strong>${c.tool || "(not recorded)"}</strong> · ${effectText(c.effectKnown, c.effect)}</dd>
+      <dt>Call</dt><dd class="mono">${c.callId} <span class="muted">(signal ${c.signal})</span></dd>
+      <dt>Arguments</dt><dd>${c.arguments ? html`<pre class="payload">${prettyArgs(c.arguments)}</pre>` : html`<span class="muted">not recorded</span>`}</dd></dl>
+      ${approvalForm(i, c)}`)}</div>`.s;
+  wireApprovals(el, (_id, _run, said) => {
+    el.dataset.decided = said;
+    if (!el.querySelector("form[data-approve]")) el.innerHTML = decidedNote(said).s; // the run moved on meanwhile
+  });
+}
+
+// decidedNote says what a person decided on this page, and what the run is
+// now (when known).
+const decidedNote = (said, now) => html`<div class="callout ok" id="decided">${said}${now ? html` The run is now ${status(now)}.` : ""}</div>`;
+
+function prettyArgs(s) {
+  try { return JSON.stringify(parseJSON(s), null, 2); } catch { return s; }
 }
 
 function renderSummary(el, v) {

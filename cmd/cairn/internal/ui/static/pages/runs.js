@@ -3,8 +3,10 @@
 import { html, get, when, runStatus, short, every, go, rowKeys } from "../lib.js";
 
 // A quarantined run (its stored data is damaged) is listed and counted as
-// quarantined, not under the status it had when the damage was found.
-const STATUSES = ["running", "paused", "completed", "failed", "canceled", "terminated", "timed_out", "continued_as_new", "quarantined"];
+// quarantined, not under the status it had when the damage was found;
+// "awaiting approval" keeps the paused runs whose agent awaits a person's
+// approval of a tool call (counted among the paused too).
+const STATUSES = ["running", "paused", "awaiting_approval", "completed", "failed", "canceled", "terminated", "timed_out", "continued_as_new", "quarantined"];
 
 export async function render(main, _params, q) {
   const f = { status: q.get("status") || "", type: q.get("type") || "", prefix: q.get("prefix") || "",
@@ -57,7 +59,7 @@ export async function render(main, _params, q) {
         <tbody>${rows.length ? rows.map((w) => html`
           <tr class="clickable ${w.status === "paused" ? "paused" : ""}" data-href="/runs/${encodeURIComponent(w.workflowId)}/${w.runId}" data-run="${w.workflowId}">
             <td><a href="/runs/${encodeURIComponent(w.workflowId)}/${w.runId}">${w.workflowId}</a>
-              ${w.pause ? html`<div class="muted">waits for a person: ${w.pause.kind === "budget" ? "its budget is used up" : `${w.pause.activityType} outcome unknown`}</div>` : ""}
+              ${w.pause ? html`<div class="muted" data-waits="${w.pause.kind}">waits for a person: ${waitsFor(w.pause)}</div>` : ""}
               ${w.corrupt ? html`<div class="error">quarantined: ${w.corrupt}</div>` : ""}
               ${w.duplicates ? html`<div class="error">${w.duplicates} duplicate effect(s)</div>` : ""}</td>
             <td>${runStatus(w)}</td>
@@ -77,4 +79,14 @@ export async function render(main, _params, q) {
   };
   const stops = [every(3000, list), every(10000, counts)];
   return () => stops.forEach((s) => s());
+}
+
+// waitsFor says what a paused run waits for.
+function waitsFor(p) {
+  if (p.kind === "budget") return "its budget is used up";
+  if (p.kind === "approval") {
+    const more = p.approvals > 1 ? ` and ${p.approvals - 1} more` : "";
+    return `approval of ${p.activityType || "a tool call"}${p.effectKnown ? ` (${p.effect})` : ""}${more}`;
+  }
+  return `${p.activityType} outcome unknown`;
 }

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/vmihailenco/msgpack/v5"
-
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/engine/machine"
 	"github.com/cairnflow/cairn/history"
@@ -154,7 +152,7 @@ func (e *Engine) loadDeclarations(ctx context.Context) error {
 			_ = kr.Str()
 			queue := kr.Str()
 			var d api.ActivityDeclaration
-			if kr.Err() != nil || msgpack.Unmarshal(r.Value, &d) != nil {
+			if kr.Err() != nil || api.UnmarshalMsgpack(r.Value, &d) != nil {
 				e.log.Warn().Hex("key", r.Key).Msg("an activity declaration does not decode: ignored (the next poll records it again)")
 				continue
 			}

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/vmihailenco/msgpack/v5"
-
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/engine/machine"
 	"github.com/cairnflow/cairn/history"
@@ -126,7 +124,7 @@ func (e *Engine) ledgerEntry(ctx context.Context, workflowID, key string) (*mach
 
 func decodeLedger(key string, b []byte) (*machine.LedgerEntry, error) {
 	var le machine.LedgerEntry
-	if err := msgpack.Unmarshal(b, &le); err != nil {
+	if err := api.UnmarshalMsgpack(b, &le); err != nil {
 		return nil, fmt.Errorf("%w: %w: ledger entry %q: %w", api.ErrInternal, history.ErrCorrupt, key, err)
 	}
 	return &le, nil
@@ -142,7 +140,7 @@ func (e *Engine) runReports(ctx context.Context, ref history.RunRef) ([]api.Effe
 	out := make([]api.EffectReport, 0, len(recs))
 	for _, r := range recs {
 		var rep api.EffectReport
-		if err := msgpack.Unmarshal(r.Value, &rep); err != nil {
+		if err := api.UnmarshalMsgpack(r.Value, &rep); err != nil {
 			return nil, fmt.Errorf("%w: %w: effect report of %q/%q: %w", api.ErrInternal, history.ErrCorrupt, ref.WorkflowID, ref.RunID, err)
 		}
 		out = append(out, rep)

@@ -171,6 +171,19 @@ func TestRecordsOfTheLastShapeRead(t *testing.T) {
 	if err := decodeMsgpack(b, &gotInfo); err != nil || gotInfo.WorkflowID != "wf" || gotInfo.Pause == nil || gotInfo.Pause.ActivityType != "SendPayment" {
 		t.Fatalf("an index entry of the previous shape: %+v %v", gotInfo, err)
 	}
+
+	// The effects ledger outlives every upgrade: an entry written before
+	// the last field was appended must read (else the next run of a paid
+	// workflow id could not tell it was paid, and pauses as damaged).
+	le := &machine.LedgerEntry{State: machine.LedgerCompleted, RunID: "r1", ActivityType: "SendPayment", ScheduledEventID: 5}
+	oldLedger, err := api.MarshalMsgpack(withoutLastField(t, le))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotLedger, err := decodeLedger("key", oldLedger)
+	if err != nil || gotLedger.State != machine.LedgerCompleted || gotLedger.RunID != "r1" || gotLedger.ScheduledEventID != 5 {
+		t.Fatalf("a ledger entry of the previous shape: %+v %v", gotLedger, err)
+	}
 }
 
 // withoutLastField returns a pointer to a struct holding v's encoded

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/vmihailenco/msgpack/v5"
-
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
 )
@@ -34,7 +32,7 @@ func (e *Engine) workflowUsage(ctx context.Context, workflowID string) (*UsageEn
 		return nil, storeErr(err)
 	}
 	var u UsageEntry
-	if err := msgpack.Unmarshal(b, &u); err != nil {
+	if err := api.UnmarshalMsgpack(b, &u); err != nil {
 		return nil, fmt.Errorf("%w: %w: usage entry of %q: %w", api.ErrInternal, history.ErrCorrupt, workflowID, err)
 	}
 	return &u, nil

@@ -188,8 +188,10 @@ type Engine struct {
 	stop     chan struct{}
 
 	stats Stats
-	// shards are the shards the engine serves (nil: every run).
+	// shards are the shards the engine serves (nil: every run); remote
+	// reaches the runs other servers serve (SetRemote).
 	shards  *shardSet
+	remote  api.Service
 	corrupt quarantine // runs whose stored data is damaged (quarantine.go)
 	watch   watch
 	firing  atomic.Int64 // background transitions in progress (deadlines, parent-close policies)

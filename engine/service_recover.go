@@ -299,9 +299,7 @@ func (e *Engine) recoverOrphan(st *machine.RunState) {
 	}
 	e.background(func() {
 		ctx := context.Background()
-		unlock := e.lock(p.WorkflowID)
-		pst, _, err := e.loadState(ctx, p.WorkflowID, p.RunID)
-		unlock()
+		pst, err := e.parentState(ctx, p)
 		if err != nil || pst.Status.Open() {
 			return
 		}
@@ -377,4 +375,20 @@ func (e *Engine) commitAs(ctx context.Context, name string, b *history.Batch) er
 		e.bootPending.Store(false)
 	}
 	return err
+}
+
+// parentState reads a child's parent run: here, or from the server that
+// serves it.
+func (e *Engine) parentState(ctx context.Context, p *machine.ParentRef) (*machine.RunState, error) {
+	if !e.Serves(p.WorkflowID) && e.remote != nil {
+		d, err := e.remote.DescribeWorkflow(ctx, &api.DescribeWorkflowRequest{WorkflowID: p.WorkflowID, RunID: p.RunID})
+		if err != nil {
+			return nil, err
+		}
+		return &machine.RunState{WorkflowID: d.Info.WorkflowID, RunID: d.Info.RunID, Status: d.Info.Status}, nil
+	}
+	unlock := e.lock(p.WorkflowID)
+	defer unlock()
+	st, _, err := e.loadState(ctx, p.WorkflowID, p.RunID)
+	return st, err
 }

@@ -52,7 +52,7 @@ func (x *txn) start(ctx context.Context, req *api.StartWorkflowRequest) (*api.St
 			return nil, err
 		}
 	}
-	st, out := e.m.Start(machine.StartParams{Request: *req, RunID: e.opts.NewRunID()}, x.now)
+	st, out := e.m.Start(startParams(req, e.opts.NewRunID), x.now)
 	tr := x.run(nil, nil, st)
 	if err := x.apply(ctx, tr, out); err != nil {
 		return nil, err
@@ -84,7 +84,14 @@ func (e *Engine) SignalWorkflow(ctx context.Context, req *api.SignalWorkflowRequ
 		return nil, err
 	}
 	err := e.onOpenRun(ctx, req.WorkflowID, req.RunID, false, func(x *txn, tr *txnRun) (machine.Output, error) {
-		return e.m.Signal(tr.st, req.SignalName, req.Input, req.Identity, x.now)
+		if tr.st.SignalSeen(req.RequestID) {
+			return machine.Output{}, nil // delivered already: a signal sent again
+		}
+		out, err := e.m.Signal(tr.st, req.SignalName, req.Input, req.Identity, x.now)
+		if err == nil {
+			tr.st.NoteSignal(req.RequestID)
+		}
+		return out, err
 	})
 	if err != nil {
 		return nil, err
@@ -109,7 +116,7 @@ func (e *Engine) onOpenRun(ctx context.Context, workflowID, runID string, mayClo
 		if entry == nil {
 			return api.Errorf(api.ErrWorkflowClosed, "workflow %q run %q is %s", workflowID, st.RunID, st.Status)
 		}
-		if mayClose && entry.parent != nil && !x.held[entry.parent.WorkflowID] {
+		if mayClose && entry.parent != nil && !x.held[entry.parent.WorkflowID] && !x.foreign[entry.parent.WorkflowID] {
 			return fmt.Errorf("%w: parent of %q changed while locking", api.ErrUnavailable, workflowID)
 		}
 		tr := x.edit(entry)
@@ -649,4 +656,18 @@ func (e *Engine) RespondQueryTask(ctx context.Context, req *api.RespondQueryTask
 	default:
 	}
 	return &api.RespondQueryTaskResponse{}, nil
+}
+
+// startParams are the parameters of a run a start request creates: a new
+// run id, or for a child started by its parent on another server
+// (api.ChildOf) the run id and parent the parent decided.
+func startParams(req *api.StartWorkflowRequest, newRunID func() string) machine.StartParams {
+	c := req.Child
+	if c == nil {
+		return machine.StartParams{Request: *req, RunID: newRunID()}
+	}
+	r := *req
+	r.Child = nil
+	return machine.StartParams{Request: r, RunID: c.RunID, Parent: &machine.ParentRef{WorkflowID: c.ParentWorkflowID, RunID: c.ParentRunID,
+		InitiatedEventID: c.InitiatedEventID, ParentClosePolicy: c.ParentClosePolicy}}
 }

@@ -235,13 +235,15 @@ func (e *Engine) CompleteWorkflowTask(ctx context.Context, req *api.CompleteWork
 		if err != nil {
 			return err
 		}
-		if entry.parent != nil && !x.held[entry.parent.WorkflowID] {
+		if entry.parent != nil && !x.held[entry.parent.WorkflowID] && !x.foreign[entry.parent.WorkflowID] {
 			return fmt.Errorf("%w: parent lock missing", api.ErrInternal)
 		}
 		tr := x.edit(entry)
 		wc := machine.WFTCompletion{Commands: req.Commands, StickyQueue: req.StickyQueue, Identity: req.Identity,
 			Declarations: e.approvalDeclarations(tr.st, req.Commands, e.scheduleDeclarations(tr.st, req.Commands))}
-		wc.ChildRefused, wc.SignalDelivered = x.probeTargets(ctx, req.Commands)
+		if wc.ChildRefused, wc.SignalDelivered, err = x.probeTargets(ctx, req.Commands); err != nil {
+			return err
+		}
 		out, err := e.m.CompleteWFT(tr.st, wc, x.now)
 		if errors.Is(err, machine.ErrUnhandledEvents) {
 			unhandled = true
@@ -339,18 +341,33 @@ func commandTargets(cmds []api.Command) []string {
 
 // probeTargets decides, before the commands are applied, which child starts
 // are refused and which signals find an open run.
-func (x *txn) probeTargets(ctx context.Context, cmds []api.Command) (map[int]string, map[int]bool) {
+func (x *txn) probeTargets(ctx context.Context, cmds []api.Command) (map[int]string, map[int]bool, error) {
 	refused, delivered := map[int]string{}, map[int]bool{}
 	starting := map[string]bool{}
 	for i, c := range cmds {
 		switch {
 		case c.Type == api.CommandStartChildWorkflow && c.StartChildWorkflow != nil:
 			id := c.StartChildWorkflow.WorkflowID
-			if r := x.childRefusal(ctx, c.StartChildWorkflow, starting[id]); r != "" {
+			r := ""
+			if x.foreign[id] && !starting[id] {
+				var err error
+				if r, err = x.foreignChildRefusal(ctx, c.StartChildWorkflow); err != nil {
+					return nil, nil, err
+				}
+			} else {
+				r = x.childRefusal(ctx, c.StartChildWorkflow, starting[id])
+			}
+			if r != "" {
 				refused[i] = r
 			} else {
 				starting[id] = true
 			}
+		case c.Type == api.CommandSignalExternalWorkflow && c.SignalExternalWorkflow != nil && x.foreign[c.SignalExternalWorkflow.WorkflowID]:
+			ok, err := x.foreignSignalDelivered(ctx, c.SignalExternalWorkflow)
+			if err != nil {
+				return nil, nil, err
+			}
+			delivered[i] = ok || starting[c.SignalExternalWorkflow.WorkflowID]
 		case c.Type == api.CommandSignalExternalWorkflow && c.SignalExternalWorkflow != nil:
 			s := c.SignalExternalWorkflow
 			open := x.e.openRun(s.WorkflowID)
@@ -361,7 +378,7 @@ func (x *txn) probeTargets(ctx context.Context, cmds []api.Command) (map[int]str
 				starting[s.WorkflowID]
 		}
 	}
-	return refused, delivered
+	return refused, delivered, nil
 }
 
 func (x *txn) childRefusal(ctx context.Context, c *api.StartChildWorkflowCommand, startingHere bool) string {

@@ -13,14 +13,19 @@ import (
 // transact runs fn under the locks of ids with a fresh transaction and
 // commits what fn gathered. Nothing is written when fn fails. A run that
 // fn found damaged is quarantined once the locks are released (settle).
+//
+// ids[0] is the run the transition is about: it must be served here.
+// Another id whose shard another server serves is not locked: the
+// transaction reaches that run through the cluster (crossshard.go).
 func (e *Engine) transact(ctx context.Context, ids []string, fn func(x *txn) error) error {
-	if err := e.shards.wait(ctx, ids); err != nil {
+	local, foreign := e.shards.split(ids)
+	if err := e.shards.wait(ctx, local); err != nil {
 		return err
 	}
-	return e.settle(e.transactLocked(ctx, ids, fn))
+	return e.settle(e.transactLocked(ctx, local, foreign, fn))
 }
 
-func (e *Engine) transactLocked(ctx context.Context, ids []string, fn func(x *txn) error) error {
+func (e *Engine) transactLocked(ctx context.Context, ids, foreign []string, fn func(x *txn) error) error {
 	unlock := e.lock(ids...)
 	defer unlock()
 	if err := e.shards.check(ids...); err != nil {
@@ -30,13 +35,20 @@ func (e *Engine) transactLocked(ctx context.Context, ids []string, fn func(x *tx
 		return err
 	}
 	x := e.newTxn(e.now(), ids)
+	for _, id := range foreign {
+		x.foreign[id] = true
+	}
 	if err := fn(x); err != nil {
 		return err
 	}
-	if len(x.runs) == 0 {
+	if len(x.runs) == 0 && x.batch.Empty() {
 		return nil
 	}
-	return x.commit(ctx)
+	if err := x.commit(ctx); err != nil {
+		return err
+	}
+	e.deliverNoticesLater(x.notices)
+	return nil
 }
 
 // edit registers an existing open run for modification and returns its
@@ -57,12 +69,12 @@ func (x *txn) apply(ctx context.Context, tr *txnRun, out machine.Output) error {
 		return err
 	}
 	for _, cs := range out.ChildStarts {
-		if err := x.startChild(tr, cs); err != nil {
+		if err := x.startChild(ctx, tr, cs); err != nil {
 			return err
 		}
 	}
 	for _, so := range out.SignalsOut {
-		if err := x.deliverSignal(so); err != nil {
+		if err := x.deliverSignal(ctx, tr.st.Ref(), so); err != nil {
 			return err
 		}
 	}
@@ -86,8 +98,12 @@ func (x *txn) need(workflowID string) error {
 	return nil
 }
 
-// startChild creates a child run decided by the parent's command.
-func (x *txn) startChild(parent *txnRun, cs machine.ChildStart) error {
+// startChild creates a child run decided by the parent's command (on the
+// server that serves it, when that is another).
+func (x *txn) startChild(ctx context.Context, parent *txnRun, cs machine.ChildStart) error {
+	if x.foreign[cs.Params.Request.WorkflowID] {
+		return x.startForeignChild(ctx, cs)
+	}
 	if err := x.need(cs.Params.Request.WorkflowID); err != nil {
 		return err
 	}
@@ -97,8 +113,12 @@ func (x *txn) startChild(parent *txnRun, cs machine.ChildStart) error {
 	return nil
 }
 
-// deliverSignal appends a signal to another open run.
-func (x *txn) deliverSignal(so machine.SignalOut) error {
+// deliverSignal appends a signal to another open run (on the server that
+// serves it, when that is another).
+func (x *txn) deliverSignal(ctx context.Context, from history.RunRef, so machine.SignalOut) error {
+	if x.foreign[so.WorkflowID] {
+		return x.signalForeign(ctx, from, so)
+	}
 	if err := x.need(so.WorkflowID); err != nil {
 		return err
 	}
@@ -138,6 +158,9 @@ func (x *txn) notifyParent(ctx context.Context, child *machine.RunState) error {
 	p := child.Parent
 	if p == nil {
 		return nil
+	}
+	if x.foreign[p.WorkflowID] {
+		return x.noteForeignParent(child)
 	}
 	if err := x.need(p.WorkflowID); err != nil {
 		return err
@@ -305,16 +328,22 @@ func (e *Engine) closeChildren(parent *machine.RunState, children []machine.Chil
 }
 
 func (e *Engine) applyParentClose(ctx context.Context, parent *machine.RunState, c machine.ChildInfo) {
-	if p := e.parentOf(c.WorkflowID); p == nil || p.WorkflowID != parent.WorkflowID {
+	var svc api.Service = e
+	if !e.Serves(c.WorkflowID) && e.remote != nil {
+		svc = e.remote // the child is served by another server of the cluster
+		if !e.foreignChildOpen(ctx, parent, c) {
+			return
+		}
+	} else if p := e.parentOf(c.WorkflowID); p == nil || p.WorkflowID != parent.WorkflowID {
 		return // the child closed already (or its id now belongs to another run)
 	}
 	var err error
 	reason := fmt.Sprintf("parent workflow %q run %q closed (%s)", parent.WorkflowID, parent.RunID, parent.Status)
 	switch c.ParentClosePolicy {
 	case history.ParentCloseTerminate:
-		_, err = e.TerminateWorkflow(ctx, &api.TerminateWorkflowRequest{WorkflowID: c.WorkflowID, Reason: reason, Identity: "parent-close-policy"})
+		_, err = svc.TerminateWorkflow(ctx, &api.TerminateWorkflowRequest{WorkflowID: c.WorkflowID, Reason: reason, Identity: "parent-close-policy"})
 	case history.ParentCloseRequestCancel:
-		_, err = e.RequestCancelWorkflow(ctx, &api.CancelWorkflowRequest{WorkflowID: c.WorkflowID, Reason: reason, Identity: "parent-close-policy"})
+		_, err = svc.RequestCancelWorkflow(ctx, &api.CancelWorkflowRequest{WorkflowID: c.WorkflowID, Reason: reason, Identity: "parent-close-policy"})
 	}
 	if err != nil && !errors.Is(err, api.ErrWorkflowClosed) && !errors.Is(err, api.ErrNotFound) && !errors.Is(err, api.ErrUnavailable) {
 		e.log.Warn().Err(err).Str("workflow", c.WorkflowID).Msg("parent-close policy not applied")

@@ -186,6 +186,9 @@ func (e *Engine) Acquire(ctx context.Context, shards []int) error {
 		defer unlock()
 		return e.recoverRun(ctx, r.Key)
 	})
+	if err == nil {
+		err = e.deliverPendingNotices(ctx, want)
+	}
 	if err != nil {
 		e.dropShards(want) // what was loaded is forgotten: a later Acquire loads it again
 		return fmt.Errorf("engine: acquire: %w", err)

@@ -63,6 +63,11 @@ type txn struct {
 	ledgerEntries map[string]*machine.LedgerEntry
 	// newChunks are the payload chunks the batch writes (by hash).
 	newChunks map[string]struct{}
+	// foreign are the workflow ids the transaction touches that another
+	// server of the cluster serves (not locked: crossshard.go); notices
+	// the closed children whose foreign parents are to be told.
+	foreign map[string]bool
+	notices []history.RunRef
 }
 
 // txnRun is one run touched by a transaction.
@@ -77,7 +82,8 @@ type txnRun struct {
 }
 
 func (e *Engine) newTxn(now time.Time, held []string) *txn {
-	x := &txn{e: e, now: now, byRef: map[history.RunRef]*txnRun{}, held: map[string]bool{}, newChunks: map[string]struct{}{}}
+	x := &txn{e: e, now: now, byRef: map[history.RunRef]*txnRun{}, held: map[string]bool{}, newChunks: map[string]struct{}{},
+		foreign: map[string]bool{}}
 	for _, id := range held {
 		x.held[id] = true
 	}

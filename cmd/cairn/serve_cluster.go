@@ -89,7 +89,9 @@ func (s *Server) joinCluster() error {
 	if err := s.node.Start(ctx, s.eng); err != nil {
 		return err
 	}
-	s.svc = cluster.NewRouter(s.node, s.eng)
+	router := cluster.NewRouter(s.node, s.eng)
+	s.eng.SetRemote(router) // children, parents and signals across shards
+	s.svc = router
 	return nil
 }
 

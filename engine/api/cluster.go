@@ -72,3 +72,20 @@ type ClusterStats struct {
 	// the poll they answered had been served by another.
 	HandedBack int64
 }
+
+// NotifyChildClosedRequest tells a parent run, on the server that serves
+// it, that its child (served by another server of the cluster) closed.
+// Servers send it; the parent ignores a child it does not know or knows
+// closed already, so sending it again is harmless.
+type NotifyChildClosedRequest struct {
+	ParentWorkflowID, ParentRunID string
+	InitiatedEventID              int64
+	ChildWorkflowID, ChildRunID   string
+	// Status is how the child closed; Result and Failure its outcome.
+	Status  Status
+	Result  Payload
+	Failure *Failure `json:",omitempty"`
+}
+
+// NotifyChildClosedResponse is empty.
+type NotifyChildClosedResponse struct{}

@@ -113,4 +113,7 @@ type Service interface {
 	// DescribeCluster describes the servers sharing the store and who
 	// serves which shard (a server alone on its store describes itself).
 	DescribeCluster(ctx context.Context, req *DescribeClusterRequest) (*DescribeClusterResponse, error)
+	// NotifyChildClosed tells a parent run that its child, served by
+	// another server of a cluster, closed (servers call it).
+	NotifyChildClosed(ctx context.Context, req *NotifyChildClosedRequest) (*NotifyChildClosedResponse, error)
 }

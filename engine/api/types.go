@@ -115,6 +115,22 @@ type StartWorkflowRequest struct {
 	// calls); zero: no limit. Workflow code and people can change it
 	// later (UpdateBudget).
 	Budget history.Budget
+	// Child is set by a server of a cluster starting a child run whose
+	// workflow id another server serves: the run its parent decided
+	// (docs/scale-out.md). Clients leave it nil.
+	Child *ChildOf `json:",omitempty"`
+}
+
+// ChildOf is the parent side of a child run started on another server.
+type ChildOf struct {
+	// RunID is the child run's id, decided by its parent.
+	RunID string
+	// ParentWorkflowID, ParentRunID and InitiatedEventID name the parent
+	// run and its StartChildWorkflow command.
+	ParentWorkflowID  string
+	ParentRunID       string
+	InitiatedEventID  int64
+	ParentClosePolicy history.ParentClosePolicy
 }
 
 // StartWorkflowResponse names the run.

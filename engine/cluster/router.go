@@ -297,3 +297,8 @@ func (r *Router) ListEffects(ctx context.Context, req *api.ListEffectsRequest) (
 func (r *Router) GetChunks(ctx context.Context, req *api.GetChunksRequest) (*api.GetChunksResponse, error) {
 	return r.local.GetChunks(ctx, req)
 }
+
+// NotifyChildClosed implements api.Service.
+func (r *Router) NotifyChildClosed(ctx context.Context, req *api.NotifyChildClosedRequest) (*api.NotifyChildClosedResponse, error) {
+	return route(r, ctx, req.ParentWorkflowID, req, api.Service.NotifyChildClosed)
+}

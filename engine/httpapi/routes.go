@@ -59,6 +59,7 @@ var routes = map[string]endpoint{
 	"WatchStream":             route(true, api.Service.WatchStream),
 	"GetTranscript":           route(false, api.Service.GetTranscript),
 	"DescribeCluster":         route(false, api.Service.DescribeCluster),
+	"NotifyChildClosed":       route(false, api.Service.NotifyChildClosed),
 }
 
 // Methods returns the names of the served methods.

@@ -165,3 +165,7 @@ func (s *stubService) GetTranscript(_ context.Context, req *api.GetTranscriptReq
 func (s *stubService) DescribeCluster(_ context.Context, req *api.DescribeClusterRequest) (*api.DescribeClusterResponse, error) {
 	return stubCall[api.DescribeClusterResponse](s, "DescribeCluster", req)
 }
+
+func (s *stubService) NotifyChildClosed(_ context.Context, req *api.NotifyChildClosedRequest) (*api.NotifyChildClosedResponse, error) {
+	return stubCall[api.NotifyChildClosedResponse](s, "NotifyChildClosed", req)
+}

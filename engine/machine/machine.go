@@ -126,6 +126,10 @@ type SignalOut struct {
 	Name       string
 	Input      history.Payload
 	Identity   string
+	// SentEventID is the sender's SignalExternalSent event: with the
+	// sender's run it names this signal, so that a delivery sent again
+	// (to a run another server serves) is recognised.
+	SentEventID int64
 }
 
 // ErrUnhandledEvents is returned by CompleteWorkflowTask when the commands

@@ -79,6 +79,31 @@ type RunState struct {
 	// in the order they started waiting (approvals.go): while there is
 	// one, the run waits for a person.
 	Approvals []ApprovalWait `msgpack:",omitempty"`
+
+	// SignalRequests are the request ids of the last signals delivered
+	// with one (at most MaxSignalRequests, oldest first): a signal sent
+	// again with the same id is delivered once (a run on another server
+	// of a cluster signalling this one, retried).
+	SignalRequests []string `msgpack:",omitempty"`
+}
+
+// MaxSignalRequests bounds RunState.SignalRequests.
+const MaxSignalRequests = 64
+
+// SignalSeen reports whether a signal with this request id was delivered.
+func (s *RunState) SignalSeen(requestID string) bool {
+	return requestID != "" && slices.Contains(s.SignalRequests, requestID)
+}
+
+// NoteSignal remembers a delivered signal's request id (none: nothing).
+func (s *RunState) NoteSignal(requestID string) {
+	if requestID == "" {
+		return
+	}
+	if len(s.SignalRequests) >= MaxSignalRequests {
+		s.SignalRequests = slices.Delete(slices.Clone(s.SignalRequests), 0, 1)
+	}
+	s.SignalRequests = append(s.SignalRequests, requestID)
 }
 
 // ParentRef names the parent of a child run.
@@ -255,6 +280,7 @@ func (s *RunState) Clone() *RunState {
 	c.Children = cloneMap(s.Children)
 	c.UsageByModel = slices.Clone(s.UsageByModel)
 	c.Approvals = slices.Clone(s.Approvals)
+	c.SignalRequests = slices.Clip(s.SignalRequests)
 	// Only a run state of the earlier form has Occurrences (until its
 	// next write), and an installed state has no occ: both are usually nil.
 	c.Occurrences = maps.Clone(s.Occurrences)

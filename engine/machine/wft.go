@@ -416,11 +416,11 @@ func (t *transition) startChild(c *api.StartChildWorkflowCommand, wtc int64, ref
 }
 
 func (t *transition) signalExternal(c *api.SignalExternalWorkflowCommand, wtc int64, delivered bool, identity string) {
-	t.add(&history.SignalExternalSent{WorkflowID: c.WorkflowID, RunID: c.RunID, Name: c.SignalName, Input: c.Input,
+	id := t.add(&history.SignalExternalSent{WorkflowID: c.WorkflowID, RunID: c.RunID, Name: c.SignalName, Input: c.Input,
 		Delivered: delivered, WorkflowTaskCompletedEventID: wtc})
 	if delivered {
 		t.out.SignalsOut = append(t.out.SignalsOut, SignalOut{WorkflowID: c.WorkflowID, RunID: c.RunID, Name: c.SignalName,
-			Input: c.Input, Identity: identity})
+			Input: c.Input, Identity: identity, SentEventID: id})
 	}
 }
 

@@ -428,3 +428,8 @@ func (r *RemoteService) GetTranscript(ctx context.Context, req *api.GetTranscrip
 func (r *RemoteService) DescribeCluster(ctx context.Context, req *api.DescribeClusterRequest) (*api.DescribeClusterResponse, error) {
 	return call[api.DescribeClusterRequest, api.DescribeClusterResponse](ctx, r, "DescribeCluster", req)
 }
+
+// NotifyChildClosed implements api.Service.
+func (r *RemoteService) NotifyChildClosed(ctx context.Context, req *api.NotifyChildClosedRequest) (*api.NotifyChildClosedResponse, error) {
+	return call[api.NotifyChildClosedRequest, api.NotifyChildClosedResponse](ctx, r, "NotifyChildClosed", req)
+}

@@ -63,7 +63,9 @@ func servePostgres(ctx context.Context, url string) (*pgServer, error) {
 		return fail(err)
 	}
 	undo = append(undo, func() { _ = node.Close() })
-	srv, addr, err := listen(httpapi.NewHandler(cluster.NewRouter(node, s.eng), httpapi.Options{RequestContext: cluster.RequestContext}))
+	router := cluster.NewRouter(node, s.eng)
+	s.eng.SetRemote(router)
+	srv, addr, err := listen(httpapi.NewHandler(router, httpapi.Options{RequestContext: cluster.RequestContext}))
 	if err != nil {
 		return fail(err)
 	}

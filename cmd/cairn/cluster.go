@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/cairnflow/cairn/cmd/cairn/internal/view"
 	"github.com/cairnflow/cairn/engine/api"
 )
 
@@ -89,31 +89,9 @@ func printShards(w io.Writer, d *api.DescribeClusterResponse) {
 	sort.Strings(owners)
 	rows := [][]string{}
 	for _, o := range owners {
-		rows = append(rows, []string{o, fmt.Sprint(len(byOwner[o])), ranges(byOwner[o])})
+		rows = append(rows, []string{o, fmt.Sprint(len(byOwner[o])), view.Ranges(byOwner[o])})
 	}
 	table(w, []string{"OWNER", "SHARDS", ""}, rows)
-}
-
-// ranges writes sorted shard numbers as "0-3,7,9-12".
-func ranges(ns []int) string {
-	sort.Ints(ns)
-	var b strings.Builder
-	for i := 0; i < len(ns); {
-		j := i
-		for j+1 < len(ns) && ns[j+1] == ns[j]+1 {
-			j++
-		}
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		if j > i {
-			fmt.Fprintf(&b, "%d-%d", ns[i], ns[j])
-		} else {
-			fmt.Fprint(&b, ns[i])
-		}
-		i = j + 1
-	}
-	return b.String()
 }
 
 // ago is how long before now t was ("-" when never).

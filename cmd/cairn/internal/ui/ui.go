@@ -1,8 +1,9 @@
 // Package ui is Cairn's web UI: the runs, a run's history and pending work,
 // the runs waiting for a person and the forms that decide them (resolve an
 // unknown outcome, raise a budget, approve or reject an agent's tool call), the
-// effects ledger, the task queues and their workers, and the agent's
-// conversation — served by `cairn server` and `cairn dev` on a listener of
+// effects ledger, the task queues and their workers, the servers of a
+// cluster and who serves which shard, and the agent's conversation —
+// served by `cairn server` and `cairn dev` on a listener of
 // their own, from files embedded in the binary (plain HTML, CSS and
 // JavaScript modules: no build step, no Node toolchain).
 //
@@ -120,7 +121,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // pages are the paths that load the app (it routes in the browser).
-var pages = []string{"/", "/runs", "/runs/", "/paused", "/effects", "/queues", "/agent/"}
+var pages = []string{"/", "/runs", "/runs/", "/paused", "/effects", "/queues", "/cluster", "/agent/"}
 
 func (h *Handler) routes() {
 	for _, p := range pages {

@@ -26,10 +26,11 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
+	"github.com/cairnflow/cairn/internal/pgtest"
 	"github.com/cairnflow/cairn/internal/testkit"
 )
 
-func TestMain(m *testing.M) { testkit.Main(m) }
+func TestMain(m *testing.M) { testkit.Main(m, pgtest.Done) }
 
 // chromium returns the browser's path, or skips (fails where it is
 // required).
@@ -405,6 +406,16 @@ func TestWebUI(t *testing.T) {
 		until(`document.querySelector('[data-queue="accounts-payable"]')?.textContent.includes("cairn-dev-demo-worker")`),
 	)
 	shot(t, ctx, shots, "queues")
+
+	// The cluster: a server alone on the embedded store says so, in one line.
+	run(t, ctx, "open the cluster page from the navigation",
+		chromedp.Click(css(`nav a[data-nav="cluster"]`)),
+		until(`location.pathname === "/cluster" && document.querySelector("#cluster-alone") !== null`),
+		until(`document.querySelector('nav a[data-nav="cluster"]').getAttribute("aria-current") === "page"`),
+	)
+	if s := strings.TrimSpace(textOf(t, ctx, "#cluster")); s != "One server on the embedded store; cairn server --store postgres://… to share a database." {
+		t.Fatalf("the cluster page of a server on the embedded store says:\n%s", s)
+	}
 
 	// Effects ledger: search by workflow id.
 	run(t, ctx, "search the ledger",

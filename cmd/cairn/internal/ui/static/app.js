@@ -7,6 +7,7 @@ import * as run from "./pages/run.js";
 import * as paused from "./pages/paused.js";
 import * as effects from "./pages/effects.js";
 import * as queues from "./pages/queues.js";
+import * as cluster from "./pages/cluster.js";
 import * as agent from "./pages/agent.js";
 
 // Relative times ("3s ago") are kept current on every page, open runs and
@@ -39,6 +40,7 @@ const routes = [
   [/^\/paused$/, paused, "paused"],
   [/^\/effects$/, effects, "effects"],
   [/^\/queues$/, queues, "queues"],
+  [/^\/cluster$/, cluster, "cluster"],
   [/^\/agent\/([^/]+)(?:\/([^/]+))?$/, agent, "runs"],
 ];
 let cleanup = null;
@@ -101,7 +103,7 @@ document.addEventListener("keydown", (e) => {
   const k = e.key;
   if (pending === "g") {
     pending = "";
-    const to = { r: "/runs", p: "/paused", e: "/effects", q: "/queues" }[k];
+    const to = { r: "/runs", p: "/paused", e: "/effects", q: "/queues", c: "/cluster" }[k];
     if (to) { e.preventDefault(); go(to); }
     return;
   }

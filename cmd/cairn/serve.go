@@ -234,7 +234,8 @@ func (s *Server) listen() error {
 // (and their commits) finish.
 func (s *Server) serveAPI() error {
 	opts := httpapi.Options{Token: s.token, Logger: &s.log, MaxSessions: s.f.maxSessions, UIURL: s.uiURL,
-		Collectors: []prometheus.Collector{metrics.NewCollector(s.eng, metrics.Options{Queues: s.eng.TaskQueues})}}
+		MaxPayloadBytes: s.eng.MaxPayloadBytes(), // the cluster's router does not say it
+		Collectors:      []prometheus.Collector{metrics.NewCollector(s.eng, metrics.Options{Queues: s.eng.TaskQueues})}}
 	if s.store != nil {
 		opts.Backup = s.backup // a Postgres store is backed up with the database's own tools
 	}

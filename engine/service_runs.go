@@ -242,6 +242,7 @@ func (e *Engine) describeRun(ctx context.Context, req *api.DescribeWorkflowReque
 	}
 	resp.Usage = st.UsageSummary(e.opts.Pricing)
 	resp.Budget = st.BudgetStatus()
+	resp.Unpolled = e.unpolled(st, e.now())
 	if wu, err := e.workflowUsage(ctx, st.WorkflowID); err != nil {
 		return nil, err
 	} else if wu != nil {

@@ -204,6 +204,35 @@ type DescribeWorkflowResponse struct {
 	// PendingApprovals are the agent's tool calls awaiting a person's
 	// approval, oldest first.
 	PendingApprovals []PendingApproval `json:",omitempty"`
+	// Unpolled names the task queues the run has a task waiting on that
+	// no worker polls (for that kind of task): none is polling now, and
+	// none has for UnpolledAfter, or since the engine started. Empty when
+	// every waiting task's queue is polled.
+	Unpolled []UnpolledQueue `json:",omitempty"`
+}
+
+// UnpolledAfter is how long a task queue a run's task waits on must have
+// gone unpolled before describe says so (DescribeWorkflowResponse.Unpolled):
+// a worker re-polls at once after each task, so a longer gap means no
+// worker is there, or every one is busy.
+const UnpolledAfter = 10 * time.Second
+
+// UnpolledQueue is a task queue a run's task waits on while no worker
+// polls it.
+type UnpolledQueue struct {
+	TaskQueue string
+	// Kind is the kind of the waiting task: "workflow" or "activity".
+	Kind string
+	// LastPoll is when a worker last polled the queue for that kind of
+	// task; zero when none has since the engine started (Since).
+	LastPoll time.Time
+	// Since is when the engine started: it knows of no poll before.
+	Since time.Time
+	// Message says it for a person, as of the describe: `no worker has
+	// polled task queue "payments" for activity tasks in 95 s`, or `no
+	// worker has ever polled task queue "payments" for activity tasks
+	// (since the engine started 40 s ago)`.
+	Message string
 }
 
 // UsageSummary totals usage, overall and by model.

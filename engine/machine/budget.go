@@ -43,12 +43,16 @@ func (p Pricing) Cost(u history.Usage) (float64, bool) {
 	return (float64(fresh)*pr.Input + float64(u.CachedTokens)*cachedRate + float64(u.CompletionTokens)*pr.Output) / 1e6, true
 }
 
-// addUsage records what one attempt of a reported.
+// addUsage records what the current attempt of a reported. Its Attempts
+// follow history's numbering of the attempts (ActivityStarted.Attempt),
+// not the count of reports: the report of attempt 4 after three attempts
+// that reported nothing counts 4, so that a.Usage.Attempts is the number
+// of the last attempt that reported.
 func (t *transition) addUsage(a *ActivityInfo, u history.Usage) {
 	if u.Tokens() == 0 && u.CachedTokens == 0 && u.CostUSD == 0 {
 		return
 	}
-	u.Attempts = 1
+	u.Attempts = max(a.Attempt-a.Usage.Attempts, 0)
 	if cost, ok := t.m.Pricing.Cost(u); ok {
 		u.CostUSD = cost
 	}

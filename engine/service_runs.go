@@ -241,7 +241,7 @@ func (e *Engine) describeRun(ctx context.Context, req *api.DescribeWorkflowReque
 		return nil, err
 	}
 	resp.Usage = st.UsageSummary(e.opts.Pricing)
-	resp.Budget = st.BudgetStatus()
+	resp.Budget = st.BudgetStatus(e.opts.Pricing)
 	resp.Unpolled = e.unpolled(st, e.now())
 	if wu, err := e.workflowUsage(ctx, st.WorkflowID); err != nil {
 		return nil, err

@@ -31,7 +31,7 @@ func (e *Engine) GetTranscript(ctx context.Context, req *api.GetTranscriptReques
 		return nil, err
 	}
 	return &api.GetTranscriptResponse{RunID: st.RunID, Status: st.EffectiveStatus(), Items: b.items,
-		Usage: *st.UsageSummary(e.opts.Pricing), Budget: st.BudgetStatus(), Ignored: b.ignored}, nil
+		Usage: *st.UsageSummary(e.opts.Pricing), Budget: st.BudgetStatus(e.opts.Pricing), Ignored: b.ignored}, nil
 }
 
 // transcript lays out the conversation of st's run from its history.

@@ -288,18 +288,12 @@ func (e *Engine) CountWorkflows(ctx context.Context, req *api.CountWorkflowsRequ
 			if !indexKeyMatches(r.Key, filter) {
 				continue
 			}
-			kr := history.ReadKey(r.Key)
-			kr.Str() // "s"
-			status := api.Status(kr.Int())
-			if req.WorkflowType != "" || status == api.StatusPaused {
-				info, ok := e.listEntry(r, filter)
-				if !ok {
-					continue
-				}
-				status = info.Status
-				if status == api.StatusPaused && info.Pause != nil {
-					paused[info.Pause.Kind]++
-				}
+			status, pause, ok := e.countedAs(r, filter)
+			if !ok {
+				continue
+			}
+			if pause != "" {
+				paused[pause]++
 			}
 			resp.Total++
 			if int(status) < len(counts) {
@@ -318,5 +312,36 @@ func (e *Engine) CountWorkflows(ctx context.Context, req *api.CountWorkflowsRequ
 	for _, kind := range slices.Sorted(maps.Keys(paused)) {
 		resp.Paused = append(resp.Paused, api.PauseCount{Kind: kind, Count: paused[kind]})
 	}
+	resp.Quarantined = e.countCorrupt(filter)
+	resp.Total += resp.Quarantined
 	return resp, nil
+}
+
+// countedAs says how CountWorkflows counts a status index entry: the run's
+// status and, for a paused run, what it waits for (its entry is decoded
+// then, and for a type filter). ok is false for an entry the filter drops
+// and for a quarantined run, which is counted apart (countCorrupt).
+func (e *Engine) countedAs(r history.Record, filter *api.ListWorkflowsRequest) (status api.Status, pause string, ok bool) {
+	status, ref := statusIndexRun(r.Key)
+	if filter.WorkflowType != "" || status == api.StatusPaused {
+		info, ok := e.listEntry(r, filter)
+		if !ok {
+			return 0, "", false
+		}
+		status, ref = info.Status, history.RunRef{WorkflowID: info.WorkflowID, RunID: info.RunID}
+		if status == api.StatusPaused && info.Pause != nil {
+			pause = info.Pause.Kind
+		}
+	}
+	return status, pause, e.corrupt.lookup(ref.WorkflowID, ref.RunID) == nil
+}
+
+// statusIndexRun reads a status index key: the run's status and ids.
+func statusIndexRun(key []byte) (api.Status, history.RunRef) {
+	kr := history.ReadKey(key)
+	kr.Str() // "s"
+	status := api.Status(kr.Int())
+	kr.Int() // the start time
+	wf := kr.Str()
+	return status, history.RunRef{WorkflowID: wf, RunID: kr.Str()}
 }

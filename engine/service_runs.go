@@ -429,7 +429,9 @@ func (e *Engine) ListWorkflows(ctx context.Context, req *api.ListWorkflowsReques
 			if !indexKeyMatches(r.Key, req) {
 				return true, nil
 			}
-			if info, ok := e.listEntry(r, req); ok {
+			if info, ok := e.listEntry(r, req); ok && (req.Status == api.StatusUnspecified || e.corrupt.lookup(info.WorkflowID, info.RunID) == nil) {
+				// A quarantined run is listed by status as quarantined
+				// (Corrupt), not under the status it had.
 				resp.Workflows = append(resp.Workflows, *info)
 				if len(resp.Workflows) == size {
 					resp.NextPageToken = r.Key

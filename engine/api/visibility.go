@@ -304,7 +304,10 @@ type ListWorkflowsRequest struct {
 	PageSize      int // 0: 100
 	NextPageToken []byte
 	// Corrupt lists only the quarantined runs (WorkflowInfo.Corrupt set),
-	// in workflow id order; the other filters still apply.
+	// in workflow id order; the other filters still apply. A list by
+	// Status leaves them out: a quarantined run is listed, and counted
+	// (CountWorkflowsResponse.Quarantined), as quarantined, not under the
+	// status it had when its damage was found.
 	Corrupt bool
 	// WorkflowIDPrefix keeps runs whose workflow id starts with it (empty:
 	// any). A workflow id is its own prefix, so this also lists one id's
@@ -336,12 +339,19 @@ type CountWorkflowsRequest struct {
 
 // CountWorkflowsResponse holds the counts.
 type CountWorkflowsResponse struct {
+	// Total counts every run the filters keep: ByStatus and Quarantined.
 	Total int64
-	// ByStatus has one entry per status with runs, in status order.
+	// ByStatus has one entry per status with runs, in status order. A
+	// quarantined run is not counted under the status it had when its
+	// damage was found, but in Quarantined.
 	ByStatus []StatusCount
 	// Paused counts the paused runs by what they wait for (PauseInfo.Kind),
 	// one entry per kind with runs, in kind order.
 	Paused []PauseCount `json:",omitempty"`
+	// Quarantined counts the quarantined runs the filters keep
+	// (WorkflowInfo.Corrupt): the runs ListWorkflows lists with Corrupt,
+	// and skips when it lists by status.
+	Quarantined int64 `json:",omitempty"`
 }
 
 // PauseCount is how many paused runs wait for one kind of decision.

@@ -283,6 +283,7 @@ func Open(opts Options) (*Engine, error) {
 		return true
 	})
 	e.timers = timerq.New(e.clk, e.onTimer)
+	e.pollers.since = e.now()
 	if err := e.recover(context.Background()); err != nil {
 		return nil, err
 	}

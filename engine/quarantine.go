@@ -389,6 +389,21 @@ func scanRecords(ctx context.Context, store history.Store, space history.Space, 
 // CorruptRuns returns how many runs are quarantined.
 func (e *Engine) CorruptRuns() int { return int(e.corrupt.n.Load()) }
 
+// countCorrupt counts the quarantined runs the filters keep: the runs
+// listCorrupt lists.
+func (e *Engine) countCorrupt(req *api.ListWorkflowsRequest) int64 {
+	if e.corrupt.n.Load() == 0 {
+		return 0
+	}
+	var n int64
+	for _, c := range e.corrupt.list() {
+		if info := c.info(); listMatches(&info, req) {
+			n++
+		}
+	}
+	return n
+}
+
 // listCorrupt serves ListWorkflows with Corrupt set: the quarantined runs
 // in (workflow id, run id) order, paged by the last key.
 func (e *Engine) listCorrupt(req *api.ListWorkflowsRequest) *api.ListWorkflowsResponse {

@@ -19,6 +19,18 @@ import (
 type pollers struct {
 	mu sync.Mutex
 	m  map[pollerKey]*pollerSeen
+	// queues remembers when each queue was last polled, for each kind of
+	// task, whoever polled it (describe's Unpolled): kept after the
+	// pollers themselves are forgotten.
+	queues map[queueKind]*pollerSeen
+	// since is when the engine started: polls before it are not known.
+	since time.Time
+}
+
+// queueKind is a task queue and the kind of task polled on it.
+type queueKind struct {
+	queue    string
+	activity bool
 }
 
 type pollerKey struct {
@@ -54,15 +66,58 @@ func (p *pollers) begin(queue, identity string, activity bool, now func() time.T
 		s = &pollerSeen{}
 		p.m[k] = s
 	}
+	q := &pollerSeen{} // a worker's sticky queue: no run waits on it alone
+	if !isSticky(queue) {
+		q = p.queueLocked(queueKind{queue, activity}, now)
+	}
 	s.active++
+	q.active++
 	s.last = now()
+	q.last = s.last
 	p.mu.Unlock()
 	return func() {
 		p.mu.Lock()
 		s.active--
+		q.active--
 		s.last = now()
+		q.last = s.last
 		p.mu.Unlock()
 	}
+}
+
+// queueLocked returns what is known of the polls of k, made on first use.
+// Workers' sticky queues are not kept, so only past maxPollers task queues
+// are those idle beyond PollerRetention forgotten (a queue forgotten so
+// would read as never polled since the engine started).
+func (p *pollers) queueLocked(k queueKind, now func() time.Time) *pollerSeen {
+	if p.queues == nil {
+		p.queues = map[queueKind]*pollerSeen{}
+	}
+	q := p.queues[k]
+	if q == nil {
+		if len(p.queues) >= maxPollers {
+			t := now()
+			for k, q := range p.queues {
+				if q.active == 0 && t.Sub(q.last) > api.PollerRetention {
+					delete(p.queues, k)
+				}
+			}
+		}
+		q = &pollerSeen{}
+		p.queues[k] = q
+	}
+	return q
+}
+
+// lastPoll says whether a worker polls queue for the kind of task now, and
+// when one last did (zero: not since the engine started).
+func (p *pollers) lastPoll(queue string, activity bool) (polling bool, last time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if q := p.queues[queueKind{queue, activity}]; q != nil {
+		return q.active > 0, q.last
+	}
+	return false, time.Time{}
 }
 
 // pruneLocked forgets the pollers idle for longer than PollerRetention.
@@ -233,18 +288,12 @@ func (e *Engine) CountWorkflows(ctx context.Context, req *api.CountWorkflowsRequ
 			if !indexKeyMatches(r.Key, filter) {
 				continue
 			}
-			kr := history.ReadKey(r.Key)
-			kr.Str() // "s"
-			status := api.Status(kr.Int())
-			if req.WorkflowType != "" || status == api.StatusPaused {
-				info, ok := e.listEntry(r, filter)
-				if !ok {
-					continue
-				}
-				status = info.Status
-				if status == api.StatusPaused && info.Pause != nil {
-					paused[info.Pause.Kind]++
-				}
+			status, pause, ok := e.countedAs(r, filter)
+			if !ok {
+				continue
+			}
+			if pause != "" {
+				paused[pause]++
 			}
 			resp.Total++
 			if int(status) < len(counts) {
@@ -263,5 +312,36 @@ func (e *Engine) CountWorkflows(ctx context.Context, req *api.CountWorkflowsRequ
 	for _, kind := range slices.Sorted(maps.Keys(paused)) {
 		resp.Paused = append(resp.Paused, api.PauseCount{Kind: kind, Count: paused[kind]})
 	}
+	resp.Quarantined = e.countCorrupt(filter)
+	resp.Total += resp.Quarantined
 	return resp, nil
+}
+
+// countedAs says how CountWorkflows counts a status index entry: the run's
+// status and, for a paused run, what it waits for (its entry is decoded
+// then, and for a type filter). ok is false for an entry the filter drops
+// and for a quarantined run, which is counted apart (countCorrupt).
+func (e *Engine) countedAs(r history.Record, filter *api.ListWorkflowsRequest) (status api.Status, pause string, ok bool) {
+	status, ref := statusIndexRun(r.Key)
+	if filter.WorkflowType != "" || status == api.StatusPaused {
+		info, ok := e.listEntry(r, filter)
+		if !ok {
+			return 0, "", false
+		}
+		status, ref = info.Status, history.RunRef{WorkflowID: info.WorkflowID, RunID: info.RunID}
+		if status == api.StatusPaused && info.Pause != nil {
+			pause = info.Pause.Kind
+		}
+	}
+	return status, pause, e.corrupt.lookup(ref.WorkflowID, ref.RunID) == nil
+}
+
+// statusIndexRun reads a status index key: the run's status and ids.
+func statusIndexRun(key []byte) (api.Status, history.RunRef) {
+	kr := history.ReadKey(key)
+	kr.Str() // "s"
+	status := api.Status(kr.Int())
+	kr.Int() // the start time
+	wf := kr.Str()
+	return status, history.RunRef{WorkflowID: wf, RunID: kr.Str()}
 }

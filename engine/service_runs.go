@@ -241,7 +241,8 @@ func (e *Engine) describeRun(ctx context.Context, req *api.DescribeWorkflowReque
 		return nil, err
 	}
 	resp.Usage = st.UsageSummary(e.opts.Pricing)
-	resp.Budget = st.BudgetStatus()
+	resp.Budget = st.BudgetStatus(e.opts.Pricing)
+	resp.Unpolled = e.unpolled(st, e.now())
 	if wu, err := e.workflowUsage(ctx, st.WorkflowID); err != nil {
 		return nil, err
 	} else if wu != nil {
@@ -428,7 +429,9 @@ func (e *Engine) ListWorkflows(ctx context.Context, req *api.ListWorkflowsReques
 			if !indexKeyMatches(r.Key, req) {
 				return true, nil
 			}
-			if info, ok := e.listEntry(r, req); ok {
+			if info, ok := e.listEntry(r, req); ok && (req.Status == api.StatusUnspecified || e.corrupt.lookup(info.WorkflowID, info.RunID) == nil) {
+				// A quarantined run is listed by status as quarantined
+				// (Corrupt), not under the status it had.
 				resp.Workflows = append(resp.Workflows, *info)
 				if len(resp.Workflows) == size {
 					resp.NextPageToken = r.Key

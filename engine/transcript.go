@@ -31,7 +31,7 @@ func (e *Engine) GetTranscript(ctx context.Context, req *api.GetTranscriptReques
 		return nil, err
 	}
 	return &api.GetTranscriptResponse{RunID: st.RunID, Status: st.EffectiveStatus(), Items: b.items,
-		Usage: *st.UsageSummary(e.opts.Pricing), Budget: st.BudgetStatus(), Ignored: b.ignored}, nil
+		Usage: *st.UsageSummary(e.opts.Pricing), Budget: st.BudgetStatus(e.opts.Pricing), Ignored: b.ignored}, nil
 }
 
 // transcript lays out the conversation of st's run from its history.
@@ -93,6 +93,8 @@ func (b *transcriptBuilder) build(ctx context.Context, evs []history.Event) erro
 					t.IdempotencyKey = a.IdempotencyKey
 				}
 			}
+		case *history.ActivityStarted:
+			b.started(a.ScheduledEventID, a.Attempt)
 		case *history.ActivityCompleted:
 			b.closed(a.ScheduledEventID, api.CallCompleted, a.Usage, nil, a.Result)
 		case *history.ActivityDeduplicated:
@@ -110,9 +112,11 @@ func (b *transcriptBuilder) build(ctx context.Context, evs []history.Event) erro
 			} // not happened: retried, still pending (its live state below)
 		case *history.ActivityFailed:
 			f := a.Failure
+			b.started(a.ScheduledEventID, a.Attempt)
 			b.closed(a.ScheduledEventID, api.CallFailed, a.Usage, &f, history.Payload{})
 		case *history.ActivityTimedOut:
 			f := a.LastFailure
+			b.started(a.ScheduledEventID, a.Attempt)
 			b.closed(a.ScheduledEventID, api.CallFailed, a.Usage, &f, history.Payload{})
 		case *history.ActivityCanceled:
 			b.closed(a.ScheduledEventID, api.CallFailed, a.Usage, &history.Failure{Type: "Canceled"}, history.Payload{})
@@ -238,11 +242,19 @@ func (b *transcriptBuilder) tool(key string) *api.ToolCallInfo {
 	return t
 }
 
+// started records the attempt history says a model call is at (an
+// ActivityStarted, or the attempt its failure names): the transcript's
+// attempt is history's, not a count of usage reports.
+func (b *transcriptBuilder) started(schedID int64, attempt int32) {
+	if c := b.calls[schedID]; c != nil && attempt > 0 {
+		c.Attempt = attempt
+	}
+}
+
 // closed records how an activity ended.
 func (b *transcriptBuilder) closed(schedID int64, state string, u history.Usage, f *history.Failure, result history.Payload) {
 	if c := b.calls[schedID]; c != nil {
 		c.State, c.Usage, c.LastFailure = state, u, f
-		c.Attempt = max(c.Attempt, u.Attempts)
 		if c == b.last && state == api.CallCompleted {
 			if r, ok := b.answer(result); ok {
 				b.lastMsg = &r.Message

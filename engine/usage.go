@@ -93,7 +93,7 @@ func (e *Engine) UpdateBudget(ctx context.Context, req *api.UpdateBudgetRequest)
 		if err != nil {
 			return err
 		}
-		status = tr.st.BudgetStatus()
+		status = tr.st.BudgetStatus(e.opts.Pricing)
 		return x.apply(ctx, tr, out)
 	})
 	if err != nil {

@@ -255,7 +255,10 @@ type Usage struct {
 	CachedTokens int64 `msgpack:"k,omitempty" json:"cachedTokens,omitempty"`
 	// CostUSD is the price of the tokens; 0 when the model has no price.
 	CostUSD float64 `msgpack:"u,omitempty" json:"costUSD,omitempty"`
-	// Attempts counts the attempts whose usage is summed here.
+	// Attempts counts the attempts the usage is summed over, as history
+	// numbers them: up to the last attempt that reported usage, earlier
+	// attempts that reported none included (an activity whose attempt 4
+	// was the first to report counts 4).
 	Attempts int32 `msgpack:"a,omitempty" json:"attempts,omitempty"`
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/oklog/run"
@@ -123,9 +124,7 @@ func (s *Server) openStore() error {
 	}
 	st, err := badgerstore.Open(badgerstore.Options{Dir: s.f.data, Logger: &s.log, AcceptDataLoss: s.f.acceptDataLoss})
 	if errors.Is(err, history.ErrCorrupt) {
-		s.log.Error().Err(err).Str("data", s.f.data).Msg("refusing to serve: the data directory is damaged or lost acknowledged commits; " +
-			"restore a backup (cairn restore), or start with --accept-data-loss to go on without the lost data (the loss is recorded)")
-		return corruptError{err}
+		return s.refuse(err)
 	}
 	if err != nil {
 		return err
@@ -134,7 +133,9 @@ func (s *Server) openStore() error {
 	return nil
 }
 
-// openEngine starts the engine over the store, with the price table.
+// openEngine starts the engine over the store, with the price table. An
+// engine that finds a data directory's records damaged at open refuses to
+// serve as the store does.
 func (s *Server) openEngine() error {
 	pricing, err := readPricing(s.f.pricing)
 	if err != nil {
@@ -152,7 +153,60 @@ func (s *Server) openEngine() error {
 	}
 	s.eng, err = engine.Open(opts)
 	s.svc = s.eng
+	if s.store != nil && (errors.Is(err, history.ErrCorrupt) || errors.Is(err, api.ErrDataCorrupt)) {
+		return s.refuse(err)
+	}
 	return err
+}
+
+// refuse logs the refusal of a damaged data directory and returns it as
+// the command's error (exit code 3): what is damaged, where, and what to
+// do, on one line.
+func (s *Server) refuse(err error) error {
+	d := &damagedDirError{dir: s.f.data, err: err}
+	s.log.Error().Str("data", s.f.data).Msg("refusing to serve: " + d.Error())
+	return corruptError{d}
+}
+
+// damagedDirError is a server's refusal of a damaged data directory.
+type damagedDirError struct {
+	dir string
+	err error // wraps history.ErrCorrupt or api.ErrDataCorrupt
+}
+
+// Error reads "the data directory D is damaged: <file>: <what>; <what to do>".
+func (d *damagedDirError) Error() string {
+	return "the data directory " + d.dir + " is damaged: " + damageDetail(d.err) + "; " + d.advice()
+}
+
+func (d *damagedDirError) Unwrap() error { return d.err }
+
+// advice says the ways out: a backup always; --accept-data-loss only
+// where the store can go on without the lost data.
+func (d *damagedDirError) advice() string {
+	const restore = "restore a backup (cairn restore --from BACKUP --data NEW_DIR, then serve NEW_DIR)"
+	var de *badgerstore.DamagedError
+	switch {
+	case !errors.As(d.err, &de):
+		// Records the engine found damaged: the store opened.
+		return restore + "; cairn check --data " + d.dir + " lists every damaged record"
+	case de.Acceptable:
+		return restore + ", or start with --accept-data-loss to serve what is intact without the lost data (the loss is recorded)"
+	}
+	return restore + "; --accept-data-loss cannot go past this damage"
+}
+
+// damageDetail is what is damaged and where, without the directory.
+func damageDetail(err error) string {
+	var de *badgerstore.DamagedError
+	if errors.As(err, &de) {
+		return de.Detail()
+	}
+	var ce *history.CorruptError
+	if errors.As(err, &ce) && ce.File == "" {
+		return strings.TrimPrefix(ce.Error(), "history: corrupt record: ")
+	}
+	return err.Error()
 }
 
 // listen opens the API listener and, unless it is off, the UI's.
@@ -180,7 +234,8 @@ func (s *Server) listen() error {
 // (and their commits) finish.
 func (s *Server) serveAPI() error {
 	opts := httpapi.Options{Token: s.token, Logger: &s.log, MaxSessions: s.f.maxSessions, UIURL: s.uiURL,
-		Collectors: []prometheus.Collector{metrics.NewCollector(s.eng, metrics.Options{Queues: s.eng.TaskQueues})}}
+		MaxPayloadBytes: s.eng.MaxPayloadBytes(), // the cluster's router does not say it
+		Collectors:      []prometheus.Collector{metrics.NewCollector(s.eng, metrics.Options{Queues: s.eng.TaskQueues})}}
 	if s.store != nil {
 		opts.Backup = s.backup // a Postgres store is backed up with the database's own tools
 	}

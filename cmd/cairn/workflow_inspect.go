@@ -96,6 +96,9 @@ func printDescribe(g *globals, w io.Writer, out describeOut) {
 			p.IdempotencyKey, i.WorkflowID)
 	}
 	printApprovals(w, d, now)
+	for _, u := range d.Unpolled {
+		fmt.Fprintf(w, "\nWAITING: %s\n  check:  is a worker running on task queue %s? cairn task-queue describe %s\n", u.Message, u.TaskQueue, u.TaskQueue)
+	}
 	printUsage(w, d)
 	if i.Duplicates > 0 || i.EffectConflicts > 0 {
 		fmt.Fprintf(w, "\n%s: see cairn effects list --workflow %s --duplicates\n", g.effectFlag(&i), i.WorkflowID)

@@ -179,6 +179,9 @@ func wfCount(g *globals) *cobra.Command {
 				for _, c := range resp.ByStatus {
 					rows = append(rows, []string{g.statusText(c.Status), fmt.Sprint(c.Count)})
 				}
+				if resp.Quarantined > 0 { // apart from their status: cairn workflow list --corrupt
+					rows = append(rows, []string{"quarantined", fmt.Sprint(resp.Quarantined)})
+				}
 				if len(rows) > 0 {
 					table(w, []string{"STATUS", "RUNS"}, rows)
 				}

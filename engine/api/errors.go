@@ -30,8 +30,10 @@ var (
 	ErrStaleAttempt = errors.New("cairn: stale activity attempt")
 	// ErrWorkflowClosed: the run is already closed.
 	ErrWorkflowClosed = errors.New("cairn: workflow closed")
-	// ErrNotPaused: a resolve named an activity whose outcome is not unknown.
-	ErrNotPaused = errors.New("cairn: activity outcome is not unknown")
+	// ErrNotPaused: a resolve named a run, or an activity, that is not
+	// paused on an unknown outcome (*NotPausedError says what it does
+	// instead).
+	ErrNotPaused = errors.New("cairn: not paused")
 	// ErrQueryFailed: the query handler returned an error or does not exist.
 	ErrQueryFailed = errors.New("cairn: query failed")
 	// ErrUnavailable: the service is shutting down or cannot serve now;
@@ -165,3 +167,40 @@ func (e *remoteError) Unwrap() error { return e.sentinel }
 func Errorf(sentinel error, format string, args ...any) error {
 	return fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...))
 }
+
+// NotPausedError is the refusal of a resolve that names nothing waiting
+// on a person: the run, or the activity it names, is not paused on an
+// unknown outcome. It says what it does instead and what on the run can
+// be resolved. errors.Is(err, ErrNotPaused) holds; over a transport the
+// message travels (code not_paused), the fields do not.
+type NotPausedError struct {
+	WorkflowID string
+	RunID      string
+	// Activity names the activity the resolve asked for (`activity "pay"
+	// (Charge, scheduled event 5)`); empty when it named none (the run's
+	// paused one).
+	Activity string
+	// Doing says what the run, or that activity, does instead, as a
+	// predicate ("is running attempt 2 on worker \"w1\"").
+	Doing string
+	// Resolvable names the activities of the run paused on an unknown
+	// outcome, which a resolve can decide; empty when there are none.
+	Resolvable []string
+}
+
+// Error reads `cairn: not paused: workflow "w" run "r": activity … is
+// running attempt 2 …; what can be resolved: …`.
+func (e *NotPausedError) Error() string {
+	subject := fmt.Sprintf("workflow %q run %q", e.WorkflowID, e.RunID)
+	if e.Activity != "" {
+		subject += ": " + e.Activity
+	}
+	can := "nothing on this run can be resolved"
+	if len(e.Resolvable) > 0 {
+		can = "what can be resolved: " + strings.Join(e.Resolvable, "; ")
+	}
+	return fmt.Sprintf("%s: %s %s; %s", ErrNotPaused, subject, e.Doing, can)
+}
+
+// Unwrap returns ErrNotPaused.
+func (e *NotPausedError) Unwrap() error { return ErrNotPaused }

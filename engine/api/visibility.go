@@ -204,6 +204,35 @@ type DescribeWorkflowResponse struct {
 	// PendingApprovals are the agent's tool calls awaiting a person's
 	// approval, oldest first.
 	PendingApprovals []PendingApproval `json:",omitempty"`
+	// Unpolled names the task queues the run has a task waiting on that
+	// no worker polls (for that kind of task): none is polling now, and
+	// none has for UnpolledAfter, or since the engine started. Empty when
+	// every waiting task's queue is polled.
+	Unpolled []UnpolledQueue `json:",omitempty"`
+}
+
+// UnpolledAfter is how long a task queue a run's task waits on must have
+// gone unpolled before describe says so (DescribeWorkflowResponse.Unpolled):
+// a worker re-polls at once after each task, so a longer gap means no
+// worker is there, or every one is busy.
+const UnpolledAfter = 10 * time.Second
+
+// UnpolledQueue is a task queue a run's task waits on while no worker
+// polls it.
+type UnpolledQueue struct {
+	TaskQueue string
+	// Kind is the kind of the waiting task: "workflow" or "activity".
+	Kind string
+	// LastPoll is when a worker last polled the queue for that kind of
+	// task; zero when none has since the engine started (Since).
+	LastPoll time.Time
+	// Since is when the engine started: it knows of no poll before.
+	Since time.Time
+	// Message says it for a person, as of the describe: `no worker has
+	// polled task queue "payments" for activity tasks in 95 s`, or `no
+	// worker has ever polled task queue "payments" for activity tasks
+	// (since the engine started 40 s ago)`.
+	Message string
 }
 
 // UsageSummary totals usage, overall and by model.
@@ -275,7 +304,10 @@ type ListWorkflowsRequest struct {
 	PageSize      int // 0: 100
 	NextPageToken []byte
 	// Corrupt lists only the quarantined runs (WorkflowInfo.Corrupt set),
-	// in workflow id order; the other filters still apply.
+	// in workflow id order; the other filters still apply. A list by
+	// Status leaves them out: a quarantined run is listed, and counted
+	// (CountWorkflowsResponse.Quarantined), as quarantined, not under the
+	// status it had when its damage was found.
 	Corrupt bool
 	// WorkflowIDPrefix keeps runs whose workflow id starts with it (empty:
 	// any). A workflow id is its own prefix, so this also lists one id's
@@ -307,12 +339,19 @@ type CountWorkflowsRequest struct {
 
 // CountWorkflowsResponse holds the counts.
 type CountWorkflowsResponse struct {
+	// Total counts every run the filters keep: ByStatus and Quarantined.
 	Total int64
-	// ByStatus has one entry per status with runs, in status order.
+	// ByStatus has one entry per status with runs, in status order. A
+	// quarantined run is not counted under the status it had when its
+	// damage was found, but in Quarantined.
 	ByStatus []StatusCount
 	// Paused counts the paused runs by what they wait for (PauseInfo.Kind),
 	// one entry per kind with runs, in kind order.
 	Paused []PauseCount `json:",omitempty"`
+	// Quarantined counts the quarantined runs the filters keep
+	// (WorkflowInfo.Corrupt): the runs ListWorkflows lists with Corrupt,
+	// and skips when it lists by status.
+	Quarantined int64 `json:",omitempty"`
 }
 
 // PauseCount is how many paused runs wait for one kind of decision.

@@ -46,9 +46,18 @@ type Options struct {
 	// Token, when set, is required as "Authorization: Bearer <token>" on
 	// every route but /healthz.
 	Token string
-	// MaxBodyBytes bounds a request body (default 4 MiB: the 2 MB payload
-	// limit plus room for the rest of the request).
+	// MaxBodyBytes bounds a request body (default 4 MiB, or twice
+	// MaxPayloadBytes when that is more: a payload at the limit plus room
+	// for the rest of the request and its encoding). A larger request is
+	// refused unread with limit_exceeded, reported against the payload
+	// limit (only a payload makes a request that large) with the request's
+	// size, or against this limit when it is the lower one.
 	MaxBodyBytes int64
+	// MaxPayloadBytes is the engine's payload limit, which refusals of
+	// oversized requests name. Default: the service's own, when it has a
+	// MaxPayloadBytes() int method (*engine.Engine does), else 2 MiB (the
+	// engine's default).
+	MaxPayloadBytes int
 	// Logger receives request errors (default: discarded).
 	Logger *zerolog.Logger
 	// Registry receives the HTTP metrics (default: a new registry, served
@@ -113,8 +122,14 @@ type Handler struct {
 
 // NewHandler returns the HTTP handler for svc.
 func NewHandler(svc api.Service, opts Options) *Handler {
+	if opts.MaxPayloadBytes <= 0 {
+		opts.MaxPayloadBytes = defaultMaxPayload
+		if l, ok := svc.(interface{ MaxPayloadBytes() int }); ok && l.MaxPayloadBytes() > 0 {
+			opts.MaxPayloadBytes = l.MaxPayloadBytes()
+		}
+	}
 	if opts.MaxBodyBytes <= 0 {
-		opts.MaxBodyBytes = 4 << 20
+		opts.MaxBodyBytes = max(4<<20, 2*int64(opts.MaxPayloadBytes))
 	}
 	if opts.Logger == nil {
 		l := zerolog.Nop()
@@ -208,8 +223,7 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, api.CodeLimitExceeded,
-				fmt.Sprintf("request body exceeds %d bytes", h.opts.MaxBodyBytes))
+			writeError(w, http.StatusRequestEntityTooLarge, api.CodeLimitExceeded, h.tooLarge(r.ContentLength).Error())
 			return
 		}
 		writeError(w, http.StatusBadRequest, api.CodeInvalidArgument, "reading request body: "+err.Error())
@@ -256,6 +270,27 @@ func (h *Handler) serveBackup(w http.ResponseWriter, r *http.Request) {
 		h.log.Error().Err(err).Msg("backup failed; the client's copy is incomplete and will be refused")
 		panic(http.ErrAbortHandler) // close the connection: the copy has no valid end
 	}
+}
+
+// defaultMaxPayload is the engine's default payload limit
+// (machine.DefaultLimits).
+const defaultMaxPayload = 2 << 20
+
+// tooLarge is the refusal of a request over MaxBodyBytes, of size bytes
+// (-1: unknown, it was cut off unread). Only a payload makes a request
+// that large, so it names the payload limit; a transport limit below it
+// is named instead.
+func (h *Handler) tooLarge(size int64) error {
+	what := fmt.Sprintf("the request is %d bytes", size)
+	if size < 0 {
+		what = fmt.Sprintf("the request is over %d bytes", h.opts.MaxBodyBytes)
+	}
+	if h.opts.MaxBodyBytes < int64(h.opts.MaxPayloadBytes) {
+		return api.Errorf(api.ErrLimitExceeded, "request too large: %s, over this server's request limit of %d bytes (httpapi.Options.MaxBodyBytes)",
+			what, h.opts.MaxBodyBytes)
+	}
+	return api.Errorf(api.ErrLimitExceeded, "payload too large: %s, and a payload may be at most %d bytes (the engine's Limits.MaxPayloadBytes; a request over %d bytes is not read)",
+		what, h.opts.MaxPayloadBytes, h.opts.MaxBodyBytes)
 }
 
 // requestType returns the body's content type: msgpack or JSON (the
@@ -354,7 +389,7 @@ func (h *Handler) errorBody(method string, err error) (int, api.ErrorBody) {
 // Errors raised before a method runs have their own status: an unknown
 // method 404 (not_found), a method other than POST 405, an unsupported
 // Content-Type 415 (both invalid_argument), a body over
-// Options.MaxBodyBytes 413 (limit_exceeded), a malformed body 400
+// Options.MaxBodyBytes 413 (limit_exceeded, naming the payload limit), a malformed body 400
 // (invalid_argument).
 func StatusOf(code api.Code) int {
 	switch code {

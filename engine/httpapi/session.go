@@ -119,7 +119,7 @@ func (s *session) serve(br *bufio.Reader) {
 		switch {
 		case errors.As(err, &tooBig):
 			if tooBig.Kind == wire.KindCall {
-				s.reply(tooBig.ID, "", nil, api.Errorf(api.ErrLimitExceeded, "request body exceeds %d bytes", tooBig.Limit))
+				s.reply(tooBig.ID, "", nil, s.h.tooLarge(tooBig.Size))
 			}
 			continue
 		case err != nil:

@@ -352,8 +352,7 @@ func (m *Machine) Resolve(st *RunState, req *api.ResolveActivityRequest, now tim
 	}
 	a := findActivity(st, req.ScheduledEventID, req.ActivityID)
 	if a == nil || a.State != api.ActivityStateUnknown {
-		return Output{}, api.Errorf(api.ErrNotPaused, "workflow %q has no activity with an unknown outcome matching %d/%q",
-			st.WorkflowID, req.ScheduledEventID, req.ActivityID)
+		return Output{}, notPaused(st, req, a)
 	}
 	// No history limit here: a paused run must stay resolvable (its next
 	// workflow task enforces the limit).

@@ -43,12 +43,16 @@ func (p Pricing) Cost(u history.Usage) (float64, bool) {
 	return (float64(fresh)*pr.Input + float64(u.CachedTokens)*cachedRate + float64(u.CompletionTokens)*pr.Output) / 1e6, true
 }
 
-// addUsage records what one attempt of a reported.
+// addUsage records what the current attempt of a reported. Its Attempts
+// follow history's numbering of the attempts (ActivityStarted.Attempt),
+// not the count of reports: the report of attempt 4 after three attempts
+// that reported nothing counts 4, so that a.Usage.Attempts is the number
+// of the last attempt that reported.
 func (t *transition) addUsage(a *ActivityInfo, u history.Usage) {
 	if u.Tokens() == 0 && u.CachedTokens == 0 && u.CostUSD == 0 {
 		return
 	}
-	u.Attempts = 1
+	u.Attempts = max(a.Attempt-a.Usage.Attempts, 0)
 	if cost, ok := t.m.Pricing.Cost(u); ok {
 		u.CostUSD = cost
 	}
@@ -72,8 +76,10 @@ func addTotal(total, u history.Usage) history.Usage {
 }
 
 // budgetExceeded says why a metered activity of turn `turn` may not start
-// now ("" when it may).
-func (st *RunState) budgetExceeded(turn int64) string {
+// now ("" when it may), with p the engine's prices: a cost budget that
+// cannot be enforced (a model used without a price, or no prices at all)
+// holds the call as an exhausted one does.
+func (st *RunState) budgetExceeded(turn int64, p Pricing) string {
 	b := st.Budget
 	switch {
 	case b.MaxTurns > 0 && turn > b.MaxTurns:
@@ -82,8 +88,41 @@ func (st *RunState) budgetExceeded(turn int64) string {
 		return fmt.Sprintf("token budget exhausted: %d tokens used of %d", st.Usage.Tokens(), b.MaxTokens)
 	case b.MaxCostUSD > 0 && st.Usage.CostUSD >= b.MaxCostUSD:
 		return fmt.Sprintf("cost budget exhausted: $%.4f spent of $%.4f", st.Usage.CostUSD, b.MaxCostUSD)
+	case b.MaxCostUSD > 0:
+		return st.unenforceableCost(p)
 	}
 	return ""
+}
+
+// unenforceableCost says why the run's cost budget cannot be enforced
+// ("" when it can): the engine has no prices, or a model the run used
+// has none, so its tokens count as $0.
+func (st *RunState) unenforceableCost(p Pricing) string {
+	const fix = "add its price (cairn server --pricing) and update the budget, or drop the cost limit (--max-cost 0)"
+	if len(p) == 0 {
+		return "cost budget cannot be enforced: the engine has no prices, so every model call costs $0 here; " + fix
+	}
+	for _, u := range st.UsageByModel {
+		if _, ok := p[u.Model]; !ok && u.Tokens() > 0 {
+			return fmt.Sprintf("cost budget cannot be enforced: model %q has no price, so its %d tokens cost $0 here; %s", u.Model, u.Tokens(), fix)
+		}
+	}
+	return ""
+}
+
+// checkBudget refuses a budget that is negative, or whose cost limit the
+// engine cannot enforce because it has no prices at all (a model without
+// a price shows only once a call reports it: then the next call is held,
+// see budgetExceeded).
+func (m *Machine) checkBudget(b history.Budget) error {
+	switch {
+	case b.MaxTokens < 0 || b.MaxTurns < 0 || b.MaxCostUSD < 0:
+		return api.Errorf(api.ErrInvalidArgument, "a budget must not be negative")
+	case b.MaxCostUSD > 0 && len(m.Pricing) == 0:
+		return api.Errorf(api.ErrInvalidArgument, "a cost budget of $%.4f cannot be enforced: the engine has no prices (cairn server --pricing FILE, "+
+			"engine.Options.Pricing), so every model call would cost $0; give it prices, or bound the run by tokens or turns", b.MaxCostUSD)
+	}
+	return nil
 }
 
 // holdIfOverBudget holds a metered activity that is about to become ready
@@ -92,7 +131,7 @@ func (t *transition) holdIfOverBudget(a *ActivityInfo) bool {
 	if !a.Metered || a.Reconciling {
 		return false
 	}
-	why := t.st.budgetExceeded(a.Turn)
+	why := t.st.budgetExceeded(a.Turn, t.m.Pricing)
 	if why == "" {
 		return false
 	}
@@ -124,7 +163,7 @@ func (t *transition) setBudget(c *api.SetBudgetCommand, wtc int64) {
 // releaseHeld lets held activities go on when the budget allows them.
 func (t *transition) releaseHeld() {
 	for _, a := range t.st.Held() {
-		if why := t.st.budgetExceeded(a.Turn); why != "" {
+		if why := t.st.budgetExceeded(a.Turn, t.m.Pricing); why != "" {
 			a.HeldReason = why
 			continue
 		}
@@ -140,8 +179,8 @@ func (m *Machine) UpdateBudget(st *RunState, req *api.UpdateBudgetRequest, now t
 	if err := m.checkOpen(st); err != nil {
 		return Output{}, err
 	}
-	if req.Budget.MaxTokens < 0 || req.Budget.MaxTurns < 0 || req.Budget.MaxCostUSD < 0 {
-		return Output{}, api.Errorf(api.ErrInvalidArgument, "a budget must not be negative")
+	if err := m.checkBudget(req.Budget); err != nil && !req.Stop {
+		return Output{}, err
 	}
 	held := st.Held()
 	if req.Stop && len(held) == 0 {
@@ -172,8 +211,9 @@ func (m *Machine) UpdateBudget(st *RunState, req *api.UpdateBudgetRequest, now t
 	return t.out, nil
 }
 
-// BudgetStatus reports the run's budget and where it stands.
-func (st *RunState) BudgetStatus() *api.BudgetStatus {
+// BudgetStatus reports the run's budget and where it stands, with p the
+// engine's prices.
+func (st *RunState) BudgetStatus(p Pricing) *api.BudgetStatus {
 	b := &api.BudgetStatus{Budget: st.Budget, Used: st.Usage, Turns: st.Turns}
 	for _, a := range st.Held() {
 		b.Held = append(b.Held, a.ScheduledEventID)
@@ -182,7 +222,7 @@ func (st *RunState) BudgetStatus() *api.BudgetStatus {
 		}
 	}
 	if b.Exceeded == "" {
-		b.Exceeded = st.budgetExceeded(st.Turns + 1)
+		b.Exceeded = st.budgetExceeded(st.Turns+1, p)
 	}
 	return b
 }

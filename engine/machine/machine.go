@@ -422,6 +422,9 @@ func (m *Machine) ValidateStart(req *api.StartWorkflowRequest) error {
 	if req.ReusePolicy > api.RejectDuplicate || req.ConflictPolicy > api.ConflictUseExisting {
 		return api.Errorf(api.ErrInvalidArgument, "unknown reuse or conflict policy")
 	}
+	if err := m.checkBudget(req.Budget); err != nil {
+		return err
+	}
 	return m.CheckPayload("input", req.Input)
 }
 

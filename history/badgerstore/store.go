@@ -58,10 +58,12 @@ type testHooks struct {
 // (a WAL record followed by valid ones, a MANIFEST shorter than was
 // synced, a table that fails its checksum or does not parse) and any
 // acknowledged commit missing from the database (see
-// docs/reliability.md, "Storage integrity") return an error wrapping
-// history.ErrCorrupt that says where and what, unless opts.AcceptDataLoss
-// is set. A full disk returns history.ErrNoSpace only if even the space
-// reserve does not let Badger open.
+// docs/reliability.md, "Storage integrity") return a *DamagedError
+// (wrapping history.ErrCorrupt) that names the damaged file, where and
+// what, on one line, and says whether opts.AcceptDataLoss would go past
+// it, unless opts.AcceptDataLoss is set and does. A full disk returns
+// history.ErrNoSpace only if even the space reserve does not let Badger
+// open.
 func Open(opts Options) (*Store, error) { return open(opts, testHooks{}) }
 
 func open(opts Options, hooks testHooks) (*Store, error) {
@@ -83,7 +85,7 @@ func open(opts Options, hooks testHooks) (*Store, error) {
 			return nil, err
 		}
 	} else if err := s.openDir(); err != nil {
-		return nil, err
+		return nil, damaged(opts.Dir, false, err)
 	}
 	s.gate.init()
 	s.queue.init()
@@ -131,7 +133,7 @@ func (s *Store) openDir() error {
 		err = corruptFile(filepath.Join(opts.Dir, HWMFile), -1, "the integrity file is missing, but the database holds %d group commits", r.last)
 	}
 	if err != nil && (!errors.Is(err, history.ErrCorrupt) || !opts.AcceptDataLoss) {
-		return fail(err)
+		return fail(damaged(opts.Dir, true, err)) // lost commits: AcceptDataLoss goes on without them
 	}
 	if refused == nil {
 		refused = err
@@ -179,7 +181,7 @@ func openBadger(opts Options, hwm *hwmFile, st hwmState, relaxed bool, tweak fun
 		db, err = badger.Open(bo)
 	}
 	if err != nil {
-		return nil, openError(opts.Dir, err)
+		return nil, openError(opts.Dir, relaxed, err)
 	}
 	return db, nil
 }
@@ -187,8 +189,10 @@ func openBadger(opts Options, hwm *hwmFile, st hwmState, relaxed bool, tweak fun
 // openError maps Badger's open errors. Badger reports a held directory lock
 // only as text (its error chain is flattened), so the message is matched;
 // TestLockedBySecondProcess guards the match against Badger upgrades. Any
-// other failure to open a directory that could be read is damage.
-func openError(dir string, err error) error {
+// other failure to open a directory that could be read is damage: a
+// *DamagedError, acceptable when a relaxed open would go past it (and this
+// one was not relaxed already).
+func openError(dir string, relaxed bool, err error) error {
 	switch {
 	case strings.Contains(err.Error(), "Cannot acquire directory lock"):
 		return fmt.Errorf("badgerstore: open %q: %w (%v)", dir, history.ErrLocked, err)
@@ -198,7 +202,8 @@ func openError(dir string, err error) error {
 		strings.Contains(err.Error(), "too many open files"), strings.Contains(err.Error(), "cannot allocate memory"):
 		return fmt.Errorf("badgerstore: open %q: %w", dir, err)
 	}
-	return fmt.Errorf("badgerstore: open %q: %w", dir, fromBadgerCorrupt(err))
+	var be *badger.CorruptError
+	return damaged(dir, !relaxed && errors.As(err, &be) && be.Relaxable, fromBadgerCorrupt(err))
 }
 
 // checkFormat writes the format version into a new database, migrates a

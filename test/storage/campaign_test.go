@@ -470,8 +470,9 @@ const (
 )
 
 // runTrial damages a fresh copy of master and judges what the store and the
-// engine make of it.
-func runTrial(t *testing.T, master string, ref *snapshot, d damage) (outcome, string) {
+// engine make of it. A refusal must also read as one (checkRefusal): form
+// says how it does not ("" when it does).
+func runTrial(t *testing.T, master string, ref *snapshot, d damage) (o outcome, why, form string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "trial")
 	if err := copyDir(master, dir); err != nil {
@@ -481,27 +482,48 @@ func runTrial(t *testing.T, master string, ref *snapshot, d damage) (outcome, st
 	if err := d.apply(dir); err != nil {
 		t.Fatal(err)
 	}
+	o, why, refusal := judgeCopy(dir, ref)
+	if o == refused {
+		// The server gets a copy of its own: a refused open may already
+		// have written to this one (see checkRefusal).
+		again := filepath.Join(t.TempDir(), "again")
+		if err := copyDir(master, again); err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(again)
+		if err := d.apply(again); err != nil {
+			t.Fatal(err)
+		}
+		form = checkRefusal(t, dir, again, refusal)
+	}
+	return o, why, form
+}
+
+// judgeCopy opens a damaged copy with the store and the engine, closes
+// them, and says what they made of it; refusal is the error of a refusal
+// at open.
+func judgeCopy(dir string, ref *snapshot) (_ outcome, why string, refusal error) {
 	st, err := badgerstore.Open(badgerstore.Options{Dir: dir})
 	if err != nil {
 		if !errors.Is(err, history.ErrCorrupt) {
-			return silent, fmt.Sprintf("store refused to open without naming damage: %v", err)
+			return silent, fmt.Sprintf("store refused to open without naming damage: %v", err), nil
 		}
-		return refused, err.Error()
+		return refused, err.Error(), err
 	}
 	defer st.Close()
 	diff, repErr := ref.diff(st)
 	if diff != "" {
-		return silent, diff
+		return silent, diff, nil
 	}
 	eng, err := engine.Open(engine.Options{Store: st})
 	if err != nil {
 		if errors.Is(err, history.ErrCorrupt) || errors.Is(err, api.ErrDataCorrupt) {
-			return refused, err.Error()
+			return refused, err.Error(), err
 		}
 		if repErr == nil {
-			return silent, fmt.Sprintf("engine refused an intact store: %v", err)
+			return silent, fmt.Sprintf("engine refused an intact store: %v", err), nil
 		}
-		return reported, fmt.Sprintf("%v; engine: %v", repErr, err)
+		return reported, fmt.Sprintf("%v; engine: %v", repErr, err), nil
 	}
 	defer eng.Close()
 	for _, run := range ref.runs {
@@ -512,15 +534,15 @@ func runTrial(t *testing.T, master string, ref *snapshot, d damage) (outcome, st
 				repErr = err
 			}
 		case err != nil:
-			return silent, fmt.Sprintf("describe %v: %v", run, err)
+			return silent, fmt.Sprintf("describe %v: %v", run, err), nil
 		case desc.Info.Corrupt != "" && repErr == nil:
 			repErr = errors.New(desc.Info.Corrupt)
 		}
 	}
 	if repErr != nil {
-		return reported, repErr.Error()
+		return reported, repErr.Error(), nil
 	}
-	return harmless, ""
+	return harmless, "", nil
 }
 
 // TestCorruptionCampaign damages copies of a real data directory (bit
@@ -528,7 +550,9 @@ func runTrial(t *testing.T, master string, ref *snapshot, d damage) (outcome, st
 // checks that every damage that changes what would be served is detected:
 // the store or the engine refuses to open with a corruption error, or the
 // damaged data reads as corrupt; never different data without an error,
-// never a panic (which would end this test binary).
+// never a panic (which would end this test binary). Every refusal must read
+// as one, in the store's error and in what `cairn server` prints on the
+// same copy (checkRefusal).
 //
 // CAIRN_CORRUPTION_TRIALS sets the number of trials (default 36);
 // CAIRN_CORRUPTION_SEED the seed (default 1).
@@ -542,7 +566,7 @@ func TestCorruptionCampaign(t *testing.T) {
 	// The control: an undamaged copy must be served exactly, or every
 	// "detection" below could be a false alarm.
 	for range 3 {
-		if o, why := runTrial(t, master, ref, damage{kind: "none"}); o != harmless {
+		if o, why, _ := runTrial(t, master, ref, damage{kind: "none"}); o != harmless {
 			t.Fatalf("an undamaged copy of the data directory was not served as it is: %s", why)
 		}
 	}
@@ -555,13 +579,16 @@ func TestCorruptionCampaign(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o, why := runTrial(t, master, ref, d)
+		o, why, form := runTrial(t, master, ref, d)
 		counts[o]++
 		k := byKind[fileKind(d.file)+" "+d.kind]
 		k[o]++
 		byKind[fileKind(d.file)+" "+d.kind] = k
 		if o == silent {
 			failures = append(failures, fmt.Sprintf("trial %d (%v): %s", i, d, why))
+		}
+		if form != "" {
+			failures = append(failures, fmt.Sprintf("trial %d (%v): the refusal does not read as a damaged data directory: %s", i, d, form))
 		}
 		if testing.Verbose() {
 			t.Logf("trial %3d %-32v %-8s %.160s", i, d, [...]string{"harmless", "refused", "reported", "SILENT"}[o], why)

@@ -33,6 +33,11 @@ type CorruptError struct {
 	Path   string // the file ("" when unknown)
 	Offset int64  // byte offset in the file (-1 when unknown)
 	Reason string
+	// Relaxable: an open without the integrity checks (DetectLogDamage
+	// off, no ManifestMinSize) goes past this damage, as upstream Badger
+	// would, losing what it hides (log records, manifest changes). Other
+	// damage (a table, a manifest that does not parse) fails that open too.
+	Relaxable bool
 }
 
 // Error implements error.
@@ -51,6 +56,12 @@ func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
 
 func corruptf(path string, off int64, format string, args ...any) error {
 	return &CorruptError{Path: path, Offset: off, Reason: fmt.Sprintf(format, args...)}
+}
+
+// relaxable is corruptf for damage that only the integrity checks refuse
+// (CorruptError.Relaxable).
+func relaxable(path string, off int64, format string, args ...any) error {
+	return &CorruptError{Path: path, Offset: off, Reason: fmt.Sprintf(format, args...), Relaxable: true}
 }
 
 // asCorrupt wraps err as a CorruptError about path unless it already is one

@@ -10,6 +10,7 @@ import (
 	"crypto/aes"
 	"crypto/rand"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"os"
@@ -112,7 +113,9 @@ func OpenKeyRegistry(opt KeyRegistryOptions) (*KeyRegistry, error) {
 		// not able to read.
 		fp.Close()
 		if len(opt.EncryptionKey) > 0 || opt.ReadOnly || !holdsNoKey(path) {
-			return nil, err
+			// Cairn patch: name the file (a damaged registry, or one of an
+			// encrypted directory opened without its key).
+			return nil, asCorrupt(path, fmt.Errorf("the key registry does not read (damaged, or written with an encryption key): %w", err))
 		}
 		// Cairn patch: without encryption the registry holds no data key
 		// (no file names one: every table and value-log header says key

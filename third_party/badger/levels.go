@@ -139,7 +139,7 @@ func newLevelsController(db *DB, mf *Manifest) (*levelsController, error) {
 
 			mf, err := z.OpenMmapFile(fname, db.opt.getFileFlags(), 0)
 			if err != nil {
-				rerr = asCorrupt(fname, y.Wrapf(err, "Opening file: %q", fname))
+				rerr = asCorrupt(fname, tableOpenError(fname, err))
 				return
 			}
 			t, err := table.OpenTable(mf, topt)
@@ -1943,4 +1943,14 @@ func (s *levelsController) l0StalledByDamage() error {
 		return nil
 	}
 	return *d
+}
+
+// tableOpenError says why a table file could not be mapped (Cairn patch:
+// upstream's text spanned two lines and did not say that an empty table
+// file is one cut to nothing).
+func tableOpenError(fname string, err error) error {
+	if fi, serr := os.Stat(fname); serr == nil && fi.Size() == 0 {
+		return errors.New("the table file is empty")
+	}
+	return fmt.Errorf("opening the table file: %s", strings.Join(strings.Fields(err.Error()), " "))
 }

@@ -141,7 +141,7 @@ func helpOpenOrCreateManifestFile(dir string, readOnly bool, extMagic uint16,
 		}
 		if opt.ManifestMinSize > 0 {
 			// Cairn patch: a manifest was written here before.
-			return nil, Manifest{}, corruptf(path, -1, "the manifest is missing, but %d bytes of it were synced", opt.ManifestMinSize)
+			return nil, Manifest{}, relaxable(path, -1, "the manifest is missing, but %d bytes of it were synced", opt.ManifestMinSize)
 		}
 		m := createManifest()
 		fp, netCreations, err := helpRewrite(dir, &m, extMagic)
@@ -459,7 +459,7 @@ func ReplayManifestFile(fp *os.File, extMagic uint16, opt Options) (_ Manifest, 
 	}
 
 	if opt.ManifestMinSize > 0 && offset < opt.ManifestMinSize {
-		return Manifest{}, 0, corruptf(path, offset,
+		return Manifest{}, 0, relaxable(path, offset,
 			"the manifest's valid change sets end here, but %d bytes of it were synced: table changes are missing", opt.ManifestMinSize)
 	}
 	return build, offset, nil

@@ -537,7 +537,7 @@ loop:
 	// a valid record of another transaction after the end.
 	if lf.opt.DetectLogDamage && strings.HasSuffix(lf.path, memFileExt) {
 		if at, ts := lf.validEntryAfter(validEndOffset, lastCommit); at >= 0 {
-			return 0, corruptf(lf.path, int64(validEndOffset),
+			return 0, relaxable(lf.path, int64(validEndOffset),
 				"log record damaged; a valid record of a later transaction (version %d) follows at offset %d: acknowledged commits would be lost", ts, at)
 		}
 	}
@@ -589,7 +589,8 @@ func (lf *logFile) open(path string, flags int, fsize int64) error {
 	keyID := binary.BigEndian.Uint64(buf[:8])
 	// retrieve datakey.
 	if dk, err := lf.registry.DataKey(keyID); err != nil {
-		return y.Wrapf(err, "While opening vlog file %d", lf.fid)
+		// Cairn patch: say what it means (Cairn writes no encrypted data).
+		return fmt.Errorf("its header is damaged: it names data key %d, which the key registry does not hold (%w)", keyID, err)
 	} else {
 		lf.dataKey = dk
 	}

@@ -614,7 +614,12 @@ func (vlog *valueLog) open(db *DB) error {
 		}
 		if err := lf.open(vlog.fpath(fid), flags,
 			2*vlog.opt.ValueLogFileSize); err != nil {
-			return y.Wrapf(err, "Open existing file: %q", lf.path)
+			// Cairn patch: name the file. An existing file that opens as
+			// new is empty: its header (and every value) is gone.
+			if errors.Is(err, z.NewFile) {
+				err = errors.New("the value log file is empty: its header and values are gone")
+			}
+			return asCorrupt(lf.path, err)
 		}
 		// We shouldn't delete the maxFid file.
 		if lf.size.Load() == vlogHeaderSize && fid != vlog.maxFid && !vlog.opt.ReadOnly {

@@ -311,7 +311,7 @@ func OpenTable(mf *z.MmapFile, opts Options) (t *Table, err error) {
 
 	if err := t.initBiggestAndSmallest(); err != nil {
 		mf.Close(-1)
-		return nil, y.Wrapf(err, "failed to initialize table")
+		return nil, err // Cairn patch: it says what does not parse, and levels.go names the file
 	}
 
 	if opts.ChkMode == options.OnTableRead || opts.ChkMode == options.OnTableAndBlockRead {
@@ -348,67 +348,20 @@ func OpenInMemoryTable(data []byte, id uint64, opt *Options) (*Table, error) {
 }
 
 func (t *Table) initBiggestAndSmallest() (rerr error) {
-	// This defer will help gathering debugging info in case initIndex crashes.
+	// Cairn patch: a damaged table is an error that says so in one line.
+	// Upstream recovered the panic and then re-read the footer to print it,
+	// with reads that end the process (y.Check) when the footer points
+	// outside the file; initIndex now checks every length it reads.
 	defer func() {
 		if r := recover(); r != nil {
-			// Use defer for printing info because there may be an intermediate panic.
-			// Cairn patch: report a damaged table as an error, not a panic.
-			var debugBuf bytes.Buffer
-			fmt.Fprintf(&debugBuf, "table %d is damaged: %v", t.id, r)
-			defer func() {
-				_ = recover()
-				rerr = errors.New(debugBuf.String())
-			}()
-
-			// Get the count of null bytes at the end of file. This is to make sure if there was an
-			// issue with mmap sync or file copy.
-			count := 0
-			for i := len(t.Data) - 1; i >= 0; i-- {
-				if t.Data[i] != 0 {
-					break
-				}
-				count++
-			}
-
-			fmt.Fprintf(&debugBuf, "\n== Recovering from initIndex crash ==\n")
-			fmt.Fprintf(&debugBuf, "File Info: [ID: %d, Size: %d, Zeros: %d]\n",
-				t.id, t.tableSize, count)
-
-			fmt.Fprintf(&debugBuf, "isEnrypted: %v ", t.shouldDecrypt())
-
-			readPos := t.tableSize
-
-			// Read checksum size.
-			readPos -= 4
-			buf := t.readNoFail(readPos, 4)
-			checksumLen := int(y.BytesToU32(buf))
-			fmt.Fprintf(&debugBuf, "checksumLen: %d ", checksumLen)
-
-			// Read checksum.
-			checksum := &pb.Checksum{}
-			readPos -= checksumLen
-			buf = t.readNoFail(readPos, checksumLen)
-			_ = proto.Unmarshal(buf, checksum)
-			fmt.Fprintf(&debugBuf, "checksum: %+v ", checksum)
-
-			// Read index size from the footer.
-			readPos -= 4
-			buf = t.readNoFail(readPos, 4)
-			indexLen := int(y.BytesToU32(buf))
-			fmt.Fprintf(&debugBuf, "indexLen: %d ", indexLen)
-
-			// Read index.
-			readPos -= t.indexLen
-			t.indexStart = readPos
-			indexData := t.readNoFail(readPos, t.indexLen)
-			fmt.Fprintf(&debugBuf, "index: %v ", indexData)
+			rerr = fmt.Errorf("its contents do not parse (%s)", strings.TrimPrefix(fmt.Sprint(r), "runtime error: "))
 		}
 	}()
 
 	var err error
 	var ko *fb.BlockOffset
 	if ko, err = t.initIndex(); err != nil {
-		return y.Wrapf(err, "failed to read index.")
+		return fmt.Errorf("reading its index: %w", err) // Cairn patch: one line, no "err:" chain
 	}
 
 	t.smallest = y.Copy(ko.KeyBytes())
@@ -433,39 +386,60 @@ func (t *Table) readNoFail(off, sz int) []byte {
 	return res
 }
 
+// footerPart returns the n bytes of the table's footer that end at end,
+// and where they start. Cairn patch: upstream sliced the file with lengths
+// read from the footer unchecked, and a truncated or damaged table
+// panicked (a length past the start of the file) or ended the process
+// (y.Check, a length past its end).
+func (t *Table) footerPart(end, n int, what string) ([]byte, int, error) {
+	if n <= 0 || n > end {
+		if n == 0 { // nothing has no length: a zeroed footer
+			return nil, 0, fmt.Errorf("its footer is damaged: %s is empty", what)
+		}
+		return nil, 0, fmt.Errorf("its footer is damaged or the file is cut short: %s of %d bytes does not fit in the first %d bytes of the file (%d bytes)",
+			what, n, end, t.tableSize)
+	}
+	b, err := t.read(end-n, n)
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading %s: %w", what, err)
+	}
+	return b, end - n, nil
+}
+
 // initIndex reads the index and populate the necessary table fields and returns
 // first block offset
 func (t *Table) initIndex() (*fb.BlockOffset, error) {
-	readPos := t.tableSize
-
 	// Read checksum len from the last 4 bytes.
-	readPos -= 4
-	buf := t.readNoFail(readPos, 4)
-	checksumLen := int(y.BytesToU32(buf))
-	if checksumLen < 0 {
-		return nil, errors.New("checksum length less than zero. Data corrupted")
+	buf, readPos, err := t.footerPart(t.tableSize, 4, "the checksum length")
+	if err != nil {
+		return nil, err
 	}
+	checksumLen := int(y.BytesToU32(buf))
 
 	// Read checksum.
 	expectedChk := &pb.Checksum{}
-	readPos -= checksumLen
-	buf = t.readNoFail(readPos, checksumLen)
-	if err := proto.Unmarshal(buf, expectedChk); err != nil {
+	if buf, readPos, err = t.footerPart(readPos, checksumLen, "the index checksum"); err != nil {
 		return nil, err
+	}
+	if err := proto.Unmarshal(buf, expectedChk); err != nil {
+		return nil, fmt.Errorf("its footer is damaged: the index checksum does not decode: %w", err)
 	}
 
 	// Read index size from the footer.
-	readPos -= 4
-	buf = t.readNoFail(readPos, 4)
+	if buf, readPos, err = t.footerPart(readPos, 4, "the index length"); err != nil {
+		return nil, err
+	}
 	t.indexLen = int(y.BytesToU32(buf))
 
 	// Read index.
-	readPos -= t.indexLen
+	data, readPos, err := t.footerPart(readPos, t.indexLen, "the index")
+	if err != nil {
+		return nil, err
+	}
 	t.indexStart = readPos
-	data := t.readNoFail(readPos, t.indexLen)
 
 	if err := y.VerifyChecksum(data, expectedChk); err != nil {
-		return nil, y.Wrapf(err, "failed to verify checksum for table: %s", t.Filename())
+		return nil, fmt.Errorf("the index fails its checksum (%w)", err) // Cairn patch: one line
 	}
 
 	index, err := t.readTableIndex()

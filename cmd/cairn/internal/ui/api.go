@@ -212,13 +212,9 @@ func (h *Handler) apiRuns(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	runs := resp.Workflows
-	if req.Status != api.StatusUnspecified {
-		// A quarantined run is counted as quarantined, not under the status
-		// it had when the damage was found: list it there, as the counts do.
-		runs = slices.DeleteFunc(slices.Clone(runs), func(w api.WorkflowInfo) bool { return w.Corrupt != "" })
-	}
-	return runsView{Workflows: runs, Next: base64.RawURLEncoding.EncodeToString(resp.NextPageToken)}, nil
+	// The engine lists a quarantined run as quarantined (req.Corrupt), not
+	// under the status it had when its damage was found, as it counts it.
+	return runsView{Workflows: resp.Workflows, Next: base64.RawURLEncoding.EncodeToString(resp.NextPageToken)}, nil
 }
 
 // quarantined is the status filter and count of the runs whose stored
@@ -250,51 +246,15 @@ func (h *Handler) apiCounts(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	bad, err := h.quarantinedByStatus(ctx, req)
-	if err != nil {
-		return nil, err
-	}
 	v := countsView{Total: c.Total, ByStatus: []statusCount{}}
 	for _, sc := range c.ByStatus {
-		if n := sc.Count - bad[sc.Status]; n > 0 {
-			v.ByStatus = append(v.ByStatus, statusCount{sc.Status.String(), n})
-		}
+		v.ByStatus = append(v.ByStatus, statusCount{sc.Status.String(), sc.Count})
 	}
-	var nBad int64 // a run whose state record is damaged has no status: it is counted here too
-	for _, n := range bad {
-		nBad += n
-	}
-	if nBad > 0 {
-		v.ByStatus = append(v.ByStatus, statusCount{quarantined, nBad})
+	if c.Quarantined > 0 {
+		v.ByStatus = append(v.ByStatus, statusCount{quarantined, c.Quarantined})
 	}
 	pausedCounts(&v, c)
 	return v, nil
-}
-
-// maxQuarantinedPages bounds the pages of quarantined runs the counts
-// read (a few hundred runs each: a store with more has other problems).
-const maxQuarantinedPages = 10
-
-// quarantinedByStatus counts the quarantined runs the filter keeps by the
-// status recorded before their damage was found.
-func (h *Handler) quarantinedByStatus(ctx context.Context, f *api.ListWorkflowsRequest) (map[api.Status]int64, error) {
-	req := &api.ListWorkflowsRequest{Corrupt: true, WorkflowType: f.WorkflowType, WorkflowIDPrefix: f.WorkflowIDPrefix,
-		StartedAfter: f.StartedAfter, StartedBefore: f.StartedBefore, PageSize: 500}
-	out := map[api.Status]int64{}
-	for range maxQuarantinedPages {
-		resp, err := h.svc.ListWorkflows(ctx, req)
-		if err != nil {
-			return nil, err
-		}
-		for _, w := range resp.Workflows {
-			out[w.Status]++
-		}
-		if resp.NextPageToken == nil {
-			break
-		}
-		req.NextPageToken = resp.NextPageToken
-	}
-	return out, nil
 }
 
 // runView is a run's page: the engine's description with what the run

@@ -8,7 +8,7 @@ export async function render(main, [id, runId]) {
     <div class="head"><h1 id="run-title">${id}</h1><span id="run-status"></span><span class="mono muted" id="run-id"></span>
       <div class="actions" id="actions"></div></div>
     <div id="stream-error"></div><div id="damage"></div>
-    <div id="pause"></div>
+    <div id="pause"></div><div id="waiting"></div>
     <div class="columns"><section class="panel" aria-labelledby="h-summary"><h2 id="h-summary">Summary</h2><div id="summary"><p class="muted">Loading…</p></div></section>
       <section class="panel" aria-labelledby="h-io"><h2 id="h-io">Input and outcome</h2><div id="io"></div></section></div>
     <section id="pending"></section>
@@ -67,6 +67,7 @@ export async function render(main, [id, runId]) {
     renderActions(main.querySelector("#actions"), i, v);
     renderDamage(main.querySelector("#damage"), v);
     renderPause(main.querySelector("#pause"), v);
+    renderWaiting(main.querySelector("#waiting"), v);
     renderSummary(main.querySelector("#summary"), v);
     renderIO(main.querySelector("#io"), v);
     renderPending(main.querySelector("#pending"), v);
@@ -215,6 +216,16 @@ const decidedNote = (said, now) => html`<div class="callout ok" id="decided">${s
 
 function prettyArgs(s) {
   try { return JSON.stringify(parseJSON(s), null, 2); } catch { return s; }
+}
+
+// renderWaiting says that a task of the run waits on a task queue no
+// worker polls (the engine's describe: unpolled), with where to look.
+function renderWaiting(el, v) {
+  const qs = v.unpolled || [];
+  el.innerHTML = qs.length ? html`<div class="callout" role="status" aria-label="Waiting for a worker">
+    <h2>Waiting for a worker</h2>
+    ${qs.map((q) => html`<p class="unpolled">${q.message}: is a worker running on task queue <strong>${q.taskQueue}</strong>?</p>`)}
+    <p><a href="/queues">Task queues and their pollers</a></p></div>`.s : "";
 }
 
 function renderSummary(el, v) {

@@ -42,6 +42,9 @@ func benchCommand(g *globals) *cobra.Command {
 			o.WorkerCommand = func(args ...string) *exec.Cmd {
 				return exec.Command(exe, append([]string{"bench", "worker"}, args...)...)
 			}
+			o.ServerCommand = func(args ...string) *exec.Cmd {
+				return exec.Command(exe, append([]string{"server"}, args...)...)
+			}
 			res, err := bench.Run(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -57,6 +60,7 @@ func benchCommand(g *globals) *cobra.Command {
 	f.BoolVar(&o.Breakdown, "breakdown", false, "print the median time before each event of the sequential workflows")
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the server side to this file")
 	f.StringVar(&o.Postgres, "postgres", "", "keep the runs in this PostgreSQL database (a fresh schema, dropped afterwards) instead of Badger")
+	f.IntVar(&o.Servers, "servers", 1, "with --postgres: servers sharing the database (this process and more cairn server processes)")
 	cmd.AddCommand(benchWorkerCommand(), benchAgentCommand(g), benchAgentWorkerCommand(), benchAgentModelCommand())
 	return cmd
 }

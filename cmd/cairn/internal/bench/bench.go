@@ -55,6 +55,13 @@ type Options struct {
 	// Postgres, when set, is a database URL: the server keeps the runs
 	// there (in a fresh schema, dropped afterwards) instead of Badger.
 	Postgres string
+	// Servers is how many servers share the Postgres store (default 1):
+	// this process and Servers-1 `cairn server` processes (ServerCommand).
+	// Worker i and the load's loops are spread over them round-robin, each
+	// given every address (the first its own).
+	Servers int
+	// ServerCommand builds the command of one more server process.
+	ServerCommand func(args ...string) *exec.Cmd
 }
 
 // Result is what Run measured.
@@ -84,6 +91,7 @@ type Result struct {
 func Run(ctx context.Context, opts Options) (*Result, error) {
 	var eng *engine.Engine
 	var addr string
+	var addrs []string // several servers: every address
 	var pg *pgServer
 	if opts.Postgres != "" {
 		var err error
@@ -92,7 +100,14 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		}
 		defer pg.stop()
 		eng, addr = pg.eng, pg.addr
-		fmt.Fprintf(opts.Out, "store       %s\n", pg.describe())
+		if opts.Servers > 1 {
+			others, err := pg.startServers(ctx, opts.ServerCommand, opts.Servers-1)
+			if err != nil {
+				return nil, err
+			}
+			addrs = append([]string{addr}, others...)
+		}
+		fmt.Fprintf(opts.Out, "store       %s\n", pg.describe(len(addrs)))
 	} else {
 		var closeServer func()
 		var err error
@@ -103,7 +118,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	var pids []int
 	for i := 0; i < opts.Workers; i++ {
-		cmd := opts.WorkerCommand("--address", addr)
+		cmd := opts.WorkerCommand("--address", rotated(addr, addrs, i))
 		cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
 		if err := cmd.Start(); err != nil {
 			return nil, err
@@ -111,7 +126,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		defer stopWorker(cmd)
 		pids = append(pids, cmd.Process.Pid)
 	}
-	c, err := client.Dial(addr, client.Options{}, client.DialOptions{})
+	c, err := dialAll(addr, addrs)
 	if err != nil {
 		return nil, err
 	}
@@ -301,3 +316,41 @@ func processCPU(pid int) time.Duration {
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat times (100 on
 // Linux everywhere Go runs).
 const clockTicks = 100
+
+// rotated is the address list of worker (or loop) i: every server, its
+// own first.
+func rotated(addr string, addrs []string, i int) string {
+	if len(addrs) == 0 {
+		return addr
+	}
+	k := i % len(addrs)
+	return strings.Join(append(slices.Clone(addrs[k:]), addrs[:k]...), ",")
+}
+
+// dialAll returns the load's client: one per server, the loops spread
+// over them.
+func dialAll(addr string, addrs []string) (client.Client, error) {
+	if len(addrs) == 0 {
+		return client.Dial(addr, client.Options{}, client.DialOptions{})
+	}
+	var cs []client.Client
+	for i := range addrs {
+		c, err := client.Dial(rotated(addr, addrs, i), client.Options{}, client.DialOptions{})
+		if err != nil {
+			return nil, err
+		}
+		cs = append(cs, c)
+	}
+	return &spread{Client: cs[0], all: cs}, nil
+}
+
+// spread sends each workflow of the load to the next server in turn.
+type spread struct {
+	client.Client
+	all  []client.Client
+	next atomic.Int64
+}
+
+func (s *spread) ExecuteWorkflow(ctx context.Context, opts client.StartOptions, wf any, in any, out any) (client.Run, error) {
+	return s.all[int(s.next.Add(1))%len(s.all)].ExecuteWorkflow(ctx, opts, wf, in, out)
+}

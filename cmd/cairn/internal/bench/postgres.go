@@ -1,11 +1,17 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"time"
@@ -17,16 +23,19 @@ import (
 	"github.com/cairnflow/cairn/engine/cluster"
 	"github.com/cairnflow/cairn/engine/httpapi"
 	"github.com/cairnflow/cairn/history/pgstore"
+	"github.com/cairnflow/cairn/sdk/client"
 )
 
 // pgServer is the bench's server on Postgres: a cluster of one, as
 // `cairn server --store` runs it (its engine fences every commit with the
 // leases of all the shards, and the API serves the cluster's router).
 type pgServer struct {
-	st   *pgstore.Store
-	eng  *engine.Engine
-	addr string
-	stop func()
+	st          *pgstore.Store
+	eng         *engine.Engine
+	addr        string
+	url, schema string
+	extra       []*exec.Cmd // more servers (startServers)
+	stop        func()
 }
 
 // servePostgres opens a fresh schema in the database at url, a cluster
@@ -36,8 +45,13 @@ func servePostgres(ctx context.Context, url string) (*pgServer, error) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	schema := "cairn_bench_" + hex.EncodeToString(b[:])
-	s := &pgServer{}
+	s := &pgServer{url: url, schema: schema}
 	var undo []func()
+	undo = append(undo, func() {
+		for _, c := range s.extra {
+			stopWorker(c)
+		}
+	})
 	s.stop = func() {
 		for i := len(undo) - 1; i >= 0; i-- {
 			undo[i]()
@@ -51,7 +65,15 @@ func servePostgres(ctx context.Context, url string) (*pgServer, error) {
 	}
 	s.st = st
 	undo = append(undo, func() { _ = st.Close() })
-	node, err := cluster.New(cluster.Options{Store: st})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fail(err)
+	}
+	undo = append(undo, func() { _ = ln.Close() })
+	dial := func(address string) (api.Service, error) {
+		return client.NewRemoteService(address, client.DialOptions{Header: http.Header{cluster.ForwardedHeader: {"1"}}})
+	}
+	node, err := cluster.New(cluster.Options{Store: st, Address: ln.Addr().String(), Dial: dial})
 	if err != nil {
 		return fail(err)
 	}
@@ -65,11 +87,9 @@ func servePostgres(ctx context.Context, url string) (*pgServer, error) {
 	undo = append(undo, func() { _ = node.Close() })
 	router := cluster.NewRouter(node, s.eng)
 	s.eng.SetRemote(router)
-	srv, addr, err := listen(httpapi.NewHandler(router, httpapi.Options{RequestContext: cluster.RequestContext}))
-	if err != nil {
-		return fail(err)
-	}
-	s.addr = addr
+	srv := &http.Server{Handler: httpapi.NewHandler(router, httpapi.Options{RequestContext: cluster.RequestContext}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	s.addr = "http://" + ln.Addr().String()
 	undo = append(undo, func() { _ = srv.Close() })
 	return s, nil
 }
@@ -126,8 +146,56 @@ func (s *pgServer) report(res *Result, m pgFigures, n int) {
 }
 
 // describe says what the store is, for the narration.
-func (s *pgServer) describe() string {
+func (s *pgServer) describe(servers int) string {
+	if servers > 1 {
+		return fmt.Sprintf("Postgres (%d shards over %d servers)", s.st.Shards(), servers)
+	}
 	return fmt.Sprintf("Postgres (%d shards, one server holding them all)", s.st.Shards())
 }
 
-var _ api.Service = (*cluster.Router)(nil)
+// startServers starts n more `cairn server` processes on the bench's
+// schema and returns their addresses once each is ready (stopped with
+// the bench).
+func (s *pgServer) startServers(ctx context.Context, command func(args ...string) *exec.Cmd, n int) ([]string, error) {
+	if command == nil {
+		return nil, fmt.Errorf("bench: more servers need Options.ServerCommand")
+	}
+	var addrs []string
+	for range n {
+		cmd := command("--store", s.url, "--schema", s.schema, "--listen", "127.0.0.1:0", "--ui-listen", "off", "--log-level", "info")
+		addr, err := startReady(ctx, cmd)
+		if err != nil {
+			return nil, err
+		}
+		s.extra = append(s.extra, cmd)
+		addrs = append(addrs, addr)
+	}
+	return addrs, nil
+}
+
+// startReady starts a server and waits for its ready line (JSON on
+// stderr), returning the address it listens on.
+func startReady(ctx context.Context, cmd *exec.Cmd) (string, error) {
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	sc := bufio.NewScanner(stderr)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var line struct{ Message, Listen string }
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Message == "cairn server ready" {
+			go func() { _, _ = io.Copy(io.Discard, stderr) }()
+			return line.Listen, nil
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	return "", fmt.Errorf("bench: a server process ended before it was ready")
+}

@@ -95,7 +95,7 @@ func newEnv(t *testing.T, script fakellm.Script) (*testenv.Env, *tools, *fakellm
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := testenv.New(t, testenv.Options{NoTimeSkipping: true})
+	env := storeEnv(t, testenv.Options{NoTimeSkipping: true})
 	tl := &tools{calls: map[string]int{}}
 	env.RegisterWorkflow(Payer)
 	must(t, m.Register(env.Worker))

@@ -70,7 +70,7 @@ func (d *EventDecoder) copyBody(body []byte) []byte {
 	}
 	if len(d.bytes) < n {
 		d.blockSize = min(max(2*d.blockSize, minByteBlock), maxByteBlock)
-		d.bytes = make([]byte, d.blockSize)
+		d.bytes = make([]byte, max(d.blockSize, n)) // a body larger than the block gets a block its size
 	}
 	p := d.bytes[:n:n]
 	d.bytes = d.bytes[n:]

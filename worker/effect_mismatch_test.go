@@ -58,7 +58,7 @@ func BillOnOtherQueue(ctx sdk.Context, id string) (string, error) {
 // no activity, and a second worker, on "payments", that declares them.
 func paymentsEnv(t *testing.T, workflow any) *testenv.Env {
 	t.Helper()
-	env := testenv.New(t, testenv.Options{})
+	env := newEnv(t, testenv.Options{})
 	env.RegisterWorkflow(workflow)
 	env.Start()
 	payments := env.NewWorker(worker.Options{TaskQueue: "payments", Identity: "payments"})
@@ -145,7 +145,7 @@ func TestBusinessKeyDeclaredOnlyWhereItRuns(t *testing.T) {
 // weakens the guard.
 func TestTheStrongerDeclarationWins(t *testing.T) {
 	ctx := testCtx(t)
-	env := testenv.New(t, testenv.Options{})
+	env := newEnv(t, testenv.Options{})
 	env.RegisterWorkflow(ChargeOnOtherQueue)
 	env.RegisterActivity(Charge, activities.Options{Effect: activities.SideEffect}) // on the workflow's worker
 	env.Start()
@@ -183,7 +183,7 @@ func CompleteOnOtherQueue(ctx sdk.Context, prompt string) (string, error) {
 // it, and the refusal is recorded, rather than let the run spend past its
 // budget.
 func TestMeteredActivityScheduledWithoutItsDeclarationIsRefused(t *testing.T) {
-	env := testenv.New(t, testenv.Options{})
+	env := newEnv(t, testenv.Options{})
 	env.RegisterWorkflow(CompleteOnOtherQueue)
 	env.Start()
 	models := env.NewWorker(worker.Options{TaskQueue: "models"})

@@ -62,7 +62,7 @@ var richHistory struct {
 // recordRich runs Rich once and returns its history.
 func recordRich(t testing.TB) (history.RunRef, []history.Event) {
 	richHistory.once.Do(func() {
-		env := testenv.New(t, testenv.Options{})
+		env := newEnv(t, testenv.Options{})
 		env.RegisterWorkflow(Rich)
 		env.RegisterWorkflow(Kid)
 		env.RegisterActivity(Greet)

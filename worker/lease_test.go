@@ -110,7 +110,7 @@ type leaseEnv struct {
 
 func newLeaseEnv(t *testing.T, register func(w *worker.Worker)) *leaseEnv {
 	t.Helper()
-	env := testenv.New(t, testenv.Options{NoTimeSkipping: true})
+	env := newEnv(t, testenv.Options{NoTimeSkipping: true})
 	n := &net{Service: env.Engine}
 	w, err := worker.New(client.NewLocal(n, client.Options{}), worker.Options{TaskQueue: env.TaskQueue(), Clock: env.Clock,
 		Identity: "leased"})

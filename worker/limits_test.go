@@ -71,7 +71,7 @@ func checkPaidWithoutResult(t *testing.T, ctx context.Context, c client.Client, 
 }
 
 func TestOversizedActivityResultOverPayloadLimit(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Engine: engine.Options{Limits: engine.Limits{MaxPayloadBytes: 1024}}})
+	env := newEnv(t, testenv.Options{Engine: engine.Options{Limits: engine.Limits{MaxPayloadBytes: 1024}}})
 	env.RegisterWorkflow(PayThenReport)
 	env.RegisterActivity(BigPayment, activities.Options{Effect: activities.SideEffect})
 	env.Start()
@@ -87,7 +87,7 @@ func TestOversizedActivityResultOverPayloadLimit(t *testing.T) {
 }
 
 func TestOversizedWorkflowResultEndsTheRun(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Engine: engine.Options{Limits: engine.Limits{MaxPayloadBytes: 1024}}})
+	env := newEnv(t, testenv.Options{Engine: engine.Options{Limits: engine.Limits{MaxPayloadBytes: 1024}}})
 	env.RegisterWorkflow(BigResult)
 	env.Start()
 	ctx := testCtx(t)

@@ -49,7 +49,7 @@ func lineOf(t *testing.T, marker string) string {
 
 func TestReplayFileTrace(t *testing.T) {
 	ctx := testCtx(t)
-	env := testenv.New(t, testenv.Options{})
+	env := newEnv(t, testenv.Options{})
 	env.RegisterWorkflow(Traced)
 	env.RegisterActivity(Greet)
 	env.Start()

@@ -17,7 +17,7 @@ import (
 // directory (here the package's), not as absolute paths.
 func TestReplayTraceShowsRelativePaths(t *testing.T) {
 	ctx := testCtx(t)
-	env := testenv.New(t, testenv.Options{})
+	env := newEnv(t, testenv.Options{})
 	env.RegisterWorkflow(Traced)
 	env.RegisterActivity(Greet)
 	env.Start()

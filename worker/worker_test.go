@@ -136,7 +136,7 @@ func (g *gate) Hold(ctx context.Context, in string) (string, error) {
 
 func TestGracefulStopFinishesInFlightActivity(t *testing.T) {
 	ctx := testCtx(t)
-	env := testenv.New(t, testenv.Options{NoTimeSkipping: true})
+	env := newEnv(t, testenv.Options{NoTimeSkipping: true})
 	g := newGate()
 	w := env.NewWorker(worker.Options{GracefulStop: deadline})
 	must(t, w.RegisterWorkflow(RunTool))
@@ -188,7 +188,7 @@ func TestGracefulStopFinishesInFlightActivity(t *testing.T) {
 
 func TestActivityIgnoringCancellationIsLeftToItsLease(t *testing.T) {
 	ctx := testCtx(t)
-	env := testenv.New(t, testenv.Options{NoTimeSkipping: true})
+	env := newEnv(t, testenv.Options{NoTimeSkipping: true})
 	g := newGate()
 	defer func() {
 		select {
@@ -266,7 +266,7 @@ func Blocker(ctx sdk.Context, _ string) (string, error) {
 
 func TestPanickingWorkflowFailsTheTaskNotTheWorker(t *testing.T) {
 	ctx := testCtx(t)
-	env := testenv.New(t, testenv.Options{})
+	env := newEnv(t, testenv.Options{})
 	env.RegisterWorkflow(Panicky)
 	env.RegisterWorkflow(Hello)
 	env.RegisterActivity(Greet)
@@ -303,7 +303,7 @@ func TestDeadlockedWorkflowIsDetected(t *testing.T) {
 	ch := make(chan struct{})
 	blocker.Store(&ch)
 	defer close(ch)
-	env := testenv.New(t, testenv.Options{Worker: worker.Options{DeadlockTimeout: 250 * time.Millisecond}})
+	env := newEnv(t, testenv.Options{Worker: worker.Options{DeadlockTimeout: 250 * time.Millisecond}})
 	env.RegisterWorkflow(Blocker)
 	env.RegisterWorkflow(Hello)
 	env.RegisterActivity(Greet)
@@ -441,7 +441,7 @@ func (h *heartbeatWatch) RecordActivityHeartbeat(ctx context.Context, req *api.H
 
 func TestRecordedHeartbeatDetailsAreVisible(t *testing.T) {
 	ctx := testCtx(t)
-	env := testenv.New(t, testenv.Options{NoTimeSkipping: true})
+	env := newEnv(t, testenv.Options{NoTimeSkipping: true})
 	watch := &heartbeatWatch{Service: env.Engine, sent: make(chan struct{})}
 	w, err := worker.New(client.NewLocal(watch, client.Options{}), worker.Options{TaskQueue: env.TaskQueue(), Clock: env.Clock})
 	must(t, err)
@@ -490,7 +490,7 @@ func Double(_ context.Context, i int) (int, error) { return 2 * i, nil }
 // safely and rebuilt by full replays.
 func TestTinyStickyCache(t *testing.T) {
 	ctx := testCtx(t)
-	env := testenv.New(t, testenv.Options{Worker: worker.Options{StickyCacheSize: 1, MaxConcurrentWorkflowTasks: 4, WorkflowPollers: 4}})
+	env := newEnv(t, testenv.Options{Worker: worker.Options{StickyCacheSize: 1, MaxConcurrentWorkflowTasks: 4, WorkflowPollers: 4}})
 	env.RegisterWorkflow(Steps)
 	env.RegisterActivity(Double)
 	env.Start()

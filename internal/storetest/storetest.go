@@ -10,7 +10,16 @@
 //		opts.Shards = owner       // then eng.Acquire(ctx, owner.All())
 //	}
 //
-// Only tests import it.
+// Embedded does all of that for a test's embedded engine (sdk/testenv's,
+// one served over HTTP), and leaves a Badger run on the caller's own store:
+//
+//	if st, owner := storetest.Embedded(t, "scenario"); st != nil {
+//		opts.Engine.Store, opts.Engine.Shards = st, owner // testenv acquires every shard
+//	}
+//
+// A child process of a test opens its parent's data by the place's
+// parts (Dir, or URL and Schema): Badger(dir), Schema(url, schema). Only
+// tests import it.
 package storetest
 
 import (
@@ -51,11 +60,27 @@ func New(t testing.TB) *Data {
 	return &Data{url: url, schema: schema}
 }
 
+// Badger returns the place of a Badger store in dir, whatever
+// CAIRN_TEST_STORE says: for a test that needs Badger's files (damage,
+// backup), or a child process opening its parent's directory.
+func Badger(dir string) *Data { return &Data{dir: dir} }
+
+// Schema returns the place of a Postgres store: the tables in schema of
+// the database at url. A child process of a test opens its parent's data
+// so (the parent made the schema: New; it drops it).
+func Schema(url, schema string) *Data { return &Data{url: url, schema: schema} }
+
 // Postgres reports whether the data is in Postgres.
 func (d *Data) Postgres() bool { return d.url != "" }
 
 // Dir is the Badger directory ("" on Postgres).
 func (d *Data) Dir() string { return d.dir }
+
+// URL is the Postgres database's URL ("" on Badger).
+func (d *Data) URL() string { return d.url }
+
+// Schema is the Postgres schema of the store's tables ("" on Badger).
+func (d *Data) Schema() string { return d.schema }
 
 // ServerArgs are the flags that point `cairn server` (or `cairn check`,
 // `cairn migrate --to`) at this data: --data DIR for Badger, --store URL
@@ -74,6 +99,48 @@ func (d *Data) Open(ctx context.Context) (history.Store, error) {
 		return pgstore.Open(ctx, pgstore.Options{URL: d.url, Schema: d.schema})
 	}
 	return badgerstore.Open(badgerstore.Options{Dir: d.dir})
+}
+
+// OpenOwned opens the store and, on Postgres, takes every shard's lease
+// for owner (AcquireAll): an engine over it then serves them all, with
+// engine.Options.Shards set to the returned Owner and, once the engine is
+// open, Acquire(ctx, shards.All()). shards is nil on Badger (leave
+// Options.Shards unset: a nil *Owner in the interface is not a nil
+// interface). The caller closes the store.
+func (d *Data) OpenOwned(ctx context.Context, owner string) (st history.Store, shards *Owner, err error) {
+	st, err = d.Open(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("storetest: open: %w", err)
+	}
+	pg, ok := st.(*pgstore.Store)
+	if !ok {
+		return st, nil, nil
+	}
+	if shards, err = AcquireAll(ctx, pg, owner); err != nil {
+		_ = st.Close()
+		return nil, nil, err
+	}
+	return st, shards, nil
+}
+
+// Embedded returns the store of a test's embedded engine under
+// CAIRN_TEST_STORE=postgres: a fresh schema's store (New, OpenOwned),
+// closed when t ends, with every shard held by owner — the engine's
+// Options.Store and Options.Shards. On Badger it returns nil, nil: the
+// caller keeps its own store (an in-memory one, typically). It fails t
+// when the store cannot be opened.
+func Embedded(t testing.TB, owner string) (history.Store, *Owner) {
+	t.Helper()
+	if !Postgres() {
+		return nil, nil
+	}
+	d := New(t)
+	st, shards, err := d.OpenOwned(context.Background(), owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() }) // after the engine's (registered later)
+	return st, shards
 }
 
 // Owner holds every shard of a Postgres store for one engine: what a

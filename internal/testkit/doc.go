@@ -32,6 +32,13 @@
 // happen. Processes are killed and reaped when the test that started them
 // ends, and their output is logged when it failed.
 //
+// A server's store is a fresh Badger directory, or under
+// CAIRN_TEST_STORE=postgres a Postgres schema of the test's own
+// (internal/storetest); ServerOptions.Store restarts a server on the data
+// of another (Server.Store), and ServerOptions.Data names a Badger
+// directory for a test that needs Badger's files. A package whose tests
+// start servers ends with pgtest's line: testkit.Main(m, pgtest.Done).
+//
 // Servers listen on 127.0.0.1:0 and report the address they bound: no
 // test depends on Cairn's default ports (7233, 8233) being free. FreeAddr
 // is for the one case that needs an address before the server exists — a

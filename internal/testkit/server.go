@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cairnflow/cairn/internal/storetest"
 	"github.com/cairnflow/cairn/sdk/client"
 )
 
@@ -19,19 +20,31 @@ import (
 const readyMessage = "cairn server ready"
 
 // ServerOptions say how to run `cairn server`.
+//
+// The server's store is Store, else the Badger directory Data, else a
+// fresh one: a directory in the test's temporary directory, or under
+// CAIRN_TEST_STORE=postgres a schema of the test's own (storetest.New;
+// the server holds every shard). A test restarts a server on the same
+// data with the first one's Store; a test that needs Badger's files
+// (damage, backup) names its directory with Data. On Postgres a server
+// is a cluster of one: restarted after a kill, it serves the runs of its
+// predecessor once that one's shard leases ran out (--lease-ttl, 10 s by
+// default); calls about them wait meanwhile.
 type ServerOptions struct {
-	Data   string   // data directory (default: a fresh one in the test's temporary directory)
-	Listen string   // API address (default 127.0.0.1:0; FreeAddr for one that must survive a restart)
-	UI     bool     // serve the web UI on a free loopback port (default: --ui-listen off)
-	Args   []string // more flags; a --log-level above info hides the ready line Ready waits for
-	Env    []string // added to the environment
-	Name   string   // what failure messages call it (default "cairn server")
+	Data   string          // Badger data directory, whatever CAIRN_TEST_STORE says
+	Store  *storetest.Data // the store's place (not with Data): a Server's Store, to restart it on the same data
+	Listen string          // API address (default 127.0.0.1:0; FreeAddr for one that must survive a restart)
+	UI     bool            // serve the web UI on a free loopback port (default: --ui-listen off)
+	Args   []string        // more flags; a --log-level above info hides the ready line Ready waits for
+	Env    []string        // added to the environment
+	Name   string          // what failure messages call it (default "cairn server")
 }
 
 // Server is a `cairn server` process.
 type Server struct {
 	*Proc
-	Data string // its data directory
+	Data  string          // its Badger data directory ("" on Postgres)
+	Store *storetest.Data // its store's place: give it to ServerOptions.Store to restart the server on the same data
 	// Addr is the API address it bound ("127.0.0.1:port") and UI the web
 	// UI's URL ("" when off), once Ready returned nil.
 	Addr, UI string
@@ -48,16 +61,23 @@ func StartServer(ctx context.Context, t testing.TB, o ServerOptions) *Server {
 	return s
 }
 
-// LaunchServer starts `cairn server --data … --listen … --ui-listen …`
-// with o.Args and returns at once, for a test that expects it may not
-// come up; Ready waits for it.
+// LaunchServer starts `cairn server --data DIR` (or `--store URL --schema
+// S`: ServerOptions) `--listen … --ui-listen …` with o.Args and returns at
+// once, for a test that expects it may not come up; Ready waits for it.
 func LaunchServer(t testing.TB, o ServerOptions) *Server {
 	t.Helper()
 	if lvl := flagValue(o.Args, "--log-level"); lvl != "" && !slices.Contains([]string{"trace", "debug", "info"}, lvl) {
 		t.Fatalf("testkit: a server with --log-level %s does not log that it is ready", lvl)
 	}
-	if o.Data == "" {
-		o.Data = filepath.Join(t.TempDir(), "data")
+	switch {
+	case o.Store != nil && o.Data != "":
+		t.Fatalf("testkit: ServerOptions.Data %s and Store: give one", o.Data)
+	case o.Data != "":
+		o.Store = storetest.Badger(o.Data)
+	case o.Store == nil && storetest.Postgres():
+		o.Store = storetest.New(t)
+	case o.Store == nil:
+		o.Store = storetest.Badger(filepath.Join(t.TempDir(), "data"))
 	}
 	if o.Listen == "" {
 		o.Listen = "127.0.0.1:0"
@@ -69,8 +89,9 @@ func LaunchServer(t testing.TB, o ServerOptions) *Server {
 	if o.Name == "" {
 		o.Name = "cairn server"
 	}
-	args := append([]string{"server", "--data", o.Data, "--listen", o.Listen, "--ui-listen", ui}, o.Args...)
-	return &Server{Proc: Start(t, Cmd{Path: Cairn(t), Args: args, Env: o.Env, Name: o.Name}), Data: o.Data}
+	args := append(append([]string{"server"}, o.Store.ServerArgs()...), "--listen", o.Listen, "--ui-listen", ui)
+	args = append(args, o.Args...)
+	return &Server{Proc: Start(t, Cmd{Path: Cairn(t), Args: args, Env: o.Env, Name: o.Name}), Data: o.Store.Dir(), Store: o.Store}
 }
 
 // flagValue is the value of flag in args ("--flag v" or "--flag=v"), or

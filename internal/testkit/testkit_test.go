@@ -14,6 +14,8 @@ import (
 
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/internal/pgtest"
+	"github.com/cairnflow/cairn/internal/storetest"
 	"github.com/cairnflow/cairn/internal/testkit"
 )
 
@@ -26,7 +28,7 @@ func TestMain(m *testing.M) {
 		child()
 		return
 	}
-	testkit.Main(m)
+	testkit.Main(m, pgtest.Done)
 }
 
 func child() {
@@ -163,6 +165,33 @@ func TestServerCLIAndWaitEvent(t *testing.T) {
 	srv.Kill()
 	if _, err := testkit.NextEvent(ctx, c.Service(), "w1", "", testkit.EventOfType(history.TypeWorkflowStarted)); api.ErrorCode(err) != api.CodeUnavailable {
 		t.Fatalf("a killed server: %v", err)
+	}
+}
+
+// A server restarted with the first one's Store serves the same data: the
+// same directory, or on Postgres the same schema; Data asks for Badger
+// whatever CAIRN_TEST_STORE says.
+func TestServerRestartsOnItsData(t *testing.T) {
+	ctx := t.Context()
+	// On Postgres the second server waits for the first one's leases to
+	// run out: a short lease keeps the test short.
+	ttl := []string{"--lease-ttl", "2s"}
+	srv := testkit.StartServer(ctx, t, testkit.ServerOptions{Args: ttl})
+	if srv.Store.Postgres() != storetest.Postgres() || srv.Store.Postgres() == (srv.Data != "") {
+		t.Fatalf("CAIRN_TEST_STORE=%q, the server's store: Postgres %v, directory %q", os.Getenv(storetest.EnvStore), srv.Store.Postgres(), srv.Data)
+	}
+	if _, err := testkit.CLI(ctx, t, srv.Addr, "workflow", "start", "--type", "Nobody", "--id", "kept", "--task-queue", "none"); err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	again := testkit.StartServer(ctx, t, testkit.ServerOptions{Store: srv.Store, Args: ttl})
+	c := testkit.Dial(t, again.Addr, "testkit")
+	testkit.WaitEvent(ctx, t, c.Service(), "kept", "", "the start, after the restart", testkit.EventOfType(history.TypeWorkflowStarted))
+
+	dir := t.TempDir()
+	badger := testkit.StartServer(ctx, t, testkit.ServerOptions{Data: dir})
+	if badger.Data != dir || badger.Store.Postgres() {
+		t.Fatalf("a server asked for Badger in %s: directory %q, Postgres %v", dir, badger.Data, badger.Store.Postgres())
 	}
 }
 

@@ -36,7 +36,7 @@ func Pipeline(ctx sdk.Context, words []string) (string, error) {
 
 func TestSequentialActivities(t *testing.T) {
 	ctx := testCtx(t)
-	env := testenv.New(t, testenv.Options{})
+	env := newEnv(t, testenv.Options{})
 	env.RegisterWorkflow(Pipeline)
 	env.RegisterActivity(Upper)
 	env.Start()
@@ -126,7 +126,7 @@ func FanOut(ctx sdk.Context, words []string) ([]string, error) {
 func TestParallelActivities(t *testing.T) {
 	ctx := testCtx(t)
 	words := []string{"a", "b", "c", "d"}
-	env := testenv.New(t, testenv.Options{})
+	env := newEnv(t, testenv.Options{})
 	env.RegisterWorkflow(FanOut)
 	env.RegisterActivity(newBarrier(int32(len(words)+2)).Shout, activities.Options{Name: "Shout"})
 	env.Start()
@@ -169,7 +169,7 @@ func ChargeWithRetries(ctx sdk.Context, amount int) (string, error) {
 
 func TestActivityFailsTwiceThenSucceeds(t *testing.T) {
 	ctx := testCtx(t)
-	env := testenv.New(t, testenv.Options{})
+	env := newEnv(t, testenv.Options{})
 	f := &flaky{}
 	env.RegisterWorkflow(ChargeWithRetries)
 	env.RegisterActivity(f.Charge, activities.Options{Name: "Charge"})
@@ -233,7 +233,7 @@ func PayByCard(ctx sdk.Context, card string) (string, error) {
 
 func TestNonRetryableFailureIsTyped(t *testing.T) {
 	ctx := testCtx(t)
-	env := testenv.New(t, testenv.Options{})
+	env := newEnv(t, testenv.Options{})
 	env.RegisterWorkflow(PayByCard)
 	env.RegisterActivity(Decline)
 	env.Start()

@@ -24,7 +24,7 @@ func Hello(ctx sdk.Context, name string) (string, error) {
 
 func TestHello(t *testing.T) {
 	ctx := testCtx(t)
-	env := testenv.New(t, testenv.Options{})
+	env := newEnv(t, testenv.Options{})
 	env.RegisterWorkflow(Hello)
 	env.RegisterActivity(Greet)
 	env.Start()

@@ -50,7 +50,7 @@ func Budgeted(ctx sdk.Context, calls int) (int, error) {
 
 func TestUsageBudgetAndStream(t *testing.T) {
 	ctx := testCtx(t)
-	env := testenv.New(t, testenv.Options{Engine: engine.Options{Pricing: engine.Pricing{"m1": {Input: 1, CachedInput: 0.5, Output: 2}}}})
+	env := newEnv(t, testenv.Options{Engine: engine.Options{Pricing: engine.Pricing{"m1": {Input: 1, CachedInput: 0.5, Output: 2}}}})
 	m := &meter{}
 	env.RegisterWorkflow(Budgeted)
 	env.RegisterActivity(m.Think, activities.Options{Metered: true})

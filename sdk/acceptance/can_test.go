@@ -32,7 +32,7 @@ func LongAgent(ctx sdk.Context, done int) (int, error) {
 // The continue-as-new suggestion is derived from the history the decision
 // saw, so a run that acted on it replays without a nondeterminism error.
 func TestContinueAsNewSuggestionReplays(t *testing.T) {
-	env := testenv.New(t, testenv.Options{Engine: engine.Options{Limits: engine.Limits{SuggestContinueAsNewAt: 20}}})
+	env := newEnv(t, testenv.Options{Engine: engine.Options{Limits: engine.Limits{SuggestContinueAsNewAt: 20}}})
 	env.RegisterWorkflow(LongAgent)
 	env.RegisterActivity(Echo)
 	env.Start()

@@ -42,7 +42,7 @@ func BigResults(ctx sdk.Context, n int) (string, error) {
 
 func TestLargePayloadsAreStoredOnceByReference(t *testing.T) {
 	ctx := testCtx(t)
-	env := testenv.New(t, testenv.Options{})
+	env := newEnv(t, testenv.Options{})
 	env.RegisterWorkflow(BigResults)
 	env.RegisterActivity(BigReport)
 	env.RegisterActivity(Measure)
@@ -100,7 +100,7 @@ func GrowingInput(ctx sdk.Context, parts []string) ([]string, error) {
 
 func TestGrowingInputCostsItsNewBytes(t *testing.T) {
 	ctx := testCtx(t)
-	env := testenv.New(t, testenv.Options{})
+	env := newEnv(t, testenv.Options{})
 	env.RegisterWorkflow(GrowingInput)
 	env.RegisterActivity(Transcriptish)
 	env.Start()

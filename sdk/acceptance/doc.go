@@ -5,4 +5,7 @@
 // worked examples of the workflow API.
 //
 //	go test ./sdk/acceptance/
+//
+// With CAIRN_TEST_STORE=postgres each test's engine runs on a PostgreSQL
+// schema of its own instead of the in-memory store (newEnv).
 package acceptance

@@ -33,7 +33,7 @@ func Parent(ctx sdk.Context, name string) (string, error) {
 
 func TestChildWorkflow(t *testing.T) {
 	ctx := testCtx(t)
-	env := testenv.New(t, testenv.Options{})
+	env := newEnv(t, testenv.Options{})
 	env.RegisterWorkflow(Parent)
 	env.RegisterWorkflow(Hello)
 	env.RegisterActivity(Greet)
@@ -77,7 +77,7 @@ func Countdown(ctx sdk.Context, n int) (string, error) {
 
 func TestContinueAsNew(t *testing.T) {
 	ctx := testCtx(t)
-	env := testenv.New(t, testenv.Options{})
+	env := newEnv(t, testenv.Options{})
 	env.RegisterWorkflow(Countdown)
 	env.RegisterActivity(Greet)
 	env.Start()
@@ -159,7 +159,7 @@ func Cancellable(ctx sdk.Context) (string, error) {
 
 func TestCancellationReachesRunningActivity(t *testing.T) {
 	ctx := testCtx(t)
-	env := testenv.New(t, testenv.Options{})
+	env := newEnv(t, testenv.Options{})
 	probe := &cancelProbe{started: make(chan struct{}), sawCancel: make(chan struct{})}
 	env.RegisterWorkflow(Cancellable)
 	env.RegisterActivity(probe.LongTask, activities.Options{Name: "LongTask"})

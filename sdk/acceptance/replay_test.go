@@ -67,7 +67,7 @@ func OnboardChanged(ctx sdk.Context, name string) (string, error) {
 func runOnboard(t *testing.T, wf any, id string) (string, []history.Event) {
 	t.Helper()
 	ctx := testCtx(t)
-	env := testenv.New(t, testenv.Options{})
+	env := newEnv(t, testenv.Options{})
 	env.RegisterWorkflow(wf, sdk.RegisterOptions{Name: "Onboard"})
 	env.RegisterActivity(Greet)
 	env.RegisterActivity(Welcome)
@@ -171,7 +171,7 @@ func registerApprove(t *testing.T, w registrar) {
 func TestWorkerKilledBetweenTasks(t *testing.T) {
 	ctx := testCtx(t)
 	const stickyTimeout = 5 * time.Second
-	env := testenv.New(t, testenv.Options{NoTimeSkipping: true,
+	env := newEnv(t, testenv.Options{NoTimeSkipping: true,
 		Engine: engine.Options{Defaults: engine.Defaults{StickyTimeout: stickyTimeout}}})
 	registerApprove(t, env.Worker)
 	env.Start()
@@ -232,7 +232,7 @@ func Turns(ctx sdk.Context, n int) (int, error) {
 func TestThousandTurnsNeverReplayFromStart(t *testing.T) {
 	ctx := testCtx(t)
 	const n = 1000
-	env := testenv.New(t, testenv.Options{})
+	env := newEnv(t, testenv.Options{})
 	env.RegisterWorkflow(Turns)
 	env.RegisterActivity(Echo)
 	env.Start()
@@ -275,7 +275,7 @@ func ApproveV2(ctx sdk.Context, name string) (string, error) {
 func TestDeployNewCodeMidRun(t *testing.T) {
 	ctx := testCtx(t)
 	const stickyTimeout = 5 * time.Second
-	env := testenv.New(t, testenv.Options{NoTimeSkipping: true,
+	env := newEnv(t, testenv.Options{NoTimeSkipping: true,
 		Engine: engine.Options{Defaults: engine.Defaults{StickyTimeout: stickyTimeout}}})
 	registerApprove(t, env.Worker)
 	env.Start()

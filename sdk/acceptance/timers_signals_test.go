@@ -40,7 +40,7 @@ func Timers(ctx sdk.Context) (string, error) {
 
 func TestTimersAndTimerCancel(t *testing.T) {
 	ctx := testCtx(t)
-	env := testenv.New(t, testenv.Options{})
+	env := newEnv(t, testenv.Options{})
 	env.RegisterWorkflow(Timers)
 	env.RegisterActivity(Greet)
 	env.Start()
@@ -92,7 +92,7 @@ func Accumulate(ctx sdk.Context) (int, error) {
 
 func TestSignals(t *testing.T) {
 	ctx := testCtx(t)
-	env := testenv.New(t, testenv.Options{})
+	env := newEnv(t, testenv.Options{})
 	env.RegisterWorkflow(Accumulate)
 	env.Start()
 
@@ -116,7 +116,7 @@ func TestSignals(t *testing.T) {
 
 func TestSignalWithStart(t *testing.T) {
 	ctx := testCtx(t)
-	env := testenv.New(t, testenv.Options{})
+	env := newEnv(t, testenv.Options{})
 	env.RegisterWorkflow(Accumulate)
 	env.Start()
 
@@ -190,7 +190,7 @@ func TestApprovalWithTimeout(t *testing.T) {
 		t.Run(name+"/approved", func(t *testing.T) {
 			ctx := testCtx(t)
 			// The clock stands still: the approval always beats the timer.
-			env := testenv.New(t, testenv.Options{NoTimeSkipping: true})
+			env := newEnv(t, testenv.Options{NoTimeSkipping: true})
 			env.RegisterWorkflow(wf)
 			env.Start()
 			run := start(t, ctx, env, "approve", wf, 72*time.Hour)
@@ -209,7 +209,7 @@ func TestApprovalWithTimeout(t *testing.T) {
 		})
 		t.Run(name+"/timeout", func(t *testing.T) {
 			ctx := testCtx(t)
-			env := testenv.New(t, testenv.Options{})
+			env := newEnv(t, testenv.Options{})
 			env.RegisterWorkflow(wf)
 			env.Start()
 			t0 := env.Clock.Now()
@@ -263,7 +263,7 @@ func Conversation(ctx sdk.Context) ([]string, error) {
 
 func TestQueries(t *testing.T) {
 	ctx := testCtx(t)
-	env := testenv.New(t, testenv.Options{})
+	env := newEnv(t, testenv.Options{})
 	env.RegisterWorkflow(Conversation)
 	env.RegisterActivity(Greet)
 	env.Start()

@@ -97,7 +97,7 @@ func newEnv(t *testing.T, script fakellm.Script, agents ...any) (*testenv.Env, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := testenv.New(t, testenv.Options{NoTimeSkipping: true})
+	env := storeEnv(t, testenv.Options{NoTimeSkipping: true})
 	tl := &tools{calls: map[string]int{}}
 	if len(agents) == 0 {
 		agents = []any{Payer}

@@ -31,7 +31,7 @@ func TestEmptyModelAnswerIsRetried(t *testing.T) {
 		t.Cleanup(hs.Close)
 		m, err := llm.New(llm.Config{BaseURL: hs.URL + "/v1"})
 		must(t, err)
-		env := testenv.New(t, testenv.Options{}) // skips the retries' backoff
+		env := storeEnv(t, testenv.Options{}) // skips the retries' backoff
 		env.RegisterWorkflow(Terse)
 		must(t, m.Register(env.Worker))
 		env.Start()

@@ -47,7 +47,7 @@ func TestModelCallOfADeadWorkerIsRetriedWithinSeconds(t *testing.T) {
 	t.Cleanup(func() { close(release) }) // before the server closes
 	m, err := llm.New(llm.Config{BaseURL: hs.URL + "/v1"})
 	must(t, err)
-	env := testenv.New(t, testenv.Options{NoTimeSkipping: true})
+	env := storeEnv(t, testenv.Options{NoTimeSkipping: true})
 	// The first worker talks to the engine through a link the test cuts:
 	// from then on it can neither heartbeat nor report, as a process that
 	// died.

@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -8,35 +9,56 @@ import (
 	"github.com/cairnflow/cairn/engine"
 	"github.com/cairnflow/cairn/engine/httpapi"
 	"github.com/cairnflow/cairn/history/badgerstore"
+	"github.com/cairnflow/cairn/internal/pgtest"
+	"github.com/cairnflow/cairn/internal/storetest"
 	"github.com/cairnflow/cairn/sdk/client"
 	"github.com/cairnflow/cairn/sdk/client/clienttest"
 )
 
 const testToken = "conformance-token"
 
-// openEngine returns a fresh engine over an in-memory Badger store, closed
-// when the test ends.
+// TestMain says in one line when the Postgres suites were skipped.
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// openEngine returns a fresh engine over an in-memory Badger store, or
+// with CAIRN_TEST_STORE=postgres over a schema of the test's own, serving
+// every shard under a lease (internal/storetest); closed when the test
+// ends.
 func openEngine(t *testing.T) *engine.Engine {
 	t.Helper()
-	st, err := badgerstore.Open(badgerstore.Options{InMemory: true, MemTableSize: 8 << 20, BlockCacheSize: 1 << 20, IndexCacheSize: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A short drift margin: the suite makes attempts lose their lease and
 	// does not wait the default's seconds for the next one.
-	eng, err := engine.Open(engine.Options{Store: st, LeaseDriftMargin: 50 * time.Millisecond})
+	opts := engine.Options{LeaseDriftMargin: 50 * time.Millisecond}
+	st, owner := storetest.Embedded(t, "clienttest") // closed by its own cleanup, after the engine's
+	if st == nil {
+		mem, err := badgerstore.Open(badgerstore.Options{InMemory: true, MemTableSize: 8 << 20, BlockCacheSize: 1 << 20, IndexCacheSize: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := mem.Close(); err != nil {
+				t.Errorf("store close: %v", err)
+			}
+		})
+		st = mem
+	} else {
+		opts.Shards = owner
+	}
+	opts.Store = st
+	eng, err := engine.Open(opts)
 	if err != nil {
-		_ = st.Close()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		if err := eng.Close(); err != nil {
 			t.Errorf("engine close: %v", err)
 		}
-		if err := st.Close(); err != nil {
-			t.Errorf("store close: %v", err)
-		}
 	})
+	if owner != nil {
+		if err := eng.Acquire(context.Background(), owner.All()); err != nil {
+			t.Fatalf("acquire the shards: %v", err)
+		}
+	}
 	return eng
 }
 

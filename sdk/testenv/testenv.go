@@ -23,6 +23,12 @@
 //	w2.RegisterWorkflow(PayInvoice)
 //	env.RunWorker(w2)
 //
+// The engine runs on an in-memory Badger store. To run it on another store
+// (the suites run on PostgreSQL too), give one as Options.Engine.Store, and
+// with it Options.Engine.Shards when the engine must serve its shards under
+// leases (a shared Postgres store): New then acquires every shard the
+// Shards hold a lease for. The env does not close a store it was given.
+//
 // It is the one package under sdk that embeds the engine; import it from
 // tests only (a worker binary never links Badger).
 package testenv
@@ -53,7 +59,12 @@ type Options struct {
 	Start time.Time
 	// Worker tweaks the worker's options (TaskQueue is set for you).
 	Worker worker.Options
-	// Engine tweaks the engine's options (Store and Clock are set for you).
+	// Engine tweaks the engine's options. Clock is set for you. Store
+	// defaults to an in-memory Badger store the env opens and closes; a
+	// Store given is used as it is and left open (the caller closes it,
+	// after the test's cleanup stopped the env). With Shards (a store
+	// shared under leases, such as Postgres), New acquires every shard
+	// Shards holds a lease for (engine.Engine.Acquire) before it returns.
 	Engine engine.Options
 	// NoTimeSkipping keeps the clock still unless the test moves it.
 	NoTimeSkipping bool
@@ -69,7 +80,7 @@ type Env struct {
 	// Worker is the env's own worker, run by Start and stopped by
 	// StopWorker or the test's cleanup.
 	Worker *worker.Worker
-	store  *badgerstore.Store
+	store  *badgerstore.Store // the env's own store (nil when given one)
 
 	mu         sync.Mutex
 	stopWorker func() // stops Worker (nil before Start)
@@ -88,23 +99,50 @@ func New(t testing.TB, opts Options) *Env {
 		opts.Start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
 	env := &Env{t: t, opts: opts, Clock: clock.NewFake(opts.Start)}
-	st, err := badgerstore.Open(badgerstore.Options{InMemory: true})
-	if err != nil {
-		t.Fatalf("testenv: open store: %v", err)
-	}
-	env.store = st
 	eo := opts.Engine
-	eo.Store, eo.Clock = st, env.Clock
+	if eo.Store == nil {
+		st, err := badgerstore.Open(badgerstore.Options{InMemory: true})
+		if err != nil {
+			t.Fatalf("testenv: open store: %v", err)
+		}
+		env.store, eo.Store = st, st
+	}
+	eo.Clock = env.Clock
 	eng, err := engine.Open(eo)
 	if err != nil {
-		_ = st.Close()
+		env.closeStore()
 		t.Fatalf("testenv: open engine: %v", err)
+	}
+	if eo.Shards != nil {
+		if err := eng.Acquire(context.Background(), heldShards(eo.Shards)); err != nil {
+			_ = eng.Close()
+			env.closeStore()
+			t.Fatalf("testenv: acquire the shards: %v", err)
+		}
 	}
 	env.Engine = eng
 	env.Client = client.NewLocal(eng, client.Options{})
 	t.Cleanup(env.stop)
 	env.Worker = env.NewWorker(opts.Worker)
 	return env
+}
+
+// heldShards lists the shards s holds a lease for.
+func heldShards(s engine.Shards) []int {
+	var held []int
+	for sh := range s.Count() {
+		if _, ok := s.Lease(sh); ok {
+			held = append(held, sh)
+		}
+	}
+	return held
+}
+
+// closeStore closes the env's own store, if it opened one.
+func (e *Env) closeStore() {
+	if e.store != nil {
+		_ = e.store.Close()
+	}
 }
 
 // NewWorker returns another worker on the env's engine, with opts
@@ -273,5 +311,5 @@ func (e *Env) stop() {
 		stopSkip()
 	}
 	_ = e.Engine.Close()
-	_ = e.store.Close()
+	e.closeStore()
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/internal/storetest"
 	"github.com/cairnflow/cairn/internal/testkit"
 	"github.com/cairnflow/cairn/sdk/client"
 )
@@ -44,6 +45,11 @@ import (
 // CAIRN_EFFECTS_SOAK_KEEP=DIR keeps the campaign's data directory, once
 // checked, as DIR/data (`cairn migrate` moves such a directory into
 // PostgreSQL: docs/scale-out.md).
+//
+// With CAIRN_TEST_STORE=postgres the server runs on a PostgreSQL schema
+// of the test's own, which every restart reopens: a cluster of one whose
+// server dies and is replaced, under a new name, by one that takes its
+// shards over once their leases ran out (--lease-ttl, short here).
 func TestChaosSoak(t *testing.T) {
 	cfg := soakConfig(t)
 	t.Logf("chaos soak: seed %d, at least %d kills and %d freezes (CAIRN_EFFECTS_SEED=%d replays the faults)", cfg.seed, cfg.kills, cfg.freezes, cfg.seed)
@@ -54,7 +60,9 @@ func TestChaosSoak(t *testing.T) {
 	if path := os.Getenv("CAIRN_EFFECTS_SOAK_FIGURES"); path != "" {
 		_ = os.WriteFile(path, []byte(f.String()+"\n"), 0o644)
 	}
-	if keep := os.Getenv("CAIRN_EFFECTS_SOAK_KEEP"); keep != "" {
+	if keep := os.Getenv("CAIRN_EFFECTS_SOAK_KEEP"); keep != "" && s.data.Postgres() {
+		t.Logf("CAIRN_EFFECTS_SOAK_KEEP: the campaign ran on Postgres (schema %s, dropped with the test): no data directory to keep", s.data.Schema())
+	} else if keep != "" {
 		// check stopped the server: the directory is at rest.
 		if err := os.CopyFS(filepath.Join(keep, "data"), os.DirFS(filepath.Join(s.dir, "data"))); err != nil {
 			t.Errorf("keep the data directory: %v", err)
@@ -146,6 +154,7 @@ type soak struct {
 	cfg     soakCfg
 	rng     *rand.Rand
 	dir     string
+	data    *storetest.Data // the server's store: DIR/data, or a Postgres schema
 	listen  string
 	journal string
 	vurl    string
@@ -164,6 +173,10 @@ type soak struct {
 func newSoak(t *testing.T, cfg soakCfg) *soak {
 	s := &soak{t: t, cfg: cfg, rng: rand.New(rand.NewPCG(cfg.seed, cfg.seed>>1|1)), dir: t.TempDir()}
 	s.figures.Seed = cfg.seed
+	s.data = storetest.Badger(filepath.Join(s.dir, "data"))
+	if storetest.Postgres() {
+		s.data = storetest.New(t)
+	}
 	s.journal = filepath.Join(s.dir, "vendor.jsonl")
 	_, s.vurl = startVendor(t, s.journal, envVendorSeed+"="+strconv.FormatUint(cfg.seed, 10), envVendorLate+"=0.1", envQuiet+"=1")
 	s.listen = testkit.FreeAddr(t) // the server comes back at the same address
@@ -180,11 +193,19 @@ func newSoak(t *testing.T, cfg soakCfg) *soak {
 	return s
 }
 
+// soakLeaseTTL is the shard lease of the servers on Postgres: how long the
+// runs of a killed server wait for the next one (the default, 10 s, would
+// leave them waiting through most of the campaign).
+const soakLeaseTTL = 3 * time.Second
+
 // startServer starts `cairn server` on the campaign's data and address
 // and waits until it is ready.
 func (s *soak) startServer() {
-	s.server = testkit.StartServer(s.t.Context(), s.t, testkit.ServerOptions{Data: filepath.Join(s.dir, "data"), Listen: s.listen, Name: "server",
-		Args: []string{"--log-level", "info", "--lease-drift-margin", s.cfg.margin.String()}})
+	args := []string{"--log-level", "info", "--lease-drift-margin", s.cfg.margin.String()}
+	if s.data.Postgres() {
+		args = append(args, "--lease-ttl", soakLeaseTTL.String())
+	}
+	s.server = testkit.StartServer(s.t.Context(), s.t, testkit.ServerOptions{Store: s.data, Listen: s.listen, Name: "server", Args: args})
 }
 
 func (s *soak) startWorker(i int) {
@@ -520,7 +541,7 @@ func (s *soak) cairnCheck() int {
 	s.server.Kill()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	out, err := testkit.CLI(ctx, s.t, "", "check", "--data", filepath.Join(s.dir, "data"), "--json")
+	out, err := testkit.CLI(ctx, s.t, "", append(append([]string{"check"}, s.data.ServerArgs()...), "--json")...)
 	if err == nil {
 		return 0
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/cairnflow/cairn/engine"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/internal/storetest"
 	"github.com/cairnflow/cairn/internal/testkit"
 	"github.com/cairnflow/cairn/sdk/client"
 )
@@ -162,11 +163,12 @@ func TestKilledAfterEffect(t *testing.T) {
 // scheduled and no worker has taken it: the intent (ActivityStarted and the
 // ledger entry) is written only when the task is dispatched, so nothing
 // claims the payment may have happened. After a restart on the same data
-// directory the payment is made exactly once and the run never pauses.
+// (directory, or Postgres schema) the payment is made exactly once and the
+// run never pauses.
 func TestKilledBeforeIntent(t *testing.T) {
 	t.Parallel()
-	dir, prov := t.TempDir(), provider{filepath.Join(t.TempDir(), "provider.jsonl")}
-	engine1 := spawn(t, "engine1", envMode+"=engine", envData+"="+dir)
+	data, prov := storetest.New(t), provider{filepath.Join(t.TempDir(), "provider.jsonl")}
+	engine1 := spawnEngine(t, "engine1", data)
 	addr1 := engine1.WaitFields(t.Context(), "listening")[1]
 	c1 := dial(t, addr1)
 	// The workflow worker polls "agents"; SendPayment runs on "payments",
@@ -180,7 +182,7 @@ func TestKilledBeforeIntent(t *testing.T) {
 	engine1.Kill()
 	wf1.Kill()
 
-	engine2 := spawn(t, "engine2", envMode+"=engine", envData+"="+dir)
+	engine2 := spawnEngine(t, "engine2", data)
 	addr2 := engine2.WaitFields(t.Context(), "listening")[1]
 	c2 := dial(t, addr2)
 	startWorker(t, addr2, prov, "wf2", workerCfg{Class: history.SideEffect})

@@ -25,7 +25,8 @@ import (
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/engine/httpapi"
 	"github.com/cairnflow/cairn/history"
-	"github.com/cairnflow/cairn/history/badgerstore"
+	"github.com/cairnflow/cairn/internal/pgtest"
+	"github.com/cairnflow/cairn/internal/storetest"
 	"github.com/cairnflow/cairn/internal/testkit"
 	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/sdk/client"
@@ -40,7 +41,9 @@ const waitTimeout = 60 * time.Second
 const (
 	envMode       = "EFFECTS_CHILD" // "worker" or "engine"
 	envAddr       = "EFFECTS_ADDR"
-	envData       = "EFFECTS_DATA"
+	envData       = "EFFECTS_DATA"      // the engine's Badger directory…
+	envPGURL      = "EFFECTS_PG_URL"    // …or its Postgres database
+	envPGSchema   = "EFFECTS_PG_SCHEMA" // and schema (CAIRN_TEST_STORE=postgres)
 	envLedger     = "EFFECTS_LEDGER"
 	envName       = "EFFECTS_NAME"
 	envQueue      = "EFFECTS_QUEUE"
@@ -64,14 +67,17 @@ const driftMargin = 3 * time.Second
 
 // engineOptions are the engine's options in the test process and in an
 // engine child process: the real clock, short sticky and retry delays.
-func engineOptions(st *badgerstore.Store) engine.Options {
+func engineOptions(st history.Store) engine.Options {
 	return engine.Options{Store: st, PollTimeout: 10 * time.Second, LeaseDriftMargin: driftMargin, Defaults: engine.Defaults{
 		StickyTimeout:        300 * time.Millisecond,
 		RetryInitialInterval: 100 * time.Millisecond,
 	}}
 }
 
-func TestMain(m *testing.M) { testkit.Main(m) }
+// TestMain removes the binaries the tests built and says in one line when
+// the Postgres suites were skipped (CAIRN_TEST_STORE=postgres without a
+// database).
+func TestMain(m *testing.M) { testkit.Main(m, pgtest.Done) }
 
 // TestWorkerProcess is not a test: the tests run the test binary again with
 // EFFECTS_CHILD set, and this function then becomes a worker process (or an
@@ -210,11 +216,11 @@ func sayReport(what string, err error) {
 
 func runEngine() error {
 	readStdin()
-	st, err := badgerstore.Open(badgerstore.Options{Dir: os.Getenv(envData)})
-	if err != nil {
-		return err
+	data := storetest.Badger(os.Getenv(envData))
+	if url := os.Getenv(envPGURL); url != "" {
+		data = storetest.Schema(url, os.Getenv(envPGSchema))
 	}
-	eng, err := engine.Open(engineOptions(st))
+	eng, _, err := openEngine(data, nil)
 	if err != nil {
 		return err
 	}
@@ -228,6 +234,59 @@ func runEngine() error {
 	}
 	say("listening http://%s", ln.Addr())
 	return http.Serve(ln, httpapi.NewHandler(eng, httpapi.Options{}))
+}
+
+// engineOwner is the name the effects engines hold a Postgres store's
+// shards under: an engine process restarted on the same data takes them
+// back at once (an acquisition by the same owner starts a new epoch).
+const engineOwner = "effects-engine"
+
+// openEngine opens the store at data and an engine over it with
+// engineOptions (and mod); on Postgres the engine serves every shard
+// under a lease, as a lone server of a cluster does. The caller closes
+// the engine, then the store.
+func openEngine(data *storetest.Data, mod []func(*engine.Options)) (*engine.Engine, history.Store, error) {
+	ctx := context.Background()
+	st, owner, err := data.OpenOwned(ctx, engineOwner)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := engineOptions(st)
+	if owner != nil {
+		opts.Shards = owner
+	}
+	for _, m := range mod {
+		m(&opts)
+	}
+	eng, err := engine.Open(opts)
+	if err != nil {
+		_ = st.Close()
+		return nil, nil, fmt.Errorf("open the engine: %w", err)
+	}
+	if owner != nil {
+		if err := eng.Acquire(ctx, owner.All()); err != nil {
+			_ = eng.Close()
+			_ = st.Close()
+			return nil, nil, fmt.Errorf("acquire the shards: %w", err)
+		}
+	}
+	return eng, st, nil
+}
+
+// dataEnv is the environment that tells an engine child process
+// (runEngine) where its data is.
+func dataEnv(data *storetest.Data) []string {
+	if data.Postgres() {
+		return []string{envPGURL + "=" + data.URL(), envPGSchema + "=" + data.Schema()}
+	}
+	return []string{envData + "=" + data.Dir()}
+}
+
+// spawnEngine starts an engine child process (runEngine) on data, with
+// more of the environment (envListen).
+func spawnEngine(t testing.TB, name string, data *storetest.Data, env ...string) *testkit.Proc {
+	t.Helper()
+	return spawn(t, name, append(append([]string{envMode + "=engine"}, dataEnv(data)...), env...)...)
 }
 
 // --- the test process's side ---
@@ -255,15 +314,11 @@ type env struct {
 func newEnv(t *testing.T, mod ...func(*engine.Options)) *env {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := badgerstore.Open(badgerstore.Options{Dir: filepath.Join(dir, "data")})
-	if err != nil {
-		t.Fatal(err)
+	data := storetest.Badger(filepath.Join(dir, "data"))
+	if storetest.Postgres() {
+		data = storetest.New(t)
 	}
-	opts := engineOptions(st)
-	for _, m := range mod {
-		m(&opts)
-	}
-	eng, err := engine.Open(opts)
+	eng, st, err := openEngine(data, mod)
 	if err != nil {
 		t.Fatal(err)
 	}

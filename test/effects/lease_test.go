@@ -14,6 +14,7 @@ import (
 	"github.com/cairnflow/cairn/engine"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/internal/storetest"
 	"github.com/cairnflow/cairn/internal/testkit"
 	"github.com/cairnflow/cairn/sdk/client"
 )
@@ -169,9 +170,9 @@ func (e *env) assertNoDuplicates() {
 // receipt — no pause for a person, no second payment.
 func TestOutcomeSurvivesAServerRestart(t *testing.T) {
 	t.Parallel()
-	dir, prov := t.TempDir(), provider{filepath.Join(t.TempDir(), "provider.jsonl")}
+	data, prov := storetest.New(t), provider{filepath.Join(t.TempDir(), "provider.jsonl")}
 	listen := testkit.FreeAddr(t)
-	engine1 := spawn(t, "engine1", envMode+"=engine", envData+"="+dir, envListen+"="+listen)
+	engine1 := spawnEngine(t, "engine1", data, envListen+"="+listen)
 	addr := engine1.WaitFields(t.Context(), "listening")[1]
 	c := dial(t, addr)
 	w := startWorker(t, addr, prov, "w", workerCfg{Class: history.SideEffect, GateAfter: 1})
@@ -180,7 +181,7 @@ func TestOutcomeSurvivesAServerRestart(t *testing.T) {
 	engine1.Freeze()
 	w.Send("go") // the completion goes out to a frozen server…
 	engine1.Kill()
-	engine2 := spawn(t, "engine2", envMode+"=engine", envData+"="+dir, envListen+"="+listen) // …which comes back
+	engine2 := spawnEngine(t, "engine2", data, envListen+"="+listen) // …which comes back
 	engine2.WaitLine(t.Context(), "listening")
 	if r := w.WaitFields(t.Context(), "acked"); r[1] != "completed" {
 		t.Fatalf("w's report: %q", r)

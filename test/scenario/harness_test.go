@@ -7,6 +7,13 @@
 // tool calls, a workflow id reused, a confused model, a live stream.
 //
 //	go test -race ./test/scenario
+//
+// The scenarios run on testenv's in-memory store and `cairn server`'s
+// data directory, or with CAIRN_TEST_STORE=postgres on a PostgreSQL
+// schema of each test's own (internal/storetest and internal/testkit, the
+// suites' kits, choose it; the scenarios do not know):
+//
+//	CAIRN_TEST_STORE=postgres go test -race ./test/scenario
 package scenario_test
 
 import (
@@ -22,6 +29,7 @@ import (
 	"github.com/cairnflow/cairn/activities/llm/fakellm"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/internal/storetest"
 	"github.com/cairnflow/cairn/internal/testkit"
 	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/sdk/agent"
@@ -263,7 +271,7 @@ func newScene(t *testing.T, model *fakellm.Server, setup ...func(*Provider)) *sc
 	t.Cleanup(hs.Close)
 	m, err := llm.New(llm.Config{BaseURL: hs.URL + "/v1", Model: "fake-1"})
 	must(t, err)
-	env := testenv.New(t, testenv.Options{})
+	env := testenv.New(t, envOptions(t))
 	p := newProvider()
 	for _, f := range setup {
 		f(p)
@@ -274,6 +282,17 @@ func newScene(t *testing.T, model *fakellm.Server, setup ...func(*Provider)) *sc
 	}
 	env.Start()
 	return &scene{env: env, prov: p, model: model}
+}
+
+// envOptions are a scene's testenv options: its default store, or with
+// CAIRN_TEST_STORE=postgres a schema of the test's own, every shard of it
+// served by the env's engine.
+func envOptions(t *testing.T) testenv.Options {
+	var opts testenv.Options
+	if st, owner := storetest.Embedded(t, "scenario"); st != nil {
+		opts.Engine.Store, opts.Engine.Shards = st, owner
+	}
+	return opts
 }
 
 func (s *scene) start(t *testing.T, ctx context.Context, id string, task Task) client.Run {

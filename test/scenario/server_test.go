@@ -25,9 +25,7 @@ import (
 	"github.com/cairnflow/cairn/worker"
 )
 
-func TestMain(m *testing.M) { testkit.Main(m) }
-
-// startServer runs `cairn server` on a fresh data directory and returns its
+// startServer runs `cairn server` on a fresh store and returns its
 // API address; the process is killed and reaped when the test ends.
 func startServer(t *testing.T, args ...string) string {
 	t.Helper()

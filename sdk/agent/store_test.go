@@ -1,0 +1,24 @@
+package agent_test
+
+import (
+	"testing"
+
+	"github.com/cairnflow/cairn/internal/pgtest"
+	"github.com/cairnflow/cairn/internal/storetest"
+	"github.com/cairnflow/cairn/sdk/testenv"
+)
+
+// TestMain says in one line when the Postgres suites were skipped
+// (CAIRN_TEST_STORE=postgres without a database).
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// storeEnv is testenv.New on the suites' store: the env's own in-memory
+// one, or with CAIRN_TEST_STORE=postgres a schema of the test's own,
+// every shard of it served by the env's engine (internal/storetest).
+func storeEnv(t *testing.T, opts testenv.Options) *testenv.Env {
+	t.Helper()
+	if st, owner := storetest.Embedded(t, "agent"); st != nil {
+		opts.Engine.Store, opts.Engine.Shards = st, owner
+	}
+	return testenv.New(t, opts)
+}

@@ -561,6 +561,13 @@ func (e *Engine) RecordActivityHeartbeat(ctx context.Context, req *api.Heartbeat
 	}
 	unlock := e.lock(tok.W)
 	defer unlock()
+	// An engine that does not serve the run's shard (any more) knows
+	// nothing of the attempt: it says so (the router asks the owner)
+	// rather than call the attempt stale, or extend a lease its memory
+	// still holds after the shard moved on.
+	if err := e.shards.check(tok.W); err != nil {
+		return nil, err
+	}
 	if c := e.corrupt.lookup(tok.W, tok.R); c != nil {
 		return nil, c.err()
 	}

@@ -133,6 +133,7 @@ type Node struct {
 	table      routing
 
 	eng     Engine
+	now     func() time.Time // the node's clock (tests replace it)
 	fenced  chan int
 	wake    chan struct{}
 	stats   stats
@@ -153,7 +154,7 @@ func New(opts Options) (*Node, error) {
 		return nil, err
 	}
 	return &Node{opts: opts, st: opts.Store, n: opts.Store.Shards(), log: opts.Logger.With().Str("server", opts.ID).Logger(),
-		held: map[int]pgstore.Lease{}, fenced: make(chan int, 1024), wake: make(chan struct{}, 1),
+		held: map[int]pgstore.Lease{}, now: time.Now, fenced: make(chan int, 1024), wake: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{})}, nil
 }
 
@@ -272,7 +273,7 @@ func (n *Node) read(ctx context.Context) ([]pgstore.LeaseInfo, []pgstore.ServerI
 // longer gives this node (another took it over) is dropped.
 func (n *Node) renew(ctx context.Context) {
 	n.mu.Lock()
-	due := time.Since(n.renewedAt) >= n.opts.LeaseTTL/3
+	due := n.now().Sub(n.renewedAt) >= n.opts.LeaseTTL/3
 	leases := make([]pgstore.Lease, 0, len(n.held))
 	for _, l := range n.held {
 		leases = append(leases, l)
@@ -281,7 +282,7 @@ func (n *Node) renew(ctx context.Context) {
 	if !due || len(leases) == 0 {
 		return
 	}
-	sent := time.Now()
+	sent := n.now()
 	renewed, err := n.st.RenewLeases(ctx, n.opts.ID, leases, n.opts.LeaseTTL)
 	if err != nil {
 		n.log.Warn().Err(err).Int("shards", len(leases)).Msg("cluster: cannot renew the leases")
@@ -311,7 +312,7 @@ func (n *Node) renew(ctx context.Context) {
 // out: another server may be serving them by now.
 func (n *Node) expireIfUnrenewed() {
 	n.mu.Lock()
-	if len(n.held) == 0 || time.Now().Before(n.validUntil) {
+	if len(n.held) == 0 || n.now().Before(n.validUntil) {
 		n.mu.Unlock()
 		return
 	}
@@ -397,7 +398,7 @@ func (n *Node) serve(ctx context.Context, got []pgstore.Lease) {
 		shards[i] = l.Shard
 	}
 	if n.renewedAt.IsZero() || len(n.held) == len(got) {
-		now := time.Now()
+		now := n.now()
 		n.renewedAt, n.validUntil = now, now.Add(n.opts.LeaseTTL*9/10)
 	}
 	n.mu.Unlock()

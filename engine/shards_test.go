@@ -230,3 +230,38 @@ func TestHeartbeatOnAServerThatDoesNotServeTheRun(t *testing.T) {
 		t.Fatalf("heartbeat on the new owner: %v", err)
 	}
 }
+
+// TestLapsedLeaseAnswersNothing: once the cluster says the engine's lease
+// of a shard may have run out (Shards.Lease: the server could not renew
+// it, or was frozen and has just woken up), the engine answers nothing
+// from its memory of the shard's runs — not a describe, not a heartbeat —
+// before anything tells it to release the shard: another server may be
+// moving them on. When the lease is held again, it serves them again.
+func TestLapsedLeaseAnswersNothing(t *testing.T) {
+	a, _, la, _ := twoServers(t)
+	ctx := context.Background()
+	sh := la.Of("wf")
+	la.take(t, sh)
+	if err := a.Acquire(ctx, []int{sh}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.StartWorkflow(ctx, &api.StartWorkflowRequest{WorkflowID: "wf", WorkflowType: "W", TaskQueue: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	la.mu.Lock()
+	l := la.held[sh]
+	delete(la.held, sh) // the lease lapsed; nobody released the shard yet
+	la.mu.Unlock()
+	if _, err := a.DescribeWorkflow(ctx, &api.DescribeWorkflowRequest{WorkflowID: "wf"}); !errors.Is(err, api.ErrNotOwner) {
+		t.Fatalf("describe with a lapsed lease: %v, want ErrNotOwner", err)
+	}
+	if _, err := a.SignalWorkflow(ctx, &api.SignalWorkflowRequest{WorkflowID: "wf", SignalName: "s"}); !errors.Is(err, api.ErrNotOwner) {
+		t.Fatalf("signal with a lapsed lease: %v, want ErrNotOwner", err)
+	}
+	la.mu.Lock()
+	la.held[sh] = l
+	la.mu.Unlock()
+	if _, err := a.DescribeWorkflow(ctx, &api.DescribeWorkflowRequest{WorkflowID: "wf"}); err != nil {
+		t.Fatalf("describe with the lease held again: %v", err)
+	}
+}

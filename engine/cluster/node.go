@@ -167,12 +167,20 @@ func (n *Node) Count() int { return n.n }
 // Of is the shard of a workflow id (engine.Shards).
 func (n *Node) Of(workflowID string) int { return history.ShardOf(workflowID, n.n) }
 
-// Lease returns the fence of a shard this node holds (engine.Shards).
+// Lease returns the fence of a shard this node holds (engine.Shards). Past
+// the time its leases may have run out by the database's clock (it could
+// not renew them: the database was unreachable, or this process was
+// frozen or starved), it holds none, whatever its next round will find:
+// the engine answers nothing from its memory of the shard — a woken-up
+// server may no longer be the owner.
 func (n *Node) Lease(shard int) (history.Fence, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	l, ok := n.held[shard]
-	return l.Fence(), ok
+	if !ok || !n.now().Before(n.validUntil) {
+		return history.Fence{}, false
+	}
+	return l.Fence(), true
 }
 
 // Fenced is told that a commit was refused by a shard's fence
@@ -238,7 +246,7 @@ func (n *Node) round(ctx context.Context) {
 	infos, servers, err := n.read(ctx)
 	if err != nil {
 		n.log.Warn().Err(err).Msg("cluster: cannot read the leases")
-		n.expireIfUnrenewed()
+		n.expireIfUnrenewed(ctx)
 		return
 	}
 	n.settleFenced(infos)
@@ -270,8 +278,14 @@ func (n *Node) read(ctx context.Context) ([]pgstore.LeaseInfo, []pgstore.ServerI
 }
 
 // renew extends the held leases every LeaseTTL/3; a lease the database no
-// longer gives this node (another took it over) is dropped.
+// longer gives this node (another took it over) is dropped. Leases that
+// were not renewed in time are not renewed late: while they were past
+// their validity the engine refused the shards' work (Lease said no), so
+// the node starts over with them (expireIfUnrenewed).
 func (n *Node) renew(ctx context.Context) {
+	if n.expireIfUnrenewed(ctx) {
+		return
+	}
 	n.mu.Lock()
 	due := n.now().Sub(n.renewedAt) >= n.opts.LeaseTTL/3
 	leases := make([]pgstore.Lease, 0, len(n.held))
@@ -286,7 +300,7 @@ func (n *Node) renew(ctx context.Context) {
 	renewed, err := n.st.RenewLeases(ctx, n.opts.ID, leases, n.opts.LeaseTTL)
 	if err != nil {
 		n.log.Warn().Err(err).Int("shards", len(leases)).Msg("cluster: cannot renew the leases")
-		n.expireIfUnrenewed()
+		n.expireIfUnrenewed(ctx)
 		return
 	}
 	kept := map[int]pgstore.Lease{}
@@ -309,20 +323,30 @@ func (n *Node) renew(ctx context.Context) {
 }
 
 // expireIfUnrenewed stops serving every shard once the leases may have run
-// out: another server may be serving them by now.
-func (n *Node) expireIfUnrenewed() {
+// out: another server may be serving them by now. It releases those that
+// are still this node's (nobody took them: the database was unreachable,
+// or the freeze was short), so that the next acquisition, this node's or
+// another's, starts a new epoch and loads their runs afresh. It reports
+// whether it expired anything.
+func (n *Node) expireIfUnrenewed(ctx context.Context) bool {
 	n.mu.Lock()
 	if len(n.held) == 0 || n.now().Before(n.validUntil) {
 		n.mu.Unlock()
-		return
+		return false
 	}
 	lost := make([]int, 0, len(n.held))
-	for sh := range n.held {
+	leases := make([]pgstore.Lease, 0, len(n.held))
+	for sh, l := range n.held {
 		lost = append(lost, sh)
+		leases = append(leases, l)
 	}
 	clear(n.held)
 	n.mu.Unlock()
 	n.drop(lost, "its lease could not be renewed before it ran out")
+	if err := n.st.ReleaseLeases(ctx, n.opts.ID, leases); err != nil {
+		n.log.Warn().Err(err).Msg("cluster: cannot release the expired leases; they run out by themselves")
+	}
+	return true
 }
 
 // settleFenced gives up the fenced shards whose lease moved on.
@@ -369,6 +393,7 @@ func (n *Node) takeShare(ctx context.Context, infos []pgstore.LeaseInfo, share i
 		return
 	}
 	var got []pgstore.Lease
+	sent := n.now() // before the first lease was granted: its validity counts from here
 	for _, sh := range freeShards(infos) {
 		if len(got) == need {
 			break
@@ -383,11 +408,12 @@ func (n *Node) takeShare(ctx context.Context, infos []pgstore.LeaseInfo, share i
 		}
 		got = append(got, l)
 	}
-	n.serve(ctx, got)
+	n.serve(ctx, got, sent)
 }
 
 // serve starts serving newly acquired shards: the engine loads their runs.
-func (n *Node) serve(ctx context.Context, got []pgstore.Lease) {
+// sent is when the first of their acquisitions was sent.
+func (n *Node) serve(ctx context.Context, got []pgstore.Lease, sent time.Time) {
 	if len(got) == 0 {
 		return
 	}
@@ -398,8 +424,10 @@ func (n *Node) serve(ctx context.Context, got []pgstore.Lease) {
 		shards[i] = l.Shard
 	}
 	if n.renewedAt.IsZero() || len(n.held) == len(got) {
-		now := n.now()
-		n.renewedAt, n.validUntil = now, now.Add(n.opts.LeaseTTL*9/10)
+		// The first shards held: their leases (the oldest granted just
+		// after sent) are renewed from now on. Shards added to others
+		// already held expire later than those, which set the validity.
+		n.renewedAt, n.validUntil = sent, sent.Add(n.opts.LeaseTTL*9/10)
 	}
 	n.mu.Unlock()
 	if err := n.eng.Acquire(ctx, shards); err != nil {

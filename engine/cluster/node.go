@@ -145,7 +145,7 @@ type Node struct {
 
 // stats count what the node did, for metrics.
 type stats struct {
-	acquired, released, lost, fenced, forwarded, handedBack atomic.Int64
+	acquired, released, lost, fenced, forwarded, handedBack, pastLease atomic.Int64
 }
 
 // New returns a node (not yet running: Start).
@@ -177,7 +177,11 @@ func (n *Node) Lease(shard int) (history.Fence, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	l, ok := n.held[shard]
-	if !ok || !n.now().Before(n.validUntil) {
+	if !ok {
+		return history.Fence{}, false
+	}
+	if !n.now().Before(n.validUntil) {
+		n.stats.pastLease.Add(1)
 		return history.Fence{}, false
 	}
 	return l.Fence(), true

@@ -210,6 +210,9 @@ func TestWokenOwnerServesNothingFromMemory(t *testing.T) {
 	if f, ok := a.Lease(0); ok {
 		t.Fatalf("a holds shard 0 (epoch %d) 3 s into a 3 s lease it never renewed", f.Epoch)
 	}
+	if n := a.Stats().RefusedPastLease; n != 1 {
+		t.Fatalf("RefusedPastLease %d, want 1", n)
+	}
 	// Nobody took them: a's next round acquires them again, with new
 	// epochs, and its engine loads them afresh.
 	a.round(ctx)

@@ -173,7 +173,12 @@ func (n *Node) Of(workflowID string) int { return history.ShardOf(workflowID, n.
 // frozen or starved), it holds none, whatever its next round will find:
 // the engine answers nothing from its memory of the shard — a woken-up
 // server may no longer be the owner.
-func (n *Node) Lease(shard int) (history.Fence, bool) {
+func (n *Node) Lease(shard int) (history.Fence, bool) { return n.lease(shard, true) }
+
+// lease is Lease; count says whether a refusal past the lease counts in
+// the stats (the engine's checks do; the router's choice of a server
+// does not, or each call would count twice).
+func (n *Node) lease(shard int, count bool) (history.Fence, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	l, ok := n.held[shard]
@@ -181,7 +186,9 @@ func (n *Node) Lease(shard int) (history.Fence, bool) {
 		return history.Fence{}, false
 	}
 	if !n.now().Before(n.validUntil) {
-		n.stats.pastLease.Add(1)
+		if count {
+			n.stats.pastLease.Add(1)
+		}
 		return history.Fence{}, false
 	}
 	return l.Fence(), true

@@ -146,3 +146,22 @@ func TestDeadlineSurvivesAStoreOutage(t *testing.T) {
 			second.ActivityID, second.Attempt, second.LeaseEpoch, first.LeaseEpoch)
 	}
 }
+
+// TestQueuedTaskSurvivesAStoreOutage: a workflow task a poller takes while
+// its run cannot be read back (the store is down, a commit of the run
+// failed) stays queued: once the store is back it is dispatched. Dropped,
+// it left a run with nothing to move it — no deadline, no call.
+func TestQueuedTaskSurvivesAStoreOutage(t *testing.T) {
+	h := newHarness(t)
+	h.start("wf", "W") // its first workflow task is queued
+	h.fault.Kill(faultstore.ErrIO)
+	_, err := h.eng.SignalWorkflow(h.ctx(), &api.SignalWorkflowRequest{WorkflowID: "wf", SignalName: "s"})
+	wantErr(t, err, api.ErrInternal) // the run is to be read back
+	if resp, err := h.eng.PollWorkflowTask(h.ctx(), &api.PollWorkflowTaskRequest{TaskQueue: "q", Identity: "w"}); err == nil && resp.Task != nil {
+		t.Fatalf("a task dispatched from a run that cannot be read back: %+v", resp.Task)
+	}
+	h.fault.Revive()
+	task := h.pollWFT("q")
+	h.complete(task, completeWF(`1`))
+	wantTypes(t, h.history("wf"), "WorkflowStarted WorkflowTaskCompleted WorkflowCompleted")
+}

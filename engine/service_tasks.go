@@ -140,9 +140,19 @@ func (e *Engine) dispatchWFT(ctx context.Context, item wftItem, identity string)
 		unlock()
 		return nil, nil
 	}
-	if entry.resync && e.resync(ctx, entry) != nil {
-		unlock()
-		return nil, nil
+	if entry.resync {
+		if err := e.resync(ctx, entry); err != nil {
+			// The run cannot be read back now (the store is down): the task
+			// stays queued — nothing else would queue it again — and the
+			// poller hears why (a worker backs off).
+			queue := entry.state.TaskQueue
+			if entry.state.WFT.StickyQueue != "" {
+				queue = entry.state.WFT.StickyQueue // where enqueueWFT put it
+			}
+			e.wftQ.Push(queue, item)
+			unlock()
+			return nil, err
+		}
 	}
 	st := entry.state
 	w := &st.WFT

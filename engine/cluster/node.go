@@ -406,12 +406,21 @@ func (n *Node) takeShare(ctx context.Context, infos []pgstore.LeaseInfo, share i
 	var got []pgstore.Lease
 	sent := n.now() // before the first lease was granted: its validity counts from here
 	for _, sh := range freeShards(infos) {
-		if len(got) == need {
+		if len(got) == need || ctx.Err() != nil {
 			break
 		}
-		l, err := n.st.AcquireShard(ctx, sh, n.opts.ID, n.opts.LeaseTTL)
+		// One shard whose row is locked (a commit of its last owner in
+		// flight) must not spend the whole round: each acquisition gets a
+		// tick, and the next free shard is tried.
+		actx, cancel := context.WithTimeout(ctx, n.opts.Tick)
+		l, err := n.st.AcquireShard(actx, sh, n.opts.ID, n.opts.LeaseTTL)
+		cancel()
 		if errors.Is(err, pgstore.ErrLeaseHeld) {
 			continue // another server was quicker
+		}
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			n.log.Warn().Int("shard", sh).Msg("cluster: a shard's lease row is locked (its last owner's commit is in flight); trying another")
+			continue
 		}
 		if err != nil {
 			n.log.Warn().Err(err).Int("shard", sh).Msg("cluster: cannot acquire a shard")
@@ -419,7 +428,11 @@ func (n *Node) takeShare(ctx context.Context, infos []pgstore.LeaseInfo, share i
 		}
 		got = append(got, l)
 	}
-	n.serve(ctx, got, sent)
+	// The runs load under a context of their own: acquisitions that took
+	// most of the round must not make the load fail and the shards go.
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.opts.LeaseTTL/2)
+	defer cancel()
+	n.serve(lctx, got, sent)
 }
 
 // serve starts serving newly acquired shards: the engine loads their runs.
@@ -481,6 +494,10 @@ func (n *Node) giveUp(ctx context.Context, shards []int) {
 	}
 	n.mu.Unlock()
 	n.eng.Release(shards) // Lease now says no: no new commit; the ones in flight finish
+	// Released even when the caller's context is spent: otherwise the
+	// shards stay held, served by nobody, until their leases run out.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.opts.LeaseTTL/2)
+	defer cancel()
 	if err := n.st.ReleaseLeases(ctx, n.opts.ID, leases); err != nil {
 		n.log.Warn().Err(err).Msg("cluster: cannot release leases; they will run out")
 	}

@@ -36,6 +36,9 @@ type fakeStore struct {
 	mu      sync.Mutex
 	leases  []pgstore.Lease
 	servers map[string]pgstore.ServerInfo
+	// locked shards' rows are held by a commit that never ends (its server
+	// frozen mid-commit): an acquisition waits until its context ends.
+	locked map[int]bool
 }
 
 func newFakeStore(shards int, clk *fakeClock) *fakeStore {
@@ -48,8 +51,13 @@ func newFakeStore(shards int, clk *fakeClock) *fakeStore {
 
 func (s *fakeStore) Shards() int { return len(s.leases) }
 
-func (s *fakeStore) AcquireShard(_ context.Context, shard int, owner string, ttl time.Duration) (pgstore.Lease, error) {
+func (s *fakeStore) AcquireShard(ctx context.Context, shard int, owner string, ttl time.Duration) (pgstore.Lease, error) {
 	s.mu.Lock()
+	if s.locked[shard] {
+		s.mu.Unlock()
+		<-ctx.Done()
+		return pgstore.Lease{}, ctx.Err()
+	}
 	defer s.mu.Unlock()
 	l := &s.leases[shard]
 	now := s.clk.Now()
@@ -139,7 +147,10 @@ type fakeEngine struct {
 	loads       int // shards loaded by Acquire
 }
 
-func (e *fakeEngine) Acquire(_ context.Context, shards []int) error {
+func (e *fakeEngine) Acquire(ctx context.Context, shards []int) error {
+	if err := ctx.Err(); err != nil {
+		return err // loading reads the database under ctx
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, sh := range shards {
@@ -242,5 +253,25 @@ func TestWokenOwnerServesNothingFromMemory(t *testing.T) {
 	a.round(ctx)
 	if got := engA.served(); len(got) != 0 || a.Stats().Lost != lost+4 {
 		t.Fatalf("a serves %v after its round, lost %d more; want nothing served, 4 lost", got, a.Stats().Lost-lost)
+	}
+}
+
+// TestLockedShardDoesNotStallTheRound: a shard whose lease row is locked
+// (its last owner froze mid-commit) costs an acquisition a tick, not the
+// round: the node takes the other free shards and serves them, and gives
+// nothing up for want of time.
+func TestLockedShardDoesNotStallTheRound(t *testing.T) {
+	clk := &fakeClock{t: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)}
+	st := newFakeStore(4, clk)
+	st.locked = map[int]bool{2: true}
+	a, eng := testNode(t, st, clk, "a")
+	if err := st.RegisterServer(context.Background(), pgstore.ServerInfo{ID: "a", TTL: 3 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.opts.LeaseTTL/2) // as the loop gives a round
+	defer cancel()
+	a.round(ctx)
+	if got := eng.served(); !slices.Equal(got, []int{0, 1, 3}) {
+		t.Fatalf("a serves %v with shard 2 locked, want [0 1 3]", got)
 	}
 }

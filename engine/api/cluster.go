@@ -66,15 +66,15 @@ type ClusterStats struct {
 	// FencedCommits counts commits the store refused because a shard's
 	// lease had moved on (nothing of them was written).
 	FencedCommits int64
+	// Forwarded counts calls sent to the server serving the run.
+	Forwarded int64
+	// HandedBack counts tasks given back unstarted to their server because
+	// the poll they answered had been served by another.
+	HandedBack int64
 	// RefusedPastLease counts the calls and commits this server refused
 	// itself for shards it held but whose leases may have run out: it
 	// could not renew them in time (it was frozen or starved, or the
 	// database was unreachable), so it answered nothing from its memory of
 	// them until it had given them up.
 	RefusedPastLease int64
-	// Forwarded counts calls sent to the server serving the run.
-	Forwarded int64
-	// HandedBack counts tasks given back unstarted to their server because
-	// the poll they answered had been served by another.
-	HandedBack int64
 }

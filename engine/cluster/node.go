@@ -40,6 +40,9 @@ type Engine interface {
 	Release(shards []int)
 }
 
+// loadTimeout bounds the loading of newly acquired shards' runs.
+const loadTimeout = time.Minute
+
 // Defaults of Options.
 const (
 	// DefaultLeaseTTL is how long a shard's lease lives without renewal:
@@ -132,13 +135,17 @@ type Node struct {
 	renewedAt  time.Time
 	table      routing
 
-	eng     Engine
-	now     func() time.Time // the node's clock (tests replace it)
-	fenced  chan int
+	eng    Engine
+	now    func() time.Time // the node's clock (tests replace it)
+	fenced chan int
+	// lost are the leases a renewal found taken over, for the loop to
+	// give up (mu guards it).
+	lost    []pgstore.Lease
 	wake    chan struct{}
 	stats   stats
 	stop    chan struct{}
-	done    chan struct{}
+	done    chan struct{} // closed when the loop returns
+	renewed chan struct{} // closed when the renewals' goroutine returns
 	started atomic.Bool
 	closed  atomic.Bool
 }
@@ -155,7 +162,7 @@ func New(opts Options) (*Node, error) {
 	}
 	return &Node{opts: opts, st: opts.Store, n: opts.Store.Shards(), log: opts.Logger.With().Str("server", opts.ID).Logger(),
 		held: map[int]pgstore.Lease{}, now: time.Now, fenced: make(chan int, 1024), wake: make(chan struct{}, 1),
-		stop: make(chan struct{}), done: make(chan struct{})}, nil
+		stop: make(chan struct{}), done: make(chan struct{}), renewed: make(chan struct{})}, nil
 }
 
 // ID is the server's id.
@@ -213,20 +220,52 @@ func (n *Node) poke() {
 	}
 }
 
-// Start registers the server and runs the node's loop in the background
-// until Close: eng is the engine it acquires shards for (opened with this
-// node as its Options.Shards). The first round of acquisitions is done
-// before Start returns, so a lone server serves every shard at once.
+// Start registers the server and runs the node in the background until
+// Close: eng is the engine it acquires shards for (opened with this node
+// as its Options.Shards). The first round of acquisitions is done before
+// Start returns, so a lone server serves every shard at once.
+//
+// Two goroutines: one heartbeats the registration and renews the leases
+// (keepAlive), the other reads the table and takes, loads and gives up
+// shards (round). Loading a shard's runs may take long; the renewals do
+// not wait for it.
 func (n *Node) Start(ctx context.Context, eng Engine) error {
 	n.eng = eng
 	if err := n.st.RegisterServer(ctx, pgstore.ServerInfo{ID: n.opts.ID, Address: n.opts.Address, Version: n.opts.Version,
 		TTL: n.opts.LeaseTTL}); err != nil {
 		return fmt.Errorf("cluster: register server %s: %w", n.opts.ID, err)
 	}
-	n.round(ctx)
 	n.started.Store(true)
+	go n.keepAliveLoop()
+	n.round(ctx)
 	go n.loop()
 	return nil
+}
+
+// keepAliveLoop heartbeats and renews every tick until Close.
+func (n *Node) keepAliveLoop() {
+	defer close(n.renewed)
+	t := time.NewTicker(n.opts.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), n.opts.LeaseTTL/2)
+		n.keepAlive(ctx)
+		cancel()
+	}
+}
+
+// keepAlive heartbeats the server's registration and renews its leases
+// when due.
+func (n *Node) keepAlive(ctx context.Context) {
+	if err := n.st.HeartbeatServer(ctx, n.opts.ID, n.opts.LeaseTTL); err != nil {
+		n.log.Warn().Err(err).Msg("cluster: heartbeat failed")
+	}
+	n.renew(ctx)
 }
 
 func (n *Node) loop() {
@@ -246,18 +285,15 @@ func (n *Node) loop() {
 	}
 }
 
-// round is one turn of the node's loop: heartbeat, renew, read the table,
-// settle fenced shards, then take or give shards towards this server's
-// share.
+// round is one turn of the node's loop: give up the shards whose leases
+// lapsed or were taken over, read the table, settle fenced shards, then
+// take or give shards towards this server's share.
 func (n *Node) round(ctx context.Context) {
-	if err := n.st.HeartbeatServer(ctx, n.opts.ID, n.opts.LeaseTTL); err != nil {
-		n.log.Warn().Err(err).Msg("cluster: heartbeat failed")
-	}
-	n.renew(ctx)
+	n.expireIfUnrenewed(ctx)
+	n.dropLost()
 	infos, servers, err := n.read(ctx)
 	if err != nil {
 		n.log.Warn().Err(err).Msg("cluster: cannot read the leases")
-		n.expireIfUnrenewed(ctx)
 		return
 	}
 	n.settleFenced(infos)
@@ -289,21 +325,24 @@ func (n *Node) read(ctx context.Context) ([]pgstore.LeaseInfo, []pgstore.ServerI
 }
 
 // renew extends the held leases every LeaseTTL/3; a lease the database no
-// longer gives this node (another took it over) is dropped. Leases that
-// were not renewed in time are not renewed late: while they were past
-// their validity the engine refused the shards' work (Lease said no), so
-// the node starts over with them (expireIfUnrenewed).
+// longer gives this node (another took it over) is left to the loop to
+// give up. Leases that were not renewed in time are not renewed late:
+// while they were past their validity the engine refused the shards' work
+// (Lease said no), so the loop starts over with them (expireIfUnrenewed).
+// It runs on the keep-alive goroutine: it never calls the engine.
 func (n *Node) renew(ctx context.Context) {
-	if n.expireIfUnrenewed(ctx) {
-		return
-	}
 	n.mu.Lock()
+	lapsed := len(n.held) > 0 && !n.now().Before(n.validUntil)
 	due := n.now().Sub(n.renewedAt) >= n.opts.LeaseTTL/3
 	leases := make([]pgstore.Lease, 0, len(n.held))
 	for _, l := range n.held {
 		leases = append(leases, l)
 	}
 	n.mu.Unlock()
+	if lapsed {
+		n.poke() // the loop gives them up
+		return
+	}
 	if !due || len(leases) == 0 {
 		return
 	}
@@ -311,26 +350,48 @@ func (n *Node) renew(ctx context.Context) {
 	renewed, err := n.st.RenewLeases(ctx, n.opts.ID, leases, n.opts.LeaseTTL)
 	if err != nil {
 		n.log.Warn().Err(err).Int("shards", len(leases)).Msg("cluster: cannot renew the leases")
-		n.expireIfUnrenewed(ctx)
 		return
 	}
 	kept := map[int]pgstore.Lease{}
 	for _, l := range renewed {
 		kept[l.Shard] = l
 	}
-	var lost []int
 	n.mu.Lock()
-	for sh := range n.held {
-		if l, ok := kept[sh]; ok {
-			n.held[sh] = l
+	defer n.mu.Unlock()
+	if !n.now().Before(n.validUntil) {
+		return // they lapsed while the renewal was on its way: the loop starts over
+	}
+	lost := false
+	for _, l := range leases {
+		if cur, ok := n.held[l.Shard]; !ok || cur.Epoch != l.Epoch {
+			continue // given up, or acquired again, meanwhile
+		}
+		if k, ok := kept[l.Shard]; ok {
+			n.held[l.Shard] = k
 		} else {
-			delete(n.held, sh)
-			lost = append(lost, sh)
+			n.lost = append(n.lost, l)
+			lost = true
 		}
 	}
 	n.renewedAt, n.validUntil = sent, sent.Add(n.opts.LeaseTTL*9/10)
+	if lost {
+		n.poke()
+	}
+}
+
+// dropLost gives up the shards a renewal found taken over.
+func (n *Node) dropLost() {
+	n.mu.Lock()
+	var shards []int
+	for _, l := range n.lost {
+		if cur, ok := n.held[l.Shard]; ok && cur.Epoch == l.Epoch {
+			delete(n.held, l.Shard)
+			shards = append(shards, l.Shard)
+		}
+	}
+	n.lost = nil
 	n.mu.Unlock()
-	n.drop(lost, "its lease was taken over")
+	n.drop(shards, "its lease was taken over")
 }
 
 // expireIfUnrenewed stops serving every shard once the leases may have run
@@ -429,8 +490,10 @@ func (n *Node) takeShare(ctx context.Context, infos []pgstore.LeaseInfo, share i
 		got = append(got, l)
 	}
 	// The runs load under a context of their own: acquisitions that took
-	// most of the round must not make the load fail and the shards go.
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.opts.LeaseTTL/2)
+	// most of the round must not make the load fail and the shards go, and
+	// a big shard may take longer than a lease to load (the keep-alive
+	// goroutine renews the leases meanwhile).
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadTimeout)
 	defer cancel()
 	n.serve(lctx, got, sent)
 }
@@ -511,7 +574,8 @@ func (n *Node) Close() error {
 		return nil
 	}
 	close(n.stop)
-	if n.started.Load() {
+	if n.started.Load() { // Start returned: both goroutines run
+		<-n.renewed
 		<-n.done
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -145,11 +146,18 @@ type fakeEngine struct {
 	mu          sync.Mutex
 	serving     map[int]bool
 	loads       int // shards loaded by Acquire
+	// loading, when set, is told when Acquire starts, which then waits
+	// for loaded: the runs of a big shard take long to load.
+	loading, loaded chan struct{}
 }
 
 func (e *fakeEngine) Acquire(ctx context.Context, shards []int) error {
 	if err := ctx.Err(); err != nil {
 		return err // loading reads the database under ctx
+	}
+	if e.loading != nil {
+		e.loading <- struct{}{}
+		<-e.loaded
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -273,5 +281,58 @@ func TestLockedShardDoesNotStallTheRound(t *testing.T) {
 	a.round(ctx)
 	if got := eng.served(); !slices.Equal(got, []int{0, 1, 3}) {
 		t.Fatalf("a serves %v with shard 2 locked, want [0 1 3]", got)
+	}
+}
+
+// TestLongLoadKeepsItsLeases: loading the runs of newly acquired shards
+// may take longer than the lease (a big database); the node renews its
+// leases meanwhile, so that they are still held when the load is done —
+// not lost to the lapse that would make it give them up and load them
+// again, forever.
+func TestLongLoadKeepsItsLeases(t *testing.T) {
+	clk := &fakeClock{t: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)}
+	st := newFakeStore(2, clk)
+	n, err := New(Options{Store: st, ID: "a", Address: "a:7233", LeaseTTL: 3 * time.Second, Tick: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.now = clk.Now
+	eng := &fakeEngine{serving: map[int]bool{}, loading: make(chan struct{}, 1), loaded: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() { started <- n.Start(context.Background(), eng) }()
+	var finish sync.Once
+	load := func() { finish.Do(func() { close(eng.loaded) }) }
+	t.Cleanup(func() {
+		load()
+		<-started
+		_ = n.Close()
+	})
+	<-eng.loading
+	// Six seconds of a three-second lease go by while the runs load; the
+	// node renews the leases every second of them.
+	for range 6 {
+		clk.advance(time.Second)
+		want := clk.Now().Add(2 * time.Second)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			st.mu.Lock()
+			renewed := st.leases[0].Expires.After(want)
+			st.mu.Unlock()
+			if renewed {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the leases were not renewed while the runs loaded (at %s)", clk.Now().Format(time.TimeOnly))
+			}
+			runtime.Gosched()
+		}
+	}
+	load()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(eng.served()) != 2 && time.Now().Before(deadline) {
+		runtime.Gosched() // Start returns once the load is done
+	}
+	if _, ok := n.Lease(0); !ok || len(eng.served()) != 2 {
+		t.Fatalf("after the load: lease held %v, serving %v; want both shards served under their first leases", ok, eng.served())
 	}
 }

@@ -361,19 +361,24 @@ func (n *Node) renew(ctx context.Context) {
 	if !n.now().Before(n.validUntil) {
 		return // they lapsed while the renewal was on its way: the loop starts over
 	}
-	lost := false
+	lost, extended := false, false
 	for _, l := range leases {
 		if cur, ok := n.held[l.Shard]; !ok || cur.Epoch != l.Epoch {
 			continue // given up, or acquired again, meanwhile
 		}
 		if k, ok := kept[l.Shard]; ok {
 			n.held[l.Shard] = k
+			extended = true
 		} else {
 			n.lost = append(n.lost, l)
 			lost = true
 		}
 	}
-	n.renewedAt, n.validUntil = sent, sent.Add(n.opts.LeaseTTL*9/10)
+	if extended {
+		// Every lease held now was renewed after sent, or acquired after
+		// it: valid until sent's 9/10 of a lease at least.
+		n.renewedAt, n.validUntil = sent, sent.Add(n.opts.LeaseTTL*9/10)
+	}
 	if lost {
 		n.poke()
 	}

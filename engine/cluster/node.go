@@ -138,9 +138,9 @@ type Node struct {
 	eng    Engine
 	now    func() time.Time // the node's clock (tests replace it)
 	fenced chan int
-	// lost are the leases a renewal found taken over, for the loop to
-	// give up (mu guards it).
-	lost    []pgstore.Lease
+	// lost are the shards a renewal found taken over: no longer held, not
+	// yet released by the engine (the loop does it; mu guards it).
+	lost    []int
 	wake    chan struct{}
 	stats   stats
 	stop    chan struct{}
@@ -325,8 +325,8 @@ func (n *Node) read(ctx context.Context) ([]pgstore.LeaseInfo, []pgstore.ServerI
 }
 
 // renew extends the held leases every LeaseTTL/3; a lease the database no
-// longer gives this node (another took it over) is left to the loop to
-// give up. Leases that were not renewed in time are not renewed late:
+// longer gives this node (another took it over) is no longer held at once,
+// and the loop has the engine release its shard. Leases that were not renewed in time are not renewed late:
 // while they were past their validity the engine refused the shards' work
 // (Lease said no), so the loop starts over with them (expireIfUnrenewed).
 // It runs on the keep-alive goroutine: it never calls the engine.
@@ -370,7 +370,8 @@ func (n *Node) renew(ctx context.Context) {
 			n.held[l.Shard] = k
 			extended = true
 		} else {
-			n.lost = append(n.lost, l)
+			delete(n.held, l.Shard)
+			n.lost = append(n.lost, l.Shard)
 			lost = true
 		}
 	}
@@ -384,16 +385,10 @@ func (n *Node) renew(ctx context.Context) {
 	}
 }
 
-// dropLost gives up the shards a renewal found taken over.
+// dropLost has the engine release the shards a renewal found taken over.
 func (n *Node) dropLost() {
 	n.mu.Lock()
-	var shards []int
-	for _, l := range n.lost {
-		if cur, ok := n.held[l.Shard]; ok && cur.Epoch == l.Epoch {
-			delete(n.held, l.Shard)
-			shards = append(shards, l.Shard)
-		}
-	}
+	shards := n.lost
 	n.lost = nil
 	n.mu.Unlock()
 	n.drop(shards, "its lease was taken over")
@@ -509,6 +504,9 @@ func (n *Node) serve(ctx context.Context, got []pgstore.Lease, sent time.Time) {
 	if len(got) == 0 {
 		return
 	}
+	// A shard taken over and acquired again since is released by the
+	// engine first (its runs as they were are forgotten), and not later.
+	n.dropLost()
 	shards := make([]int, len(got))
 	n.mu.Lock()
 	for i, l := range got {

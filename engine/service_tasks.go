@@ -140,6 +140,16 @@ func (e *Engine) dispatchWFT(ctx context.Context, item wftItem, identity string)
 		unlock()
 		return nil, nil
 	}
+	if e.shards != nil {
+		// Past its lease (a server woken up, or cut off from the database)
+		// the engine hands out nothing from its memory of the shard: the
+		// item is dropped, and queued again by whoever loads the run next
+		// (this engine, when its node acquires the shard again).
+		if _, ok := e.shards.of.Lease(e.shards.shard(item.ref.WorkflowID)); !ok {
+			unlock()
+			return nil, nil
+		}
+	}
 	if entry.resync {
 		if err := e.resync(ctx, entry); err != nil {
 			// The run cannot be read back now (the store is down): the task

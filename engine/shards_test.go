@@ -258,10 +258,22 @@ func TestLapsedLeaseAnswersNothing(t *testing.T) {
 	if _, err := a.SignalWorkflow(ctx, &api.SignalWorkflowRequest{WorkflowID: "wf", SignalName: "s"}); !errors.Is(err, api.ErrNotOwner) {
 		t.Fatalf("signal with a lapsed lease: %v, want ErrNotOwner", err)
 	}
+	// The run's first workflow task waits in memory: not handed out.
+	if resp, err := a.PollWorkflowTask(ctx, &api.PollWorkflowTaskRequest{TaskQueue: "q", Identity: "w"}); err != nil || resp.Task != nil {
+		t.Fatalf("poll with a lapsed lease: %+v %v, want no task", resp, err)
+	}
+	// The node acquires the shard again: the engine loads it afresh.
 	la.mu.Lock()
 	la.held[sh] = l
 	la.mu.Unlock()
+	a.Release([]int{sh})
+	if err := a.Acquire(ctx, []int{sh}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := a.DescribeWorkflow(ctx, &api.DescribeWorkflowRequest{WorkflowID: "wf"}); err != nil {
 		t.Fatalf("describe with the lease held again: %v", err)
+	}
+	if resp, err := a.PollWorkflowTask(ctx, &api.PollWorkflowTaskRequest{TaskQueue: "q", Identity: "w"}); err != nil || resp.Task == nil {
+		t.Fatalf("poll with the lease held again: %+v %v, want the run's task", resp, err)
 	}
 }

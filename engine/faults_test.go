@@ -117,3 +117,51 @@ func TestReadBackWaitsForTheStore(t *testing.T) {
 	evs := h.history("wf")
 	wantTypes(t, evs, "WorkflowStarted SignalReceived WorkflowTaskCompleted WorkflowCompleted")
 }
+
+// TestDeadlineSurvivesAStoreOutage: a deadline that comes due while the
+// store is down (a database restarting) is tried again until the store is
+// back, however many times the read-back fails meanwhile — never dropped,
+// which would leave its run waiting for a timeout that no longer exists.
+func TestDeadlineSurvivesAStoreOutage(t *testing.T) {
+	h := newHarness(t)
+	h.start("wf", "W")
+	h.complete(h.pollWFT("q"), schedule("a", "A", history.Read, history.ActivityOptions{StartToCloseTimeout: time.Minute,
+		HeartbeatTimeout: 2 * time.Second, RetryPolicy: &history.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3}}))
+	first := h.pollActivity("q")
+	h.fault.Kill(faultstore.ErrIO) // the store is down
+	// The heartbeat deadline passes; its transition fails, and so does each
+	// retry (the run cannot be read back), for a while.
+	for range 5 {
+		h.advance(2 * time.Second)
+	}
+	h.fault.Revive()
+	for range 5 {
+		h.advance(2 * time.Second)
+	}
+	// The lost attempt's deadline was applied: the activity is dispatched
+	// again (a Read attempt read back is dispatched afresh).
+	second := h.pollActivity("q")
+	if second.ActivityID != "a" || second.LeaseEpoch == first.LeaseEpoch {
+		t.Fatalf("after the outage: %s attempt %d epoch %d, want a new dispatch of a (the first had epoch %d)",
+			second.ActivityID, second.Attempt, second.LeaseEpoch, first.LeaseEpoch)
+	}
+}
+
+// TestQueuedTaskSurvivesAStoreOutage: a workflow task a poller takes while
+// its run cannot be read back (the store is down, a commit of the run
+// failed) stays queued: once the store is back it is dispatched. Dropped,
+// it left a run with nothing to move it — no deadline, no call.
+func TestQueuedTaskSurvivesAStoreOutage(t *testing.T) {
+	h := newHarness(t)
+	h.start("wf", "W") // its first workflow task is queued
+	h.fault.Kill(faultstore.ErrIO)
+	_, err := h.eng.SignalWorkflow(h.ctx(), &api.SignalWorkflowRequest{WorkflowID: "wf", SignalName: "s"})
+	wantErr(t, err, api.ErrInternal) // the run is to be read back
+	if resp, err := h.eng.PollWorkflowTask(h.ctx(), &api.PollWorkflowTaskRequest{TaskQueue: "q", Identity: "w"}); err == nil && resp.Task != nil {
+		t.Fatalf("a task dispatched from a run that cannot be read back: %+v", resp.Task)
+	}
+	h.fault.Revive()
+	task := h.pollWFT("q")
+	h.complete(task, completeWF(`1`))
+	wantTypes(t, h.history("wf"), "WorkflowStarted WorkflowTaskCompleted WorkflowCompleted")
+}

@@ -136,7 +136,12 @@ func (e *Engine) fire(k timerKey) {
 		tr := x.run(entry, entry.state, st)
 		return x.apply(ctx, tr, out)
 	})
-	if err != nil && !errors.Is(err, api.ErrUnavailable) {
+	// A deadline is dropped only when its run is not this engine's to
+	// move any more (its shard moved on: the owner armed it again when it
+	// loaded the run) or the engine closes. A store that is down (a
+	// database restarting, a run that cannot be read back yet) is waited
+	// for: dropping the deadline would leave its run waiting forever.
+	if err != nil && !errors.Is(err, api.ErrNotOwner) && !e.closed.Load() {
 		e.log.Error().Err(err).Str("workflow", k.ref.WorkflowID).Str("run", k.ref.RunID).Msg("timer not applied; retrying")
 		e.timers.Add(e.now().Add(retryDelay), k)
 	}

@@ -145,9 +145,29 @@ func (e *Engine) dispatchWFT(ctx context.Context, item wftItem, identity string)
 		unlock()
 		return nil, nil
 	}
-	if entry.resync && e.resync(ctx, entry) != nil {
-		unlock()
-		return nil, nil
+	if e.shards != nil {
+		// Past its lease (a server woken up, or cut off from the database)
+		// the engine hands out nothing from its memory of the shard: the
+		// item is dropped, and queued again by whoever loads the run next
+		// (this engine, when its node acquires the shard again).
+		if _, ok := e.shards.of.Lease(e.shards.shard(item.ref.WorkflowID)); !ok {
+			unlock()
+			return nil, nil
+		}
+	}
+	if entry.resync {
+		if err := e.resync(ctx, entry); err != nil {
+			// The run cannot be read back now (the store is down): the task
+			// stays queued — nothing else would queue it again — and the
+			// poller hears why (a worker backs off).
+			queue := entry.state.TaskQueue
+			if entry.state.WFT.StickyQueue != "" {
+				queue = entry.state.WFT.StickyQueue // where enqueueWFT put it
+			}
+			e.wftQ.Push(queue, item)
+			unlock()
+			return nil, err
+		}
 	}
 	st := entry.state
 	w := &st.WFT
@@ -583,6 +603,13 @@ func (e *Engine) RecordActivityHeartbeat(ctx context.Context, req *api.Heartbeat
 	}
 	unlock := e.lock(tok.W)
 	defer unlock()
+	// An engine that does not serve the run's shard (any more) knows
+	// nothing of the attempt: it says so (the router asks the owner)
+	// rather than call the attempt stale, or extend a lease its memory
+	// still holds after the shard moved on.
+	if err := e.shards.check(tok.W); err != nil {
+		return nil, err
+	}
 	if c := e.corrupt.lookup(tok.W, tok.R); c != nil {
 		return nil, c.err()
 	}

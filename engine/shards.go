@@ -31,7 +31,8 @@ type Shards interface {
 	// Of returns the shard of a workflow id, in [0, Count()).
 	Of(workflowID string) int
 	// Lease returns the fence this engine holds the shard under, or false
-	// when it does not hold the shard (any more).
+	// when it does not hold the shard (any more), or its lease may have run
+	// out: the engine then neither writes nor answers for the shard's runs.
 	Lease(shard int) (history.Fence, bool)
 	// Fenced is called (once per refused commit, from the committing
 	// goroutine) when the store refused a commit because the shard's lease
@@ -99,13 +100,21 @@ func (s *shardSet) shard(workflowID string) int {
 	return s.of.Of(workflowID)
 }
 
-// check returns api.ErrNotOwner unless every id's shard is served.
+// check returns api.ErrNotOwner unless every id's shard is served and its
+// lease still held (Shards.Lease): a server whose lease may have run out
+// — it could not renew it, or it was frozen and has just woken up —
+// answers nothing from its memory of the shard's runs, which another
+// server may be moving on by now.
 func (s *shardSet) check(ids ...string) error {
 	if s == nil {
 		return nil
 	}
 	for _, id := range ids {
-		if sh := s.of.Of(id); !s.served(sh) {
+		sh := s.of.Of(id)
+		if !s.served(sh) {
+			return notOwner(id, sh)
+		}
+		if _, ok := s.of.Lease(sh); !ok {
 			return notOwner(id, sh)
 		}
 	}

@@ -174,3 +174,106 @@ func TestTokenWorkflowID(t *testing.T) {
 		}
 	}
 }
+
+// TestHeartbeatOnAServerThatDoesNotServeTheRun: a heartbeat that reaches an
+// engine not serving the run's shard — forwarded by a server whose routing
+// table is a moment old, or answered by an owner that gave the shard up —
+// is refused with ErrNotOwner (the router then asks the owner), never with
+// ErrStaleAttempt: that would make the worker abandon an attempt whose
+// lease the owner still holds.
+func TestHeartbeatOnAServerThatDoesNotServeTheRun(t *testing.T) {
+	a, b, la, lb := twoServers(t)
+	ctx := context.Background()
+	sh := la.Of("wf")
+	la.take(t, sh)
+	if err := a.Acquire(ctx, []int{sh}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.StartWorkflow(ctx, &api.StartWorkflowRequest{WorkflowID: "wf", WorkflowType: "W", TaskQueue: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	wft, err := a.PollWorkflowTask(ctx, &api.PollWorkflowTaskRequest{TaskQueue: "q", Identity: "w"})
+	if err != nil || wft.Task == nil {
+		t.Fatalf("poll: %+v %v", wft, err)
+	}
+	opts := history.ActivityOptions{StartToCloseTimeout: time.Minute, HeartbeatTimeout: 10 * time.Second}
+	if _, err := a.CompleteWorkflowTask(ctx, &api.CompleteWorkflowTaskRequest{TaskToken: wft.Task.TaskToken,
+		Commands: []api.Command{schedule("pay", "Pay", history.SideEffect, opts)}}); err != nil {
+		t.Fatal(err)
+	}
+	act, err := a.PollActivityTask(ctx, &api.PollActivityTaskRequest{TaskQueue: "q", Identity: "w"})
+	if err != nil || act.Task == nil {
+		t.Fatalf("poll activity: %+v %v", act, err)
+	}
+	hb := &api.HeartbeatRequest{TaskToken: act.Task.TaskToken}
+	if _, err := a.RecordActivityHeartbeat(ctx, hb); err != nil {
+		t.Fatalf("heartbeat on the owner: %v", err)
+	}
+	// B has never served the shard.
+	if _, err := b.RecordActivityHeartbeat(ctx, hb); !errors.Is(err, api.ErrNotOwner) {
+		t.Fatalf("heartbeat on a server that never served the shard: %v, want ErrNotOwner", err)
+	}
+	// A gives the shard up (rebalancing) and B takes it over.
+	a.Release([]int{sh})
+	if err := la.st.ReleaseLeases(ctx, la.owner, []pgstore.Lease{la.held[sh]}); err != nil {
+		t.Fatal(err)
+	}
+	lb.take(t, sh)
+	if err := b.Acquire(ctx, []int{sh}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.RecordActivityHeartbeat(ctx, hb); !errors.Is(err, api.ErrNotOwner) || errors.Is(err, api.ErrStaleAttempt) {
+		t.Fatalf("heartbeat on the former owner: %v, want ErrNotOwner", err)
+	}
+	// The owner holds the attempt's lease.
+	if _, err := b.RecordActivityHeartbeat(ctx, hb); err != nil {
+		t.Fatalf("heartbeat on the new owner: %v", err)
+	}
+}
+
+// TestLapsedLeaseAnswersNothing: once the cluster says the engine's lease
+// of a shard may have run out (Shards.Lease: the server could not renew
+// it, or was frozen and has just woken up), the engine answers nothing
+// from its memory of the shard's runs — not a describe, not a heartbeat —
+// before anything tells it to release the shard: another server may be
+// moving them on. When the lease is held again, it serves them again.
+func TestLapsedLeaseAnswersNothing(t *testing.T) {
+	a, _, la, _ := twoServers(t)
+	ctx := context.Background()
+	sh := la.Of("wf")
+	la.take(t, sh)
+	if err := a.Acquire(ctx, []int{sh}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.StartWorkflow(ctx, &api.StartWorkflowRequest{WorkflowID: "wf", WorkflowType: "W", TaskQueue: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	la.mu.Lock()
+	l := la.held[sh]
+	delete(la.held, sh) // the lease lapsed; nobody released the shard yet
+	la.mu.Unlock()
+	if _, err := a.DescribeWorkflow(ctx, &api.DescribeWorkflowRequest{WorkflowID: "wf"}); !errors.Is(err, api.ErrNotOwner) {
+		t.Fatalf("describe with a lapsed lease: %v, want ErrNotOwner", err)
+	}
+	if _, err := a.SignalWorkflow(ctx, &api.SignalWorkflowRequest{WorkflowID: "wf", SignalName: "s"}); !errors.Is(err, api.ErrNotOwner) {
+		t.Fatalf("signal with a lapsed lease: %v, want ErrNotOwner", err)
+	}
+	// The run's first workflow task waits in memory: not handed out.
+	if resp, err := a.PollWorkflowTask(ctx, &api.PollWorkflowTaskRequest{TaskQueue: "q", Identity: "w"}); err != nil || resp.Task != nil {
+		t.Fatalf("poll with a lapsed lease: %+v %v, want no task", resp, err)
+	}
+	// The node acquires the shard again: the engine loads it afresh.
+	la.mu.Lock()
+	la.held[sh] = l
+	la.mu.Unlock()
+	a.Release([]int{sh})
+	if err := a.Acquire(ctx, []int{sh}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.DescribeWorkflow(ctx, &api.DescribeWorkflowRequest{WorkflowID: "wf"}); err != nil {
+		t.Fatalf("describe with the lease held again: %v", err)
+	}
+	if resp, err := a.PollWorkflowTask(ctx, &api.PollWorkflowTaskRequest{TaskQueue: "q", Identity: "w"}); err != nil || resp.Task == nil {
+		t.Fatalf("poll with the lease held again: %+v %v, want the run's task", resp, err)
+	}
+}

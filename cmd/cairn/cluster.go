@@ -21,7 +21,8 @@ func clusterCommand(g *globals) *cobra.Command {
 heartbeat and the shards it serves), every shard's owner, lease epoch and
 expiry (by the database's clock), and the answering server's counters:
 shards taken, given up and lost, commits refused by a fence, calls
-forwarded, tasks given back. A server on the embedded store describes itself
+refused because a lease could not be renewed in time, calls forwarded,
+tasks given back. A server on the embedded store describes itself
 alone.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -65,8 +66,8 @@ func printCluster(w io.Writer, d *api.DescribeClusterResponse) {
 		printShards(w, d)
 	}
 	s := d.Stats
-	fmt.Fprintf(w, "\nThis server: %d shards taken, %d given up, %d lost to a takeover, %d commits fenced, %d calls forwarded, %d tasks given back\n",
-		s.Acquired, s.Released, s.Lost, s.FencedCommits, s.Forwarded, s.HandedBack)
+	fmt.Fprintf(w, "\nThis server: %d shards taken, %d given up, %d lost to a takeover, %d commits fenced, %d calls refused past a lease, %d calls forwarded, %d tasks given back\n",
+		s.Acquired, s.Released, s.Lost, s.FencedCommits, s.RefusedPastLease, s.Forwarded, s.HandedBack)
 }
 
 // printShards lists the shards by owner, as ranges, and the unowned ones.

@@ -125,6 +125,11 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 		fails(1, "unavailable", "cluster", "describe", "--address", closedPort),
 		fails(1, "unavailable", "task-queue", "list", "--address", closedPort),
 
+		ok("cluster"),
+		ok("cluster", "describe"), // one server on the embedded store: no cluster
+		ok("cluster", "describe", "--servers"),
+		fails(1, "unavailable", "cluster", "describe", "--address", closedPort),
+
 		ok("effects"),
 		ok("effects", "list"),
 		fails(1, "unavailable", "effects", "list", "--address", closedPort),
@@ -199,7 +204,8 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 		if _, skip := notRunWithSuccess[path]; !skip && !succeeded[path] {
 			t.Errorf("%s has no case showing its --json output (add one to TestEveryCommandSpeaksJSON, or say in notRunWithSuccess why not)", path)
 		}
-		if !failed[path] && path != "cairn workflow" && path != "cairn task-queue" && path != "cairn effects" && path != "cairn history" {
+		if !failed[path] && path != "cairn workflow" && path != "cairn task-queue" && path != "cairn effects" && path != "cairn history" &&
+			path != "cairn cluster" {
 			t.Errorf("%s has no case showing its --json error (add one to TestEveryCommandSpeaksJSON)", path)
 		}
 	}

@@ -121,7 +121,7 @@ type clusterCollector struct {
 func newClusterCollector(n *cluster.Node) prometheus.Collector {
 	c := &clusterCollector{node: n, held: prometheus.NewDesc("cairn_cluster_shards_served", "Shards this server serves.", nil, nil),
 		ctr: map[string]*prometheus.Desc{}}
-	for _, name := range []string{"acquired", "released", "lost", "fenced_commits", "forwarded", "handed_back"} {
+	for _, name := range []string{"acquired", "released", "lost", "fenced_commits", "refused_past_lease", "forwarded", "handed_back"} {
 		c.ctr[name] = prometheus.NewDesc("cairn_cluster_"+name+"_total", "Cluster: "+strings.ReplaceAll(name, "_", " ")+" since the server started.", nil, nil)
 	}
 	return c
@@ -138,7 +138,7 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(len(c.node.Held())))
 	st := c.node.Stats()
 	for name, v := range map[string]int64{"acquired": st.Acquired, "released": st.Released, "lost": st.Lost,
-		"fenced_commits": st.FencedCommits, "forwarded": st.Forwarded, "handed_back": st.HandedBack} {
+		"fenced_commits": st.FencedCommits, "refused_past_lease": st.RefusedPastLease, "forwarded": st.Forwarded, "handed_back": st.HandedBack} {
 		ch <- prometheus.MustNewConstMetric(c.ctr[name], prometheus.CounterValue, float64(v))
 	}
 }

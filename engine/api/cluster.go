@@ -71,6 +71,12 @@ type ClusterStats struct {
 	// HandedBack counts tasks given back unstarted to their server because
 	// the poll they answered had been served by another.
 	HandedBack int64
+	// RefusedPastLease counts the calls and commits this server refused
+	// itself for shards it held but whose leases may have run out: it
+	// could not renew them in time (it was frozen or starved, or the
+	// database was unreachable), so it answered nothing from its memory of
+	// them until it had given them up.
+	RefusedPastLease int64
 }
 
 // NotifyChildClosedRequest tells a parent run, on the server that serves

@@ -9,7 +9,8 @@ import (
 // Stats returns this node's counters.
 func (n *Node) Stats() api.ClusterStats {
 	return api.ClusterStats{Acquired: n.stats.acquired.Load(), Released: n.stats.released.Load(), Lost: n.stats.lost.Load(),
-		FencedCommits: n.stats.fenced.Load(), Forwarded: n.stats.forwarded.Load(), HandedBack: n.stats.handedBack.Load()}
+		FencedCommits: n.stats.fenced.Load(), Forwarded: n.stats.forwarded.Load(), HandedBack: n.stats.handedBack.Load(),
+		RefusedPastLease: n.stats.pastLease.Load()}
 }
 
 // Describe reads the cluster from the database: the servers, every

@@ -40,6 +40,9 @@ type Engine interface {
 	Release(shards []int)
 }
 
+// loadTimeout bounds the loading of newly acquired shards' runs.
+const loadTimeout = time.Minute
+
 // Defaults of Options.
 const (
 	// DefaultLeaseTTL is how long a shard's lease lives without renewal:
@@ -132,19 +135,24 @@ type Node struct {
 	renewedAt  time.Time
 	table      routing
 
-	eng     Engine
-	fenced  chan int
+	eng    Engine
+	now    func() time.Time // the node's clock (tests replace it)
+	fenced chan int
+	// lost are the shards a renewal found taken over: no longer held, not
+	// yet released by the engine (the loop does it; mu guards it).
+	lost    []int
 	wake    chan struct{}
 	stats   stats
 	stop    chan struct{}
-	done    chan struct{}
+	done    chan struct{} // closed when the loop returns
+	renewed chan struct{} // closed when the renewals' goroutine returns
 	started atomic.Bool
 	closed  atomic.Bool
 }
 
 // stats count what the node did, for metrics.
 type stats struct {
-	acquired, released, lost, fenced, forwarded, handedBack atomic.Int64
+	acquired, released, lost, fenced, forwarded, handedBack, pastLease atomic.Int64
 }
 
 // New returns a node (not yet running: Start).
@@ -153,8 +161,8 @@ func New(opts Options) (*Node, error) {
 		return nil, err
 	}
 	return &Node{opts: opts, st: opts.Store, n: opts.Store.Shards(), log: opts.Logger.With().Str("server", opts.ID).Logger(),
-		held: map[int]pgstore.Lease{}, fenced: make(chan int, 1024), wake: make(chan struct{}, 1),
-		stop: make(chan struct{}), done: make(chan struct{})}, nil
+		held: map[int]pgstore.Lease{}, now: time.Now, fenced: make(chan int, 1024), wake: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{}), renewed: make(chan struct{})}, nil
 }
 
 // ID is the server's id.
@@ -166,12 +174,31 @@ func (n *Node) Count() int { return n.n }
 // Of is the shard of a workflow id (engine.Shards).
 func (n *Node) Of(workflowID string) int { return history.ShardOf(workflowID, n.n) }
 
-// Lease returns the fence of a shard this node holds (engine.Shards).
-func (n *Node) Lease(shard int) (history.Fence, bool) {
+// Lease returns the fence of a shard this node holds (engine.Shards). Past
+// the time its leases may have run out by the database's clock (it could
+// not renew them: the database was unreachable, or this process was
+// frozen or starved), it holds none, whatever its next round will find:
+// the engine answers nothing from its memory of the shard — a woken-up
+// server may no longer be the owner.
+func (n *Node) Lease(shard int) (history.Fence, bool) { return n.lease(shard, true) }
+
+// lease is Lease; count says whether a refusal past the lease counts in
+// the stats (the engine's checks do; the router's choice of a server
+// does not, or each call would count twice).
+func (n *Node) lease(shard int, count bool) (history.Fence, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	l, ok := n.held[shard]
-	return l.Fence(), ok
+	if !ok {
+		return history.Fence{}, false
+	}
+	if !n.now().Before(n.validUntil) {
+		if count {
+			n.stats.pastLease.Add(1)
+		}
+		return history.Fence{}, false
+	}
+	return l.Fence(), true
 }
 
 // Fenced is told that a commit was refused by a shard's fence
@@ -193,20 +220,52 @@ func (n *Node) poke() {
 	}
 }
 
-// Start registers the server and runs the node's loop in the background
-// until Close: eng is the engine it acquires shards for (opened with this
-// node as its Options.Shards). The first round of acquisitions is done
-// before Start returns, so a lone server serves every shard at once.
+// Start registers the server and runs the node in the background until
+// Close: eng is the engine it acquires shards for (opened with this node
+// as its Options.Shards). The first round of acquisitions is done before
+// Start returns, so a lone server serves every shard at once.
+//
+// Two goroutines: one heartbeats the registration and renews the leases
+// (keepAlive), the other reads the table and takes, loads and gives up
+// shards (round). Loading a shard's runs may take long; the renewals do
+// not wait for it.
 func (n *Node) Start(ctx context.Context, eng Engine) error {
 	n.eng = eng
 	if err := n.st.RegisterServer(ctx, pgstore.ServerInfo{ID: n.opts.ID, Address: n.opts.Address, Version: n.opts.Version,
 		TTL: n.opts.LeaseTTL}); err != nil {
 		return fmt.Errorf("cluster: register server %s: %w", n.opts.ID, err)
 	}
-	n.round(ctx)
 	n.started.Store(true)
+	go n.keepAliveLoop()
+	n.round(ctx)
 	go n.loop()
 	return nil
+}
+
+// keepAliveLoop heartbeats and renews every tick until Close.
+func (n *Node) keepAliveLoop() {
+	defer close(n.renewed)
+	t := time.NewTicker(n.opts.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), n.opts.LeaseTTL/2)
+		n.keepAlive(ctx)
+		cancel()
+	}
+}
+
+// keepAlive heartbeats the server's registration and renews its leases
+// when due.
+func (n *Node) keepAlive(ctx context.Context) {
+	if err := n.st.HeartbeatServer(ctx, n.opts.ID, n.opts.LeaseTTL); err != nil {
+		n.log.Warn().Err(err).Msg("cluster: heartbeat failed")
+	}
+	n.renew(ctx)
 }
 
 func (n *Node) loop() {
@@ -226,18 +285,15 @@ func (n *Node) loop() {
 	}
 }
 
-// round is one turn of the node's loop: heartbeat, renew, read the table,
-// settle fenced shards, then take or give shards towards this server's
-// share.
+// round is one turn of the node's loop: give up the shards whose leases
+// lapsed or were taken over, read the table, settle fenced shards, then
+// take or give shards towards this server's share.
 func (n *Node) round(ctx context.Context) {
-	if err := n.st.HeartbeatServer(ctx, n.opts.ID, n.opts.LeaseTTL); err != nil {
-		n.log.Warn().Err(err).Msg("cluster: heartbeat failed")
-	}
-	n.renew(ctx)
+	n.expireIfUnrenewed(ctx)
+	n.dropLost()
 	infos, servers, err := n.read(ctx)
 	if err != nil {
 		n.log.Warn().Err(err).Msg("cluster: cannot read the leases")
-		n.expireIfUnrenewed()
 		return
 	}
 	n.settleFenced(infos)
@@ -269,59 +325,100 @@ func (n *Node) read(ctx context.Context) ([]pgstore.LeaseInfo, []pgstore.ServerI
 }
 
 // renew extends the held leases every LeaseTTL/3; a lease the database no
-// longer gives this node (another took it over) is dropped.
+// longer gives this node (another took it over) is no longer held at once,
+// and the loop has the engine release its shard. Leases that were not renewed in time are not renewed late:
+// while they were past their validity the engine refused the shards' work
+// (Lease said no), so the loop starts over with them (expireIfUnrenewed).
+// It runs on the keep-alive goroutine: it never calls the engine.
 func (n *Node) renew(ctx context.Context) {
 	n.mu.Lock()
-	due := time.Since(n.renewedAt) >= n.opts.LeaseTTL/3
+	lapsed := len(n.held) > 0 && !n.now().Before(n.validUntil)
+	due := n.now().Sub(n.renewedAt) >= n.opts.LeaseTTL/3
 	leases := make([]pgstore.Lease, 0, len(n.held))
 	for _, l := range n.held {
 		leases = append(leases, l)
 	}
 	n.mu.Unlock()
+	if lapsed {
+		n.poke() // the loop gives them up
+		return
+	}
 	if !due || len(leases) == 0 {
 		return
 	}
-	sent := time.Now()
+	sent := n.now()
 	renewed, err := n.st.RenewLeases(ctx, n.opts.ID, leases, n.opts.LeaseTTL)
 	if err != nil {
 		n.log.Warn().Err(err).Int("shards", len(leases)).Msg("cluster: cannot renew the leases")
-		n.expireIfUnrenewed()
 		return
 	}
 	kept := map[int]pgstore.Lease{}
 	for _, l := range renewed {
 		kept[l.Shard] = l
 	}
-	var lost []int
 	n.mu.Lock()
-	for sh := range n.held {
-		if l, ok := kept[sh]; ok {
-			n.held[sh] = l
+	defer n.mu.Unlock()
+	if !n.now().Before(n.validUntil) {
+		return // they lapsed while the renewal was on its way: the loop starts over
+	}
+	lost, extended := false, false
+	for _, l := range leases {
+		if cur, ok := n.held[l.Shard]; !ok || cur.Epoch != l.Epoch {
+			continue // given up, or acquired again, meanwhile
+		}
+		if k, ok := kept[l.Shard]; ok {
+			n.held[l.Shard] = k
+			extended = true
 		} else {
-			delete(n.held, sh)
-			lost = append(lost, sh)
+			delete(n.held, l.Shard)
+			n.lost = append(n.lost, l.Shard)
+			lost = true
 		}
 	}
-	n.renewedAt, n.validUntil = sent, sent.Add(n.opts.LeaseTTL*9/10)
+	if extended {
+		// Every lease held now was renewed after sent, or acquired after
+		// it: valid until sent's 9/10 of a lease at least.
+		n.renewedAt, n.validUntil = sent, sent.Add(n.opts.LeaseTTL*9/10)
+	}
+	if lost {
+		n.poke()
+	}
+}
+
+// dropLost has the engine release the shards a renewal found taken over.
+func (n *Node) dropLost() {
+	n.mu.Lock()
+	shards := n.lost
+	n.lost = nil
 	n.mu.Unlock()
-	n.drop(lost, "its lease was taken over")
+	n.drop(shards, "its lease was taken over")
 }
 
 // expireIfUnrenewed stops serving every shard once the leases may have run
-// out: another server may be serving them by now.
-func (n *Node) expireIfUnrenewed() {
+// out: another server may be serving them by now. It releases those that
+// are still this node's (nobody took them: the database was unreachable,
+// or the freeze was short), so that the next acquisition, this node's or
+// another's, starts a new epoch and loads their runs afresh. It reports
+// whether it expired anything.
+func (n *Node) expireIfUnrenewed(ctx context.Context) bool {
 	n.mu.Lock()
-	if len(n.held) == 0 || time.Now().Before(n.validUntil) {
+	if len(n.held) == 0 || n.now().Before(n.validUntil) {
 		n.mu.Unlock()
-		return
+		return false
 	}
 	lost := make([]int, 0, len(n.held))
-	for sh := range n.held {
+	leases := make([]pgstore.Lease, 0, len(n.held))
+	for sh, l := range n.held {
 		lost = append(lost, sh)
+		leases = append(leases, l)
 	}
 	clear(n.held)
 	n.mu.Unlock()
 	n.drop(lost, "its lease could not be renewed before it ran out")
+	if err := n.st.ReleaseLeases(ctx, n.opts.ID, leases); err != nil {
+		n.log.Warn().Err(err).Msg("cluster: cannot release the expired leases; they run out by themselves")
+	}
+	return true
 }
 
 // settleFenced gives up the fenced shards whose lease moved on.
@@ -368,13 +465,23 @@ func (n *Node) takeShare(ctx context.Context, infos []pgstore.LeaseInfo, share i
 		return
 	}
 	var got []pgstore.Lease
+	sent := n.now() // before the first lease was granted: its validity counts from here
 	for _, sh := range freeShards(infos) {
-		if len(got) == need {
+		if len(got) == need || ctx.Err() != nil {
 			break
 		}
-		l, err := n.st.AcquireShard(ctx, sh, n.opts.ID, n.opts.LeaseTTL)
+		// One shard whose row is locked (a commit of its last owner in
+		// flight) must not spend the whole round: each acquisition gets a
+		// tick, and the next free shard is tried.
+		actx, cancel := context.WithTimeout(ctx, n.opts.Tick)
+		l, err := n.st.AcquireShard(actx, sh, n.opts.ID, n.opts.LeaseTTL)
+		cancel()
 		if errors.Is(err, pgstore.ErrLeaseHeld) {
 			continue // another server was quicker
+		}
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			n.log.Warn().Int("shard", sh).Msg("cluster: a shard's lease row is locked (its last owner's commit is in flight); trying another")
+			continue
 		}
 		if err != nil {
 			n.log.Warn().Err(err).Int("shard", sh).Msg("cluster: cannot acquire a shard")
@@ -382,14 +489,24 @@ func (n *Node) takeShare(ctx context.Context, infos []pgstore.LeaseInfo, share i
 		}
 		got = append(got, l)
 	}
-	n.serve(ctx, got)
+	// The runs load under a context of their own: acquisitions that took
+	// most of the round must not make the load fail and the shards go, and
+	// a big shard may take longer than a lease to load (the keep-alive
+	// goroutine renews the leases meanwhile).
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadTimeout)
+	defer cancel()
+	n.serve(lctx, got, sent)
 }
 
 // serve starts serving newly acquired shards: the engine loads their runs.
-func (n *Node) serve(ctx context.Context, got []pgstore.Lease) {
+// sent is when the first of their acquisitions was sent.
+func (n *Node) serve(ctx context.Context, got []pgstore.Lease, sent time.Time) {
 	if len(got) == 0 {
 		return
 	}
+	// A shard taken over and acquired again since is released by the
+	// engine first (its runs as they were are forgotten), and not later.
+	n.dropLost()
 	shards := make([]int, len(got))
 	n.mu.Lock()
 	for i, l := range got {
@@ -397,8 +514,10 @@ func (n *Node) serve(ctx context.Context, got []pgstore.Lease) {
 		shards[i] = l.Shard
 	}
 	if n.renewedAt.IsZero() || len(n.held) == len(got) {
-		now := time.Now()
-		n.renewedAt, n.validUntil = now, now.Add(n.opts.LeaseTTL*9/10)
+		// The first shards held: their leases (the oldest granted just
+		// after sent) are renewed from now on. Shards added to others
+		// already held expire later than those, which set the validity.
+		n.renewedAt, n.validUntil = sent, sent.Add(n.opts.LeaseTTL*9/10)
 	}
 	n.mu.Unlock()
 	if err := n.eng.Acquire(ctx, shards); err != nil {
@@ -441,6 +560,10 @@ func (n *Node) giveUp(ctx context.Context, shards []int) {
 	}
 	n.mu.Unlock()
 	n.eng.Release(shards) // Lease now says no: no new commit; the ones in flight finish
+	// Released even when the caller's context is spent: otherwise the
+	// shards stay held, served by nobody, until their leases run out.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.opts.LeaseTTL/2)
+	defer cancel()
 	if err := n.st.ReleaseLeases(ctx, n.opts.ID, leases); err != nil {
 		n.log.Warn().Err(err).Msg("cluster: cannot release leases; they will run out")
 	}
@@ -454,7 +577,8 @@ func (n *Node) Close() error {
 		return nil
 	}
 	close(n.stop)
-	if n.started.Load() {
+	if n.started.Load() { // Start returned: both goroutines run
+		<-n.renewed
 		<-n.done
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

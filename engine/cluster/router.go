@@ -79,7 +79,7 @@ func (p *peerPool) get(address string) (api.Service, error) {
 // target returns the service to call about a shard: this server's engine
 // when it serves it, else the owner's client.
 func (r *Router) target(shard int) (api.Service, bool, error) {
-	if _, ok := r.node.Lease(shard); ok {
+	if _, ok := r.node.lease(shard, false); ok {
 		return r.local, true, nil
 	}
 	r.node.mu.Lock()

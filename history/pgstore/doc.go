@@ -126,7 +126,10 @@
 // (which updates the row) waits for the commit in flight, so the write
 // lands entirely under the epoch it checked, and a server frozen past its
 // lease and taken over wakes up to ErrFenced with nothing written — only
-// the fenced batches of a group fail. RegisterServer, HeartbeatServer,
+// the fenced batches of a group fail. A server frozen in the middle of a
+// commit holds those rows until the database ends its silent transaction
+// (idle_in_transaction_session_timeout, set on the store's sessions:
+// IdleInTransactionTimeout), so its shards can move. RegisterServer, HeartbeatServer,
 // Servers and RemoveServer keep a registry of the servers, alive by the
 // database's clock.
 //

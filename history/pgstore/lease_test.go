@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -277,4 +278,53 @@ WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE 'UPDATE 
 		return -1
 	}
 	return n
+}
+
+// TestFrozenCommitDoesNotHoldTheLeaseRow: a server frozen between a
+// group's fence check and its COMMIT (SIGSTOP, a paused VM) holds the lease
+// row FOR SHARE in a transaction left open. The database ends that session
+// after IdleInTransactionTimeout, so another server can take the shard
+// over instead of waiting until the frozen one wakes up; the frozen batch
+// is not written, and the old epoch is fenced from then on.
+func TestFrozenCommitDoesNotHoldTheLeaseRow(t *testing.T) {
+	opts := testOptions(t)
+	frozen := make(chan struct{})
+	thaw := make(chan struct{})
+	var once sync.Once
+	s := openHooks(t, opts, testHooks{beforeCommit: func() {
+		once.Do(func() {
+			close(frozen)
+			<-thaw // the process is stopped here
+		})
+	}})
+	old, err := s.AcquireShard(bg, 3, "old", time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expireLease(t, s, 3)
+	committed := make(chan error, 1)
+	go func() {
+		b := appendTo(runRef("wf-3"), 1, "x")
+		b.Fences = []history.Fence{old.Fence()}
+		committed <- s.Commit(bg, b)
+	}()
+	<-frozen
+	ctx, cancel := context.WithTimeout(bg, IdleInTransactionTimeout+20*time.Second)
+	defer cancel()
+	started := time.Now()
+	cur, err := s.AcquireShard(ctx, 3, "new", time.Minute)
+	close(thaw)
+	if err != nil {
+		t.Fatalf("taking over the shard of a server frozen mid-commit: %v after %s", err, time.Since(started).Round(time.Millisecond))
+	}
+	if cur.Epoch != old.Epoch+1 {
+		t.Fatalf("took over with epoch %d, want %d", cur.Epoch, old.Epoch+1)
+	}
+	if err := <-committed; err == nil {
+		t.Fatal("the frozen server's commit succeeded after the shard was taken over")
+	}
+	wantLast(t, s, runRef("wf-3"), 0)
+	if err := s.Commit(bg, &history.Batch{Fences: []history.Fence{old.Fence()}}); !errors.Is(err, history.ErrFenced) {
+		t.Fatalf("fence-only batch of the old epoch: %v", err)
+	}
 }

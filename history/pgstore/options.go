@@ -33,6 +33,17 @@ const (
 	// DefaultCommitTimeout bounds one group's transaction, from BEGIN to
 	// the answer to COMMIT.
 	DefaultCommitTimeout = 30 * time.Second
+	// IdleInTransactionTimeout is the idle_in_transaction_session_timeout
+	// of the store's sessions (unless the URL sets it): the database ends
+	// a session that has left a transaction open and silent this long. The
+	// committer holds a transaction open only between its checks and its
+	// COMMIT — microseconds of its own code —, so the session that hits it
+	// is a process frozen (SIGSTOP, a paused VM) or stalled mid-commit. Its
+	// transaction holds the lease rows of its shards FOR SHARE (the
+	// fence): without the timeout no other server could take those shards
+	// over until it woke up. It is below the default lease (10 s), so a
+	// frozen owner's shards move when its lease runs out.
+	IdleInTransactionTimeout = 5 * time.Second
 )
 
 // Limits checked by Validate and by Commit.
@@ -57,8 +68,9 @@ type Options struct {
 	// Every libpq parameter pgx knows applies: TLS (sslmode, sslrootcert,
 	// sslcert, sslkey), connect_timeout, target_session_attrs, several
 	// hosts, PGPASSFILE … Other parameters become session settings. The
-	// store sets search_path to Schema and, unless the URL sets it,
-	// synchronous_commit=on.
+	// store sets search_path to Schema and, unless the URL sets them,
+	// synchronous_commit=on and idle_in_transaction_session_timeout (see
+	// IdleInTransactionTimeout).
 	URL string
 
 	// Schema is the schema holding every table of the store (default

@@ -131,6 +131,9 @@ func poolConfig(opts Options) (*pgxpool.Config, error) {
 	if _, set := params["synchronous_commit"]; !set && !strings.Contains(params["options"], "synchronous_commit") {
 		params["synchronous_commit"] = "on"
 	}
+	if _, set := params["idle_in_transaction_session_timeout"]; !set && !strings.Contains(params["options"], "idle_in_transaction_session_timeout") {
+		params["idle_in_transaction_session_timeout"] = fmt.Sprint(IdleInTransactionTimeout.Milliseconds())
+	}
 	if params["application_name"] == "" {
 		params["application_name"] = "cairn"
 	}

@@ -263,19 +263,55 @@ func (s *clientSession) call(ctx context.Context, method string, body []byte) ([
 	case r := <-ch:
 		return r.data, r.err
 	case <-ctx.Done():
+		if strings.HasPrefix(method, "Poll") {
+			return s.cancelPoll(ctx, id, ch)
+		}
 		if !s.forget(id) {
 			// The answer came at the same moment: take it rather than drop
 			// a task the server has handed out.
 			r := <-ch
 			return r.data, r.err
 		}
-		go func() {
-			if err := s.w.Send(wire.KindCancel, id, "", nil); err != nil {
-				s.fail(err) // frames queued behind this write must not wait for the reader to notice
-			}
-		}()
+		s.sendCancel(id)
 		return nil, ctx.Err()
 	}
+}
+
+// pollCancelGrace bounds how long a canceled poll waits for the server's
+// answer to its cancel.
+const pollCancelGrace = 5 * time.Second
+
+// cancelPoll cancels a poll and waits for the server's answer, which it
+// always sends: a task the server handed out before it saw the cancel
+// comes back in it, and is returned rather than dropped (the caller gives
+// it back, or runs it). Only a server that does not answer in
+// pollCancelGrace loses it — to its lease, as with a dead connection.
+func (s *clientSession) cancelPoll(ctx context.Context, id uint32, ch chan callResult) ([]byte, error) {
+	s.sendCancel(id)
+	t := time.NewTimer(pollCancelGrace)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		if r.err == nil {
+			return r.data, nil
+		}
+	case <-t.C:
+		if !s.forget(id) {
+			if r := <-ch; r.err == nil {
+				return r.data, nil
+			}
+		}
+	}
+	return nil, ctx.Err()
+}
+
+// sendCancel asks the server to stop call id.
+func (s *clientSession) sendCancel(id uint32) {
+	go func() {
+		if err := s.w.Send(wire.KindCancel, id, "", nil); err != nil {
+			s.fail(err) // frames queued behind this write must not wait for the reader to notice
+		}
+	}()
 }
 
 // nextID returns an id not in flight. Called with s.mu held.

@@ -170,7 +170,43 @@ func (s *pgServer) startServers(ctx context.Context, command func(args ...string
 		s.extra = append(s.extra, cmd)
 		addrs = append(addrs, addr)
 	}
-	return addrs, nil
+	return addrs, s.settled(ctx, n+1)
+}
+
+// settled waits until the shards are spread over the servers (each holds
+// its share, none is without an owner), so that the figures are not those
+// of shards moving.
+func (s *pgServer) settled(ctx context.Context, servers int) error {
+	share := (s.st.Shards() + servers - 1) / servers
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		infos, _, err := s.st.Leases(ctx)
+		if err != nil {
+			return err
+		}
+		held := map[string]int{}
+		free := 0
+		for _, l := range infos {
+			if l.Held {
+				held[l.Owner]++
+			} else {
+				free++
+			}
+		}
+		balanced := free == 0 && len(held) == servers
+		for _, n := range held {
+			balanced = balanced && n <= share
+		}
+		if balanced {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("bench: the shards did not settle over %d servers within two minutes", servers)
 }
 
 // startReady starts a server and waits for its ready line (JSON on

@@ -90,7 +90,7 @@ func TestClusterAPIGroupsTheShards(t *testing.T) {
 			{ID: "beta", Address: "10.0.0.6:7233", Version: "v1.2.0", LastHeartbeat: now.Add(3 * time.Millisecond), Alive: true, Shards: 3},
 			{ID: `<img src=x onerror="alert(1)">`, Address: "10.0.0.7:7233", LastHeartbeat: now.Add(-12 * time.Second)},
 		},
-		Stats: api.ClusterStats{Acquired: 9, Released: 2, Lost: 1, FencedCommits: 4, Forwarded: 17, HandedBack: 3},
+		Stats: api.ClusterStats{Acquired: 9, Released: 2, Lost: 1, FencedCommits: 4, RefusedPastLease: 5, Forwarded: 17, HandedBack: 3},
 	}
 	for sh := range 16 {
 		o := api.ShardOwner{Shard: sh, Epoch: int64(sh + 1)}
@@ -128,7 +128,7 @@ func TestClusterAPIGroupsTheShards(t *testing.T) {
 	if !reflect.DeepEqual(v.Owners, want) || v.Ownerless != 7 {
 		t.Errorf("the shards by owner:\n got %+v (%d without a live owner)\nwant %+v (7)", v.Owners, v.Ownerless, want)
 	}
-	if want := map[string]int64{"acquired": 9, "released": 2, "lost": 1, "fencedCommits": 4, "forwarded": 17, "handedBack": 3}; !reflect.DeepEqual(v.Stats, want) {
+	if want := map[string]int64{"acquired": 9, "released": 2, "lost": 1, "fencedCommits": 4, "refusedPastLease": 5, "forwarded": 17, "handedBack": 3}; !reflect.DeepEqual(v.Stats, want) {
 		t.Errorf("the counters: %v, want %v", v.Stats, want)
 	}
 	if strings.Contains(body, "shardOwners") || strings.Contains(body, "epoch") {

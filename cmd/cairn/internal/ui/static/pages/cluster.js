@@ -67,7 +67,7 @@ function cluster(v) {
     <section class="panel cluster" aria-label="This server's counters" id="counters">
       <h2>This server, <span class="mono">${v.self}</span>, <span class="muted">since it started</span></h2>
       <dl class="stats">
-        ${[["Shards taken", st.acquired], ["Given up", st.released], ["Lost to a takeover", st.lost], ["Commits fenced", st.fencedCommits],
+        ${[["Shards taken", st.acquired], ["Given up", st.released], ["Lost to a takeover", st.lost], ["Commits fenced", st.fencedCommits], ["Refused past its lease", st.refusedPastLease],
           ["Calls forwarded", st.forwarded], ["Tasks given back", st.handedBack]].map(([k, n]) => html`<div><dt>${k}</dt><dd>${n || 0}</dd></div>`)}
       </dl>
     </section>`;

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/third_party/badger"
@@ -77,6 +78,10 @@ type DamagedError struct {
 	Acceptable bool
 	// Err is the damage as the store found it.
 	Err *history.CorruptError
+	// Since is when the damage was first refused and written down
+	// (RefusedFile): every open refuses it until the directory is restored
+	// or opened with AcceptDataLoss. Zero when it could not be written.
+	Since time.Time
 }
 
 // Error says which directory, which file and what, on one line.
@@ -86,10 +91,14 @@ func (e *DamagedError) Error() string {
 
 // Detail is the damage without the directory: "table 000003.sst: …".
 func (e *DamagedError) Detail() string {
+	d := e.Reason
 	if w := e.Where(); w != "" {
-		return w + ": " + e.Reason
+		d = w + ": " + d
 	}
-	return e.Reason
+	if !e.Since.IsZero() {
+		d += " (refused since " + e.Since.UTC().Format(time.RFC3339) + ")"
+	}
+	return d
 }
 
 // Unwrap returns the *history.CorruptError.

@@ -85,7 +85,12 @@ func open(opts Options, hooks testHooks) (*Store, error) {
 			return nil, err
 		}
 	} else if err := s.openDir(); err != nil {
-		return nil, damaged(opts.Dir, false, err)
+		err = damaged(opts.Dir, false, err)
+		var de *DamagedError
+		if errors.As(err, &de) {
+			recordRefusal(de, time.Now().UTC())
+		}
+		return nil, err
 	}
 	s.gate.init()
 	s.queue.init()
@@ -99,11 +104,18 @@ func (s *Store) openDir() error {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return fmt.Errorf("badgerstore: create %q: %w", opts.Dir, err)
 	}
+	prior, err := priorRefusal(opts.Dir)
+	if err != nil {
+		return err
+	}
+	if prior != nil && !opts.AcceptDataLoss {
+		return prior // a refusal sticks (RefusedFile)
+	}
 	hwm, st, err := openHWM(opts.Dir)
 	if err != nil {
 		return err
 	}
-	var refused error // the damage an AcceptDataLoss open goes past
+	var refused error = errOrNil(prior) // the damage an AcceptDataLoss open goes past
 	db, err := openBadger(opts, hwm, st, false, s.hooks.badger)
 	if err != nil && errors.Is(err, history.ErrCorrupt) && opts.AcceptDataLoss {
 		refused = err
@@ -150,6 +162,9 @@ func (s *Store) openDir() error {
 		}
 		if err := hwm.reset(r.last); err != nil {
 			return fail(err)
+		}
+		if err := clearRefusal(opts.Dir); err != nil {
+			return fail(err) // the loss is recorded: the next AcceptDataLoss open records it again
 		}
 		if opts.Logger != nil {
 			opts.Logger.Error().Str("refused", rec.Refused).Uint64("lost_from", rec.LostFrom).Uint64("lost_to", rec.LostTo).

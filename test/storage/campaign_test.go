@@ -484,6 +484,13 @@ func runTrial(t *testing.T, master string, ref *snapshot, d damage) (o outcome, 
 	}
 	o, why, refusal := judgeCopy(dir, ref)
 	if o == refused {
+		// A refusal sticks: the store opened again on the same copy, as a
+		// restarted server would, refuses again. An open that refused but
+		// repaired the damage on its way would serve the older data the
+		// second time without a word.
+		if o2, why2, _ := judgeCopy(dir, ref); o2 != refused {
+			return silent, fmt.Sprintf("refused (%s), then opened on the next try: %s: %s", why, [...]string{"harmless", "refused", "reported", "SILENT"}[o2], why2), ""
+		}
 		// The server gets a copy of its own: a refused open may already
 		// have written to this one (see checkRefusal).
 		again := filepath.Join(t.TempDir(), "again")

@@ -15,6 +15,11 @@ type PollWorkflowTaskRequest struct {
 // PollWorkflowTaskResponse holds a task, or nil when the poll timed out.
 type PollWorkflowTaskResponse struct {
 	Task *WorkflowTask
+	// Covered is a cluster server's answer, at once and without a task, to
+	// a poll another server forwarded while workers poll this server
+	// directly: they take its tasks, and the forwarding server stops
+	// asking it for a while (docs/scale-out.md, "Polls").
+	Covered bool
 }
 
 // WorkflowTask asks a worker to advance a run. Events are the whole history
@@ -295,6 +300,8 @@ type ActivityDeclaration struct {
 // PollActivityTaskResponse holds a task, or nil when the poll timed out.
 type PollActivityTaskResponse struct {
 	Task *ActivityTask
+	// Covered: see PollWorkflowTaskResponse.Covered.
+	Covered bool
 }
 
 // ActivityTask is one attempt of an activity under a lease.

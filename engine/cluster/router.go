@@ -45,6 +45,7 @@ type Router struct {
 	node  *Node
 	local api.Service
 	peers peerPool
+	cover coverage // who polls which queue (polls.go)
 }
 
 // NewRouter returns the router of a node, over this server's engine.

@@ -65,6 +65,7 @@ func Dial(address string, opts Options, dial DialOptions) (Client, error) {
 type RemoteService struct {
 	eps    []*endpoint
 	cur    atomic.Int32 // the endpoint calls go to first
+	route  router       // which endpoint serves which shard (route.go)
 	token  string
 	hc     *http.Client
 	header http.Header
@@ -136,14 +137,24 @@ func (r *RemoteService) Close() error {
 // roundTrip sends one encoded request and returns the encoded response,
 // trying the next server while one cannot be reached.
 func (r *RemoteService) roundTrip(ctx context.Context, method string, body []byte) ([]byte, error) {
+	return r.roundTripFrom(ctx, -1, method, body)
+}
+
+// roundTripFrom is roundTrip trying endpoint first before the usual one
+// (-1: the usual one).
+func (r *RemoteService) roundTripFrom(ctx context.Context, first int, method string, body []byte) ([]byte, error) {
 	start := int(r.cur.Load())
+	routed := first >= 0 && first < len(r.eps)
+	if routed {
+		start = first
+	}
 	var err error
 	for i := range r.eps {
 		k := (start + i) % len(r.eps)
 		var data []byte
 		data, err = r.eps[k].roundTrip(ctx, r, method, body)
 		if !errors.Is(err, api.ErrNotSent) {
-			if k != start {
+			if k != start && !routed {
 				r.cur.Store(int32(k))
 			}
 			return data, err
@@ -169,11 +180,17 @@ func (ep *endpoint) roundTrip(ctx context.Context, r *RemoteService, method stri
 
 // call posts req to method and decodes the response into a new Resp.
 func call[Req, Resp any](ctx context.Context, r *RemoteService, method string, req *Req) (*Resp, error) {
+	return callAbout[Req, Resp](ctx, r, method, "", req)
+}
+
+// callAbout is call for a call about workflowID's run: it goes first to
+// the server that serves the run, as far as the client knows (route.go).
+func callAbout[Req, Resp any](ctx context.Context, r *RemoteService, method, workflowID string, req *Req) (*Resp, error) {
 	body, err := api.MarshalMsgpack(req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode %s request: %w", api.ErrInvalidArgument, method, err)
 	}
-	data, err := r.roundTrip(ctx, method, body)
+	data, err := r.roundTripFrom(ctx, r.endpointFor(workflowID), method, body)
 	if err != nil {
 		return nil, err
 	}
@@ -286,42 +303,42 @@ var _ api.Service = (*RemoteService)(nil)
 
 // StartWorkflow implements api.Service.
 func (r *RemoteService) StartWorkflow(ctx context.Context, req *api.StartWorkflowRequest) (*api.StartWorkflowResponse, error) {
-	return call[api.StartWorkflowRequest, api.StartWorkflowResponse](ctx, r, "StartWorkflow", req)
+	return callAbout[api.StartWorkflowRequest, api.StartWorkflowResponse](ctx, r, "StartWorkflow", req.WorkflowID, req)
 }
 
 // SignalWorkflow implements api.Service.
 func (r *RemoteService) SignalWorkflow(ctx context.Context, req *api.SignalWorkflowRequest) (*api.SignalWorkflowResponse, error) {
-	return call[api.SignalWorkflowRequest, api.SignalWorkflowResponse](ctx, r, "SignalWorkflow", req)
+	return callAbout[api.SignalWorkflowRequest, api.SignalWorkflowResponse](ctx, r, "SignalWorkflow", req.WorkflowID, req)
 }
 
 // SignalWithStartWorkflow implements api.Service.
 func (r *RemoteService) SignalWithStartWorkflow(ctx context.Context, req *api.SignalWithStartRequest) (*api.StartWorkflowResponse, error) {
-	return call[api.SignalWithStartRequest, api.StartWorkflowResponse](ctx, r, "SignalWithStartWorkflow", req)
+	return callAbout[api.SignalWithStartRequest, api.StartWorkflowResponse](ctx, r, "SignalWithStartWorkflow", req.Start.WorkflowID, req)
 }
 
 // RequestCancelWorkflow implements api.Service.
 func (r *RemoteService) RequestCancelWorkflow(ctx context.Context, req *api.CancelWorkflowRequest) (*api.CancelWorkflowResponse, error) {
-	return call[api.CancelWorkflowRequest, api.CancelWorkflowResponse](ctx, r, "RequestCancelWorkflow", req)
+	return callAbout[api.CancelWorkflowRequest, api.CancelWorkflowResponse](ctx, r, "RequestCancelWorkflow", req.WorkflowID, req)
 }
 
 // TerminateWorkflow implements api.Service.
 func (r *RemoteService) TerminateWorkflow(ctx context.Context, req *api.TerminateWorkflowRequest) (*api.TerminateWorkflowResponse, error) {
-	return call[api.TerminateWorkflowRequest, api.TerminateWorkflowResponse](ctx, r, "TerminateWorkflow", req)
+	return callAbout[api.TerminateWorkflowRequest, api.TerminateWorkflowResponse](ctx, r, "TerminateWorkflow", req.WorkflowID, req)
 }
 
 // DescribeWorkflow implements api.Service.
 func (r *RemoteService) DescribeWorkflow(ctx context.Context, req *api.DescribeWorkflowRequest) (*api.DescribeWorkflowResponse, error) {
-	return call[api.DescribeWorkflowRequest, api.DescribeWorkflowResponse](ctx, r, "DescribeWorkflow", req)
+	return callAbout[api.DescribeWorkflowRequest, api.DescribeWorkflowResponse](ctx, r, "DescribeWorkflow", req.WorkflowID, req)
 }
 
 // GetHistory implements api.Service.
 func (r *RemoteService) GetHistory(ctx context.Context, req *api.GetHistoryRequest) (*api.GetHistoryResponse, error) {
-	return call[api.GetHistoryRequest, api.GetHistoryResponse](ctx, r, "GetHistory", req)
+	return callAbout[api.GetHistoryRequest, api.GetHistoryResponse](ctx, r, "GetHistory", req.WorkflowID, req)
 }
 
 // GetResult implements api.Service.
 func (r *RemoteService) GetResult(ctx context.Context, req *api.GetResultRequest) (*api.GetResultResponse, error) {
-	return call[api.GetResultRequest, api.GetResultResponse](ctx, r, "GetResult", req)
+	return callAbout[api.GetResultRequest, api.GetResultResponse](ctx, r, "GetResult", req.WorkflowID, req)
 }
 
 // ListWorkflows implements api.Service.
@@ -331,12 +348,12 @@ func (r *RemoteService) ListWorkflows(ctx context.Context, req *api.ListWorkflow
 
 // QueryWorkflow implements api.Service.
 func (r *RemoteService) QueryWorkflow(ctx context.Context, req *api.QueryWorkflowRequest) (*api.QueryWorkflowResponse, error) {
-	return call[api.QueryWorkflowRequest, api.QueryWorkflowResponse](ctx, r, "QueryWorkflow", req)
+	return callAbout[api.QueryWorkflowRequest, api.QueryWorkflowResponse](ctx, r, "QueryWorkflow", req.WorkflowID, req)
 }
 
 // ResolveActivity implements api.Service.
 func (r *RemoteService) ResolveActivity(ctx context.Context, req *api.ResolveActivityRequest) (*api.ResolveActivityResponse, error) {
-	return call[api.ResolveActivityRequest, api.ResolveActivityResponse](ctx, r, "ResolveActivity", req)
+	return callAbout[api.ResolveActivityRequest, api.ResolveActivityResponse](ctx, r, "ResolveActivity", req.WorkflowID, req)
 }
 
 // CountWorkflows implements api.Service.
@@ -406,7 +423,7 @@ func (r *RemoteService) GetChunks(ctx context.Context, req *api.GetChunksRequest
 
 // UpdateBudget implements api.Service.
 func (r *RemoteService) UpdateBudget(ctx context.Context, req *api.UpdateBudgetRequest) (*api.UpdateBudgetResponse, error) {
-	return call[api.UpdateBudgetRequest, api.UpdateBudgetResponse](ctx, r, "UpdateBudget", req)
+	return callAbout[api.UpdateBudgetRequest, api.UpdateBudgetResponse](ctx, r, "UpdateBudget", req.WorkflowID, req)
 }
 
 // PublishStream implements api.Service.
@@ -416,12 +433,12 @@ func (r *RemoteService) PublishStream(ctx context.Context, req *api.PublishStrea
 
 // WatchStream implements api.Service.
 func (r *RemoteService) WatchStream(ctx context.Context, req *api.WatchStreamRequest) (*api.WatchStreamResponse, error) {
-	return call[api.WatchStreamRequest, api.WatchStreamResponse](ctx, r, "WatchStream", req)
+	return callAbout[api.WatchStreamRequest, api.WatchStreamResponse](ctx, r, "WatchStream", req.WorkflowID, req)
 }
 
 // GetTranscript implements api.Service.
 func (r *RemoteService) GetTranscript(ctx context.Context, req *api.GetTranscriptRequest) (*api.GetTranscriptResponse, error) {
-	return call[api.GetTranscriptRequest, api.GetTranscriptResponse](ctx, r, "GetTranscript", req)
+	return callAbout[api.GetTranscriptRequest, api.GetTranscriptResponse](ctx, r, "GetTranscript", req.WorkflowID, req)
 }
 
 // DescribeCluster implements api.Service.

@@ -241,7 +241,7 @@ func (s *Server) serveAPI() error {
 	}
 	if s.node != nil {
 		opts.RequestContext = cluster.RequestContext
-		opts.Collectors = append(opts.Collectors, newClusterCollector(s.node))
+		opts.Collectors = append(opts.Collectors, newClusterCollector(s.node, s.pg))
 	}
 	s.handler = httpapi.NewHandler(s.svc, opts)
 	srv := &http.Server{

@@ -111,18 +111,30 @@ func advertised(flag, listening string) (string, error) {
 	return listening, nil
 }
 
-// clusterCollector exposes a node's counters and shards as metrics.
+// clusterCollector exposes a node's counters and shards, and its store's
+// committer, as metrics.
 type clusterCollector struct {
 	node *cluster.Node
+	st   *pgstore.Store
 	held *prometheus.Desc
 	ctr  map[string]*prometheus.Desc
 }
 
-func newClusterCollector(n *cluster.Node) prometheus.Collector {
-	c := &clusterCollector{node: n, held: prometheus.NewDesc("cairn_cluster_shards_served", "Shards this server serves.", nil, nil),
+// clusterCounters and postgresCounters name the counters
+// (cairn_cluster_NAME_total, cairn_postgres_NAME_total).
+var (
+	clusterCounters  = []string{"acquired", "released", "lost", "fenced_commits", "refused_past_lease", "forwarded", "handed_back"}
+	postgresCounters = []string{"commits", "batches", "statements", "conflicts", "fenced"}
+)
+
+func newClusterCollector(n *cluster.Node, st *pgstore.Store) prometheus.Collector {
+	c := &clusterCollector{node: n, st: st, held: prometheus.NewDesc("cairn_cluster_shards_served", "Shards this server serves.", nil, nil),
 		ctr: map[string]*prometheus.Desc{}}
-	for _, name := range []string{"acquired", "released", "lost", "fenced_commits", "refused_past_lease", "forwarded", "handed_back"} {
+	for _, name := range clusterCounters {
 		c.ctr[name] = prometheus.NewDesc("cairn_cluster_"+name+"_total", "Cluster: "+strings.ReplaceAll(name, "_", " ")+" since the server started.", nil, nil)
+	}
+	for _, name := range postgresCounters {
+		c.ctr["pg_"+name] = prometheus.NewDesc("cairn_postgres_"+name+"_total", "Postgres store's committer: "+name+" since the server started (pgstore.Stats).", nil, nil)
 	}
 	return c
 }
@@ -137,8 +149,10 @@ func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(len(c.node.Held())))
 	st := c.node.Stats()
+	ps := c.st.Stats()
 	for name, v := range map[string]int64{"acquired": st.Acquired, "released": st.Released, "lost": st.Lost,
-		"fenced_commits": st.FencedCommits, "refused_past_lease": st.RefusedPastLease, "forwarded": st.Forwarded, "handed_back": st.HandedBack} {
+		"fenced_commits": st.FencedCommits, "refused_past_lease": st.RefusedPastLease, "forwarded": st.Forwarded, "handed_back": st.HandedBack,
+		"pg_commits": ps.Commits, "pg_batches": ps.Batches, "pg_statements": ps.Statements, "pg_conflicts": ps.Conflicts, "pg_fenced": ps.Fenced} {
 		ch <- prometheus.MustNewConstMetric(c.ctr[name], prometheus.CounterValue, float64(v))
 	}
 }

@@ -78,11 +78,17 @@ type Result struct {
 	CPUServer       time.Duration
 	CPUWorkers      time.Duration
 	WorkflowsPerRun int
-	// On Postgres: Postgres transactions and SQL statements per workflow,
-	// and the whole machine's CPU per workflow (Postgres included).
+	// On Postgres: Postgres transactions and SQL statements per workflow
+	// (summed over the servers), and the whole machine's CPU per workflow
+	// (Postgres included).
 	PostgresCommits    float64       `json:",omitempty"`
 	PostgresStatements float64       `json:",omitempty"`
 	CPUMachine         time.Duration `json:",omitempty"`
+	// Forwarded and HandedBack are, per workflow over every server, the
+	// calls a server forwarded to another and the tasks given back after
+	// a fanned-out poll.
+	Forwarded  float64 `json:",omitempty"`
+	HandedBack float64 `json:",omitempty"`
 }
 
 // Run starts a server on a loopback port over a fresh data directory,
@@ -151,7 +157,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	before := eng.Stats().Commits
 	var pgMark pgFigures
 	if pg != nil {
-		pgMark = pg.mark()
+		if pgMark, err = pg.mark(ctx); err != nil {
+			return nil, err
+		}
 	}
 	cpuServer, cpuWorkers := processCPU(os.Getpid()), workersCPU(pids)
 	start := time.Now()
@@ -166,9 +174,15 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	res.CPUServer = (processCPU(os.Getpid()) - cpuServer) / time.Duration(opts.Workflows)
 	res.CPUWorkers = (workersCPU(pids) - cpuWorkers) / time.Duration(opts.Workflows)
 	if pg != nil {
-		pg.report(res, pgMark, opts.Workflows)
+		if err := pg.report(ctx, res, pgMark, opts.Workflows); err != nil {
+			return nil, err
+		}
 		fmt.Fprintf(opts.Out, "postgres    %.2f transactions and %.1f statements per workflow; the whole machine %s of CPU per workflow\n",
 			res.PostgresCommits, res.PostgresStatements, res.CPUMachine.Round(time.Microsecond))
+		if len(addrs) > 1 {
+			fmt.Fprintf(opts.Out, "cluster     per workflow: %.3f calls forwarded to another server, %.3f tasks given back after a fanned-out poll\n",
+				res.Forwarded, res.HandedBack)
+		}
 	}
 	fmt.Fprintf(opts.Out, "throughput  %d workflows, %d at a time, %d worker process(es): %.0f workflows/s (start→result p50 %s, p99 %s; %.1f engine transactions per workflow)\n",
 		opts.Workflows, opts.Concurrency, opts.Workers, res.Throughput, res.ThroughputP50.Round(10*time.Microsecond),

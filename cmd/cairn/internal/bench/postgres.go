@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,7 +33,9 @@ import (
 type pgServer struct {
 	st          *pgstore.Store
 	eng         *engine.Engine
+	node        *cluster.Node
 	addr        string
+	extraAddrs  []string // the other servers' API addresses
 	url, schema string
 	extra       []*exec.Cmd // more servers (startServers)
 	stop        func()
@@ -85,6 +88,7 @@ func servePostgres(ctx context.Context, url string) (*pgServer, error) {
 		return fail(err)
 	}
 	undo = append(undo, func() { _ = node.Close() })
+	s.node = node
 	router := cluster.NewRouter(node, s.eng)
 	s.eng.SetRemote(router)
 	srv := &http.Server{Handler: httpapi.NewHandler(router, httpapi.Options{RequestContext: cluster.RequestContext}), ReadHeaderTimeout: 10 * time.Second}
@@ -129,20 +133,70 @@ func machineCPU() time.Duration {
 	return time.Duration(busy) * time.Second / 100 // USER_HZ
 }
 
-// pgFigures are what a Postgres run adds to the result.
+// pgFigures are what a Postgres run adds to the result: counters summed
+// over every server (this one's, and the others' from their /metrics).
 type pgFigures struct {
-	before pgstore.Stats
-	cpu    time.Duration
+	counters map[string]float64
+	cpu      time.Duration
 }
 
-func (s *pgServer) mark() pgFigures { return pgFigures{before: s.st.Stats(), cpu: machineCPU()} }
+// benchCounters are the counters summed over the servers.
+var benchCounters = []string{"cairn_postgres_commits_total", "cairn_postgres_statements_total",
+	"cairn_cluster_forwarded_total", "cairn_cluster_handed_back_total"}
+
+func (s *pgServer) mark(ctx context.Context) (pgFigures, error) {
+	c, err := s.counters(ctx)
+	return pgFigures{counters: c, cpu: machineCPU()}, err
+}
+
+// counters sums the counters of every server.
+func (s *pgServer) counters(ctx context.Context) (map[string]float64, error) {
+	ps, ns := s.st.Stats(), s.node.Stats()
+	sum := map[string]float64{benchCounters[0]: float64(ps.Commits), benchCounters[1]: float64(ps.Statements),
+		benchCounters[2]: float64(ns.Forwarded), benchCounters[3]: float64(ns.HandedBack)}
+	for _, addr := range s.extraAddrs {
+		if err := scrape(ctx, addr, sum); err != nil {
+			return nil, err
+		}
+	}
+	return sum, nil
+}
+
+// scrape adds a server's benchCounters (from its /metrics) to sum.
+func scrape(ctx context.Context, addr string, sum map[string]float64) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+strings.TrimPrefix(addr, "http://")+"/metrics", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("bench: metrics of %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok || !slices.Contains(benchCounters, name) {
+			continue
+		}
+		if v, err := strconv.ParseFloat(value, 64); err == nil {
+			sum[name] += v
+		}
+	}
+	return sc.Err()
+}
 
 // report fills the result's Postgres figures since mark.
-func (s *pgServer) report(res *Result, m pgFigures, n int) {
-	after := s.st.Stats()
-	res.PostgresCommits = float64(after.Commits-m.before.Commits) / float64(n)
-	res.PostgresStatements = float64(after.Statements-m.before.Statements) / float64(n)
+func (s *pgServer) report(ctx context.Context, res *Result, m pgFigures, n int) error {
 	res.CPUMachine = (machineCPU() - m.cpu) / time.Duration(n)
+	after, err := s.counters(ctx)
+	if err != nil {
+		return err
+	}
+	per := func(name string) float64 { return (after[name] - m.counters[name]) / float64(n) }
+	res.PostgresCommits, res.PostgresStatements = per(benchCounters[0]), per(benchCounters[1])
+	res.Forwarded, res.HandedBack = per(benchCounters[2]), per(benchCounters[3])
+	return nil
 }
 
 // describe says what the store is, for the narration.
@@ -168,6 +222,7 @@ func (s *pgServer) startServers(ctx context.Context, command func(args ...string
 			return nil, err
 		}
 		s.extra = append(s.extra, cmd)
+		s.extraAddrs = append(s.extraAddrs, addr)
 		addrs = append(addrs, addr)
 	}
 	return addrs, s.settled(ctx, n+1)

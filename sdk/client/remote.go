@@ -134,14 +134,9 @@ func (r *RemoteService) Close() error {
 	return nil
 }
 
-// roundTrip sends one encoded request and returns the encoded response,
-// trying the next server while one cannot be reached.
-func (r *RemoteService) roundTrip(ctx context.Context, method string, body []byte) ([]byte, error) {
-	return r.roundTripFrom(ctx, -1, method, body)
-}
-
-// roundTripFrom is roundTrip trying endpoint first before the usual one
-// (-1: the usual one).
+// roundTripFrom sends one encoded request and returns the encoded
+// response, to the endpoint at index first (-1: the one calls go to), and
+// on to the next while one cannot be reached.
 func (r *RemoteService) roundTripFrom(ctx context.Context, first int, method string, body []byte) ([]byte, error) {
 	start := int(r.cur.Load())
 	routed := first >= 0 && first < len(r.eps)

@@ -45,7 +45,23 @@ func (c *coverage) noteDirect(key string, now time.Time) {
 	if c.direct == nil {
 		c.direct = map[string]time.Time{}
 	}
+	if len(c.direct) >= pruneAt {
+		prune(c.direct, func(t time.Time) bool { return now.Sub(t) >= coverTTL })
+	}
 	c.direct[key] = now
+}
+
+// pruneAt is the size at which the coverage maps drop what has expired
+// (sticky queues come and go with worker processes).
+const pruneAt = 1024
+
+// prune deletes the entries of m that expired.
+func prune(m map[string]time.Time, expired func(time.Time) bool) {
+	for k, t := range m {
+		if expired(t) {
+			delete(m, k)
+		}
+	}
 }
 
 // here reports whether this server's own workers poll key.
@@ -62,6 +78,9 @@ func (c *coverage) markCovered(addr, key string, now time.Time) {
 	defer c.mu.Unlock()
 	if c.covered == nil {
 		c.covered = map[string]time.Time{}
+	}
+	if len(c.covered) >= pruneAt {
+		prune(c.covered, func(until time.Time) bool { return !now.Before(until) })
 	}
 	c.covered[addr+"\x00"+key] = now.Add(coverTTL)
 }

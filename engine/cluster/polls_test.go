@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -103,5 +104,23 @@ func TestPollsSkipCoveredServers(t *testing.T) {
 	resp, err = ra.PollWorkflowTask(ctx, req)
 	if err != nil || resp.Task == nil || engB.polls.Load() != 3 {
 		t.Fatalf("a poll on a %v after b's workers left: %+v, %v after %d polls of b's queue; want b's task again", coverTTL, resp, err, engB.polls.Load())
+	}
+}
+
+// TestCoverageForgetsExpiredQueues: the coverage maps drop expired queues
+// once they are large (sticky queues come and go with workers), and keep
+// the live ones.
+func TestCoverageForgetsExpiredQueues(t *testing.T) {
+	var c coverage
+	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	for i := range pruneAt {
+		c.noteDirect(fmt.Sprintf("w\x00sticky-%d", i), t0)
+		c.markCovered("b:7233", fmt.Sprintf("w\x00sticky-%d", i), t0)
+	}
+	later := t0.Add(coverTTL)
+	c.noteDirect("w\x00q", later)
+	c.markCovered("b:7233", "w\x00q", later)
+	if len(c.direct) != 1 || len(c.covered) != 1 || !c.here("w\x00q", later) || !c.isCovered("b:7233", "w\x00q", later) {
+		t.Fatalf("after expiry: %d direct and %d covered entries, want the live one of each", len(c.direct), len(c.covered))
 	}
 }

@@ -18,83 +18,88 @@ import (
 // to its server unstarted (api.CauseNotStarted, or NotStarted for an
 // activity), which dispatches it again.
 //
-// A server that workers poll directly needs no help: its own pollers take
-// its tasks. It answers a forwarded poll of such a queue at once with
-// Covered (no task), and the forwarding server stops asking it about that
-// queue for coverTTL. So when workers are spread over the servers (each
-// given every address, or a load balancer's) a poll costs one server, not
-// all of them; the fan-out is left for the servers nobody polls. A server
-// is covered while a direct poll of the queue began there within coverTTL:
-// when its workers go, the others resume asking it within twice that.
+// A server that workers poll directly needs no help while one of their
+// polls waits there: its next task goes to that poller. It answers a
+// forwarded poll of such a queue at once with Covered (no task), and the
+// forwarding server does not ask it about that queue again for coverTTL —
+// not in a new poll, and a poll that waits longer asks it again then. So
+// when workers are spread over the servers (each given every address, or
+// a load balancer's) a poll costs one server, not all of them, and the
+// fan-out goes to the servers where no worker waits: those nobody polls,
+// and those whose own workers are all busy (a backlog the others help
+// with). A server whose workers go is asked again within coverTTL.
 
-// coverTTL is how long a direct poll makes its server covered, and how
-// long another server believes a Covered answer.
+// coverTTL is how long a server believes another's Covered answer.
 const coverTTL = 2 * time.Second
 
 // coverage is what a router knows of who polls which queue.
 type coverage struct {
 	mu      sync.Mutex
-	direct  map[string]time.Time // queue key → when a direct poll last began here
+	direct  map[string]int       // queue key → direct polls waiting here
 	covered map[string]time.Time // peer address + "\x00" + queue key → believed until
+	pruned  time.Time            // when covered last dropped what expired
 }
 
-// noteDirect records a direct poll of key beginning now.
-func (c *coverage) noteDirect(key string, now time.Time) {
+// begin records a direct poll of key waiting here; the function ends it.
+func (c *coverage) begin(key string) func() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.direct == nil {
-		c.direct = map[string]time.Time{}
+		c.direct = map[string]int{}
 	}
-	if len(c.direct) >= pruneAt {
-		prune(c.direct, func(t time.Time) bool { return now.Sub(t) >= coverTTL })
-	}
-	c.direct[key] = now
-}
-
-// pruneAt is the size at which the coverage maps drop what has expired
-// (sticky queues come and go with worker processes).
-const pruneAt = 1024
-
-// prune deletes the entries of m that expired.
-func prune(m map[string]time.Time, expired func(time.Time) bool) {
-	for k, t := range m {
-		if expired(t) {
-			delete(m, k)
+	c.direct[key]++
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.direct[key]--; c.direct[key] <= 0 {
+			delete(c.direct, key)
 		}
 	}
 }
 
-// here reports whether this server's own workers poll key.
-func (c *coverage) here(key string, now time.Time) bool {
+// here reports whether a direct poll of key waits here now.
+func (c *coverage) here(key string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t, ok := c.direct[key]
-	return ok && now.Sub(t) < coverTTL
+	return c.direct[key] > 0
 }
 
-// markCovered records a peer's Covered answer about key.
-func (c *coverage) markCovered(addr, key string, now time.Time) {
+// pruneAt is the size past which the covered map drops what has expired,
+// at most once per coverTTL (sticky queues come and go with workers).
+const pruneAt = 1024
+
+// markCovered records a peer's Covered answer about key and returns until
+// when it is believed.
+func (c *coverage) markCovered(addr, key string, now time.Time) time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.covered == nil {
 		c.covered = map[string]time.Time{}
 	}
-	if len(c.covered) >= pruneAt {
-		prune(c.covered, func(until time.Time) bool { return !now.Before(until) })
+	if len(c.covered) >= pruneAt && now.Sub(c.pruned) >= coverTTL {
+		c.pruned = now
+		for k, until := range c.covered {
+			if !now.Before(until) {
+				delete(c.covered, k)
+			}
+		}
 	}
-	c.covered[addr+"\x00"+key] = now.Add(coverTTL)
+	until := now.Add(coverTTL)
+	c.covered[addr+"\x00"+key] = until
+	return until
 }
 
-// isCovered reports whether a peer said lately that it is covered for key.
-func (c *coverage) isCovered(addr, key string, now time.Time) bool {
+// coveredUntil returns until when a peer's Covered answer about key is
+// believed, if it still is.
+func (c *coverage) coveredUntil(addr, key string, now time.Time) (time.Time, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	until, ok := c.covered[addr+"\x00"+key]
 	if ok && !now.Before(until) {
 		delete(c.covered, addr+"\x00"+key)
-		return false
+		return time.Time{}, false
 	}
-	return ok
+	return until, ok
 }
 
 // pollResult is one server's answer to a fanned-out poll.
@@ -102,73 +107,118 @@ type pollResult[T any] struct {
 	task    *T
 	err     error
 	local   bool
-	covered bool   // the peer's own workers poll the queue
+	covered bool   // a worker of the peer's own waits on the queue
 	addr    string // the peer's address
 }
 
 // pollFunc polls one server: its task (nil: none) and its Covered answer.
 type pollFunc[T any] func(context.Context, api.Service) (*T, bool, error)
 
-// fanOut polls local and every peer not known to be covered for key at
-// once and returns the first task. A forwarded poll is served here only:
-// at once with covered set when this server's own workers poll key.
+// fanOut polls local and the peers not known to be covered for key at
+// once and returns the first task; a peer whose Covered answer expires
+// while the poll waits is asked then. A forwarded poll is served here
+// only: at once with covered set while a direct poll of key waits here.
 // giveBack returns a task nobody will receive to its server.
-func fanOut[T any](r *Router, ctx context.Context, key string, poll pollFunc[T],
+func fanOut[T any](r *Router, parent context.Context, key string, poll pollFunc[T],
 	giveBack func(context.Context, *T)) (_ *T, covered bool, _ error) {
-	now := r.node.now()
-	if Forwarded(ctx) {
-		if r.cover.here(key, now) {
+	if Forwarded(parent) {
+		if r.cover.here(key) {
 			return nil, true, nil
 		}
-		t, _, err := poll(ctx, r.local)
+		t, _, err := poll(parent, r.local)
 		return t, false, err
 	}
-	r.cover.noteDirect(key, now)
-	peers := r.uncoveredPeers(key, now)
-	if len(peers) == 0 {
-		t, _, err := poll(ctx, r.local)
-		return t, false, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	results := make(chan pollResult[T], 1+len(peers))
-	start := func(svc api.Service, addr string) {
-		go func() {
-			t, cov, err := poll(ctx, svc)
-			results <- pollResult[T]{task: t, err: err, local: addr == "", covered: cov, addr: addr}
-		}()
-	}
-	start(r.local, "")
-	for _, p := range peers {
-		start(p.svc, p.addr)
-	}
-	var won *T
-	var localErr error
-	pending := 1 + len(peers)
-	// The local poll's end (a task, its timeout, an error) ends the wait:
-	// its timeout bounds the whole poll.
-	for done := false; pending > 0 && !done; pending-- {
-		res := <-results
-		if res.covered {
-			r.cover.markCovered(res.addr, key, r.node.now())
-		}
-		switch {
-		case res.task != nil:
-			won, done = res.task, true
-		case res.local:
-			localErr, done = res.err, true
-		}
-	}
+	defer r.cover.begin(key)()
+	ctx, cancel := context.WithCancel(parent)
+	f := &fan[T]{r: r, ctx: ctx, key: key, poll: poll, results: make(chan pollResult[T], 8), asked: map[string]bool{}}
+	f.start(r.local, "")
+	won, localErr := f.wait()
 	cancel()
-	if pending > 0 {
-		go drain(r, key, results, pending, giveBack)
+	if f.pending > 0 {
+		go drain(r, key, f.results, f.pending, giveBack)
 	}
 	if won != nil {
 		return won, false, nil
 	}
-	if localErr != nil && ctx.Err() == nil {
+	if localErr != nil && parent.Err() == nil {
 		return nil, false, localErr
 	}
 	return nil, false, nil
+}
+
+// fan is one fanned-out poll in progress.
+type fan[T any] struct {
+	r       *Router
+	ctx     context.Context
+	key     string
+	poll    pollFunc[T]
+	results chan pollResult[T]
+	pending int
+	asked   map[string]bool // peers polled, or not to be polled again
+	next    time.Time       // when the first skipped peer's Covered expires
+}
+
+// start polls svc (addr "": this server's engine) in the background.
+func (f *fan[T]) start(svc api.Service, addr string) {
+	f.pending++
+	go func() {
+		t, cov, err := f.poll(f.ctx, svc)
+		f.results <- pollResult[T]{task: t, err: err, local: addr == "", covered: cov, addr: addr}
+	}()
+}
+
+// askPeers polls every live peer not polled yet and not covered, and
+// notes when the first covered one's answer expires.
+func (f *fan[T]) askPeers() {
+	now := f.r.node.now()
+	f.next = time.Time{}
+	for _, p := range f.r.livePeers() {
+		if f.asked[p.addr] {
+			continue
+		}
+		if until, ok := f.r.cover.coveredUntil(p.addr, f.key, now); ok {
+			f.expiresAt(until)
+			continue
+		}
+		f.asked[p.addr] = true
+		f.start(p.svc, p.addr)
+	}
+}
+
+func (f *fan[T]) expiresAt(until time.Time) {
+	if f.next.IsZero() || until.Before(f.next) {
+		f.next = until
+	}
+}
+
+// wait returns the first task, or the local poll's end (a timeout, an
+// error), which bounds the whole poll.
+func (f *fan[T]) wait() (*T, error) {
+	f.askPeers()
+	for {
+		var wake <-chan time.Time
+		stop := func() bool { return false }
+		if !f.next.IsZero() {
+			wake, stop = f.r.after(f.next.Sub(f.r.node.now()))
+		}
+		select {
+		case res := <-f.results:
+			stop()
+			f.pending--
+			if res.covered {
+				f.asked[res.addr] = false // asked again when the answer expires
+				f.expiresAt(f.r.cover.markCovered(res.addr, f.key, f.r.node.now()))
+			}
+			switch {
+			case res.task != nil:
+				return res.task, nil
+			case res.local:
+				return nil, res.err
+			}
+		case <-wake:
+			f.askPeers()
+		}
+	}
 }
 
 // drain gives back the tasks of polls that answered after another won.
@@ -176,7 +226,7 @@ func drain[T any](r *Router, key string, results <-chan pollResult[T], n int, gi
 	for range n {
 		res := <-results
 		if res.covered {
-			r.cover.markCovered(res.addr, key, r.node.now())
+			_ = r.cover.markCovered(res.addr, key, r.node.now())
 		}
 		if res.task == nil {
 			continue
@@ -335,17 +385,6 @@ func (r *Router) livePeers() []peer {
 	return out
 }
 
-// uncoveredPeers returns the live peers not known to be covered for key.
-func (r *Router) uncoveredPeers(key string, now time.Time) []peer {
-	peers := r.livePeers()
-	out := peers[:0]
-	for _, p := range peers {
-		if !r.cover.isCovered(p.addr, key, now) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
 
 // giveBackTimeout bounds the call that returns an unreceived task.
 const giveBackTimeout = 10 * time.Second

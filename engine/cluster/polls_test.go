@@ -12,17 +12,22 @@ import (
 )
 
 // pollingEngine is a server's engine as the router sees it: a workflow
-// poll either waits until its caller gives up (block) or hands out a task
-// at once.
+// poll forwarded from another server gets a task at once; a direct one
+// waits until its caller gives up (so does every poll when block is set),
+// and says so on entered.
 type pollingEngine struct {
 	api.Service
-	block bool
-	polls atomic.Int32
+	block   bool
+	polls   atomic.Int32
+	entered chan struct{}
 }
 
 func (e *pollingEngine) PollWorkflowTask(ctx context.Context, req *api.PollWorkflowTaskRequest) (*api.PollWorkflowTaskResponse, error) {
 	e.polls.Add(1)
-	if e.block {
+	if e.block || !Forwarded(ctx) {
+		if e.entered != nil {
+			e.entered <- struct{}{}
+		}
 		<-ctx.Done()
 		return &api.PollWorkflowTaskResponse{}, nil
 	}
@@ -46,10 +51,12 @@ func (f *forwardedTo) PollWorkflowTask(ctx context.Context, req *api.PollWorkflo
 }
 
 // TestPollsSkipCoveredServers: a poll on a server fans out to another
-// server nobody polls directly and gets its task; once workers poll that
-// server directly, it answers the forwarded poll at once with Covered —
-// without touching its queue — and the first server stops asking it; when
-// its workers have gone for coverTTL, the first server asks it again.
+// server where no worker of its own waits, and gets its task; while one
+// of its own workers' polls waits there, that server answers a forwarded
+// poll at once with Covered — without touching its queue — and the first
+// server stops asking it; when that worker has gone, a poll of the first
+// server that was already waiting asks it again once the Covered answer
+// expires (its timer), and gets its task.
 func TestPollsSkipCoveredServers(t *testing.T) {
 	ctx := context.Background()
 	clk := &fakeClock{t: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)}
@@ -62,8 +69,13 @@ func TestPollsSkipCoveredServers(t *testing.T) {
 		}
 	}
 	a.round(ctx)
-	engA, engB := &pollingEngine{block: true}, &pollingEngine{}
+	engA, engB := &pollingEngine{block: true}, &pollingEngine{entered: make(chan struct{}, 1)}
 	ra, rb := NewRouter(a, engA), NewRouter(b, engB)
+	fire, timerSet := make(chan time.Time), make(chan time.Duration, 8)
+	ra.after = func(d time.Duration) (<-chan time.Time, func() bool) {
+		timerSet <- d
+		return fire, func() bool { return true }
+	}
 	toB := &forwardedTo{r: rb, answers: make(chan *api.PollWorkflowTaskResponse, 8)}
 	ra.peers.svcs["b:7233"] = toB
 	req := &api.PollWorkflowTaskRequest{TaskQueue: "q", Identity: "w1"}
@@ -74,53 +86,66 @@ func TestPollsSkipCoveredServers(t *testing.T) {
 	}
 	<-toB.answers
 
-	if resp, err := rb.PollWorkflowTask(ctx, req); err != nil || resp.Task == nil || engB.polls.Load() != 2 {
-		t.Fatalf("a direct poll on b: %+v, %v", resp, err)
-	}
-	pollCtx, cancel := context.WithCancel(ctx)
-	done := make(chan *api.PollWorkflowTaskResponse, 1)
+	// A worker's own poll waits on b.
+	bCtx, bLeaves := context.WithCancel(ctx)
+	bDone := make(chan struct{})
 	go func() {
-		resp, _ := ra.PollWorkflowTask(pollCtx, req)
-		done <- resp
+		_, _ = rb.PollWorkflowTask(bCtx, req)
+		close(bDone)
+	}()
+	<-engB.entered
+	aDone := make(chan *api.PollWorkflowTaskResponse, 1)
+	aCtx, aGivesUp := context.WithTimeout(ctx, time.Minute) // a poll that is never answered fails the test below
+	defer aGivesUp()
+	go func() {
+		resp, _ := ra.PollWorkflowTask(aCtx, req)
+		aDone <- resp
 	}()
 	if ans := <-toB.answers; !ans.Covered || ans.Task != nil {
-		t.Fatalf("b's answer to a forwarded poll while its own workers poll it: %+v, want Covered and no task", ans)
+		t.Fatalf("b's answer to a forwarded poll while its own worker waits there: %+v, want Covered and no task", ans)
 	}
-	cancel()
-	if resp := <-done; resp.Task != nil {
-		t.Fatalf("the poll on a: %+v, want none (a's queue is empty, b is covered)", resp)
+	if d := <-timerSet; d != coverTTL { // a took the answer in
+		t.Fatalf("a's poll waits %s for b's Covered answer to expire, want %s", d, coverTTL)
 	}
 	if n := engB.polls.Load(); n != 2 {
 		t.Fatalf("b's queue was polled %d times, want 2: a covered server answers forwarded polls without its queue", n)
 	}
-	if p := ra.uncoveredPeers("w\x00q", clk.Now()); len(p) != 0 {
-		t.Fatalf("a still fans out to %v after b said it is covered", p)
+	if _, ok := ra.cover.coveredUntil("b:7233", "w\x00q", clk.Now()); !ok {
+		t.Fatal("a does not remember that b is covered")
 	}
-	if p := ra.uncoveredPeers("w\x00other", clk.Now()); len(p) != 1 {
-		t.Fatalf("a fans out to %v for another queue, want b", p)
+	if _, ok := ra.cover.coveredUntil("b:7233", "w\x00other", clk.Now()); ok {
+		t.Fatal("a takes b as covered for another queue")
 	}
 
+	// b's worker leaves; a's poll, still waiting, asks b again when b's
+	// answer expires, and gets b's task.
+	bLeaves()
+	<-bDone
 	clk.advance(coverTTL)
-	resp, err = ra.PollWorkflowTask(ctx, req)
-	if err != nil || resp.Task == nil || engB.polls.Load() != 3 {
-		t.Fatalf("a poll on a %v after b's workers left: %+v, %v after %d polls of b's queue; want b's task again", coverTTL, resp, err, engB.polls.Load())
+	fire <- clk.Now()
+	if resp := <-aDone; resp == nil || resp.Task == nil || resp.Task.WorkflowID != "on-b" || engB.polls.Load() != 3 {
+		t.Fatalf("a's waiting poll after b's worker left and b's answer expired: %+v after %d polls of b's queue; want b's task", resp, engB.polls.Load())
+	}
+	if n := len(timerSet); n != 0 {
+		t.Fatalf("a's poll set %d more timers, want none", n)
+	}
+	if rb.cover.here("w\x00q") || len(rb.cover.direct) != 0 {
+		t.Fatalf("b still counts a direct poll after its worker left: %v", rb.cover.direct)
 	}
 }
 
-// TestCoverageForgetsExpiredQueues: the coverage maps drop expired queues
-// once they are large (sticky queues come and go with workers), and keep
-// the live ones.
-func TestCoverageForgetsExpiredQueues(t *testing.T) {
+// TestCoverageForgetsExpiredAnswers: the Covered answers a server keeps
+// are dropped once expired when there are many (sticky queues come and go
+// with workers), at most once per coverTTL, and the live one is kept.
+func TestCoverageForgetsExpiredAnswers(t *testing.T) {
 	var c coverage
 	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
 	for i := range pruneAt {
-		c.noteDirect(fmt.Sprintf("w\x00sticky-%d", i), t0)
 		c.markCovered("b:7233", fmt.Sprintf("w\x00sticky-%d", i), t0)
 	}
 	later := t0.Add(coverTTL)
-	c.noteDirect("w\x00q", later)
 	c.markCovered("b:7233", "w\x00q", later)
-	if len(c.direct) != 1 || len(c.covered) != 1 || !c.here("w\x00q", later) || !c.isCovered("b:7233", "w\x00q", later) {
-		t.Fatalf("after expiry: %d direct and %d covered entries, want the live one of each", len(c.direct), len(c.covered))
+	if _, ok := c.coveredUntil("b:7233", "w\x00q", later); len(c.covered) != 1 || !ok {
+		t.Fatalf("after expiry: %d answers kept, want the live one", len(c.covered))
 	}
 }

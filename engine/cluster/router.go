@@ -46,11 +46,18 @@ type Router struct {
 	local api.Service
 	peers peerPool
 	cover coverage // who polls which queue (polls.go)
+	// after is the timer of a poll waiting for a Covered answer to expire
+	// (tests replace it): a channel, and a function that stops it.
+	after func(time.Duration) (<-chan time.Time, func() bool)
 }
 
 // NewRouter returns the router of a node, over this server's engine.
 func NewRouter(node *Node, local api.Service) *Router {
-	return &Router{node: node, local: local, peers: peerPool{dial: node.opts.Dial, svcs: map[string]api.Service{}}}
+	return &Router{node: node, local: local, peers: peerPool{dial: node.opts.Dial, svcs: map[string]api.Service{}},
+		after: func(d time.Duration) (<-chan time.Time, func() bool) {
+			t := time.NewTimer(d)
+			return t.C, t.Stop
+		}}
 }
 
 // peerPool keeps one client per other server, by address.

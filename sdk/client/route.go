@@ -19,7 +19,7 @@ import (
 // be reached is skipped as before.
 
 // routeRefresh is how old the shard map may grow before it is read again.
-const routeRefresh = 5 * time.Second
+const routeRefresh = 30 * time.Second
 
 // shardMap is which of the client's endpoints serves each shard.
 type shardMap struct {

@@ -385,6 +385,5 @@ func (r *Router) livePeers() []peer {
 	return out
 }
 
-
 // giveBackTimeout bounds the call that returns an unreceived task.
 const giveBackTimeout = 10 * time.Second

@@ -79,45 +79,55 @@ const (
 	TypeBudgetExceeded
 	TypeActivityLateReport
 	TypeActivityKeyed
+	TypeWorkflowUpdateAccepted
+	TypeWorkflowUpdateCompleted
+	TypeChildWorkflowCancelRequested
+	TypeWorkflowReset
+	TypeActivityHeld
 	typeCount
 )
 
 var typeNames = [typeCount]string{
-	TypeUnknown:                   "Unknown",
-	TypeWorkflowStarted:           "WorkflowStarted",
-	TypeWorkflowCompleted:         "WorkflowCompleted",
-	TypeWorkflowFailed:            "WorkflowFailed",
-	TypeWorkflowCanceled:          "WorkflowCanceled",
-	TypeWorkflowTerminated:        "WorkflowTerminated",
-	TypeWorkflowTimedOut:          "WorkflowTimedOut",
-	TypeWorkflowContinuedAsNew:    "WorkflowContinuedAsNew",
-	TypeWorkflowCancelRequested:   "WorkflowCancelRequested",
-	TypeWorkflowTaskCompleted:     "WorkflowTaskCompleted",
-	TypeWorkflowTaskFailed:        "WorkflowTaskFailed",
-	TypeActivityScheduled:         "ActivityScheduled",
-	TypeActivityStarted:           "ActivityStarted",
-	TypeActivityCompleted:         "ActivityCompleted",
-	TypeActivityFailed:            "ActivityFailed",
-	TypeActivityTimedOut:          "ActivityTimedOut",
-	TypeActivityCanceled:          "ActivityCanceled",
-	TypeActivityOutcomeUnknown:    "ActivityOutcomeUnknown",
-	TypeActivityResolved:          "ActivityResolved",
-	TypeActivityDeduplicated:      "ActivityDeduplicated",
-	TypeTimerStarted:              "TimerStarted",
-	TypeTimerFired:                "TimerFired",
-	TypeTimerCanceled:             "TimerCanceled",
-	TypeSignalReceived:            "SignalReceived",
-	TypeMarkerRecorded:            "MarkerRecorded",
-	TypeChildWorkflowStarted:      "ChildWorkflowStarted",
-	TypeChildWorkflowCompleted:    "ChildWorkflowCompleted",
-	TypeChildWorkflowFailed:       "ChildWorkflowFailed",
-	TypeActivityCancelRequested:   "ActivityCancelRequested",
-	TypeActivityDuplicateDetected: "ActivityDuplicateDetected",
-	TypeSignalExternalSent:        "SignalExternalSent",
-	TypeBudgetUpdated:             "BudgetUpdated",
-	TypeBudgetExceeded:            "BudgetExceeded",
-	TypeActivityLateReport:        "ActivityLateReport",
-	TypeActivityKeyed:             "ActivityKeyed",
+	TypeUnknown:                      "Unknown",
+	TypeWorkflowStarted:              "WorkflowStarted",
+	TypeWorkflowCompleted:            "WorkflowCompleted",
+	TypeWorkflowFailed:               "WorkflowFailed",
+	TypeWorkflowCanceled:             "WorkflowCanceled",
+	TypeWorkflowTerminated:           "WorkflowTerminated",
+	TypeWorkflowTimedOut:             "WorkflowTimedOut",
+	TypeWorkflowContinuedAsNew:       "WorkflowContinuedAsNew",
+	TypeWorkflowCancelRequested:      "WorkflowCancelRequested",
+	TypeWorkflowTaskCompleted:        "WorkflowTaskCompleted",
+	TypeWorkflowTaskFailed:           "WorkflowTaskFailed",
+	TypeActivityScheduled:            "ActivityScheduled",
+	TypeActivityStarted:              "ActivityStarted",
+	TypeActivityCompleted:            "ActivityCompleted",
+	TypeActivityFailed:               "ActivityFailed",
+	TypeActivityTimedOut:             "ActivityTimedOut",
+	TypeActivityCanceled:             "ActivityCanceled",
+	TypeActivityOutcomeUnknown:       "ActivityOutcomeUnknown",
+	TypeActivityResolved:             "ActivityResolved",
+	TypeActivityDeduplicated:         "ActivityDeduplicated",
+	TypeTimerStarted:                 "TimerStarted",
+	TypeTimerFired:                   "TimerFired",
+	TypeTimerCanceled:                "TimerCanceled",
+	TypeSignalReceived:               "SignalReceived",
+	TypeMarkerRecorded:               "MarkerRecorded",
+	TypeChildWorkflowStarted:         "ChildWorkflowStarted",
+	TypeChildWorkflowCompleted:       "ChildWorkflowCompleted",
+	TypeChildWorkflowFailed:          "ChildWorkflowFailed",
+	TypeActivityCancelRequested:      "ActivityCancelRequested",
+	TypeActivityDuplicateDetected:    "ActivityDuplicateDetected",
+	TypeSignalExternalSent:           "SignalExternalSent",
+	TypeBudgetUpdated:                "BudgetUpdated",
+	TypeBudgetExceeded:               "BudgetExceeded",
+	TypeActivityLateReport:           "ActivityLateReport",
+	TypeActivityKeyed:                "ActivityKeyed",
+	TypeWorkflowUpdateAccepted:       "WorkflowUpdateAccepted",
+	TypeWorkflowUpdateCompleted:      "WorkflowUpdateCompleted",
+	TypeChildWorkflowCancelRequested: "ChildWorkflowCancelRequested",
+	TypeWorkflowReset:                "WorkflowReset",
+	TypeActivityHeld:                 "ActivityHeld",
 }
 
 // String returns the type's name, e.g. "ActivityCompleted".
@@ -149,40 +159,45 @@ func NewAttributes(t EventType) Attributes {
 }
 
 var attrFactories = [typeCount]func() Attributes{
-	TypeWorkflowStarted:           func() Attributes { return new(WorkflowStarted) },
-	TypeWorkflowCompleted:         func() Attributes { return new(WorkflowCompleted) },
-	TypeWorkflowFailed:            func() Attributes { return new(WorkflowFailed) },
-	TypeWorkflowCanceled:          func() Attributes { return new(WorkflowCanceled) },
-	TypeWorkflowTerminated:        func() Attributes { return new(WorkflowTerminated) },
-	TypeWorkflowTimedOut:          func() Attributes { return new(WorkflowTimedOut) },
-	TypeWorkflowContinuedAsNew:    func() Attributes { return new(WorkflowContinuedAsNew) },
-	TypeWorkflowCancelRequested:   func() Attributes { return new(WorkflowCancelRequested) },
-	TypeWorkflowTaskCompleted:     func() Attributes { return new(WorkflowTaskCompleted) },
-	TypeWorkflowTaskFailed:        func() Attributes { return new(WorkflowTaskFailed) },
-	TypeActivityScheduled:         func() Attributes { return new(ActivityScheduled) },
-	TypeActivityStarted:           func() Attributes { return new(ActivityStarted) },
-	TypeActivityCompleted:         func() Attributes { return new(ActivityCompleted) },
-	TypeActivityFailed:            func() Attributes { return new(ActivityFailed) },
-	TypeActivityTimedOut:          func() Attributes { return new(ActivityTimedOut) },
-	TypeActivityCanceled:          func() Attributes { return new(ActivityCanceled) },
-	TypeActivityOutcomeUnknown:    func() Attributes { return new(ActivityOutcomeUnknown) },
-	TypeActivityResolved:          func() Attributes { return new(ActivityResolved) },
-	TypeActivityDeduplicated:      func() Attributes { return new(ActivityDeduplicated) },
-	TypeTimerStarted:              func() Attributes { return new(TimerStarted) },
-	TypeTimerFired:                func() Attributes { return new(TimerFired) },
-	TypeTimerCanceled:             func() Attributes { return new(TimerCanceled) },
-	TypeSignalReceived:            func() Attributes { return new(SignalReceived) },
-	TypeMarkerRecorded:            func() Attributes { return new(MarkerRecorded) },
-	TypeChildWorkflowStarted:      func() Attributes { return new(ChildWorkflowStarted) },
-	TypeChildWorkflowCompleted:    func() Attributes { return new(ChildWorkflowCompleted) },
-	TypeChildWorkflowFailed:       func() Attributes { return new(ChildWorkflowFailed) },
-	TypeActivityCancelRequested:   func() Attributes { return new(ActivityCancelRequested) },
-	TypeActivityDuplicateDetected: func() Attributes { return new(ActivityDuplicateDetected) },
-	TypeSignalExternalSent:        func() Attributes { return new(SignalExternalSent) },
-	TypeBudgetUpdated:             func() Attributes { return new(BudgetUpdated) },
-	TypeBudgetExceeded:            func() Attributes { return new(BudgetExceeded) },
-	TypeActivityLateReport:        func() Attributes { return new(ActivityLateReport) },
-	TypeActivityKeyed:             func() Attributes { return new(ActivityKeyed) },
+	TypeWorkflowStarted:              func() Attributes { return new(WorkflowStarted) },
+	TypeWorkflowCompleted:            func() Attributes { return new(WorkflowCompleted) },
+	TypeWorkflowFailed:               func() Attributes { return new(WorkflowFailed) },
+	TypeWorkflowCanceled:             func() Attributes { return new(WorkflowCanceled) },
+	TypeWorkflowTerminated:           func() Attributes { return new(WorkflowTerminated) },
+	TypeWorkflowTimedOut:             func() Attributes { return new(WorkflowTimedOut) },
+	TypeWorkflowContinuedAsNew:       func() Attributes { return new(WorkflowContinuedAsNew) },
+	TypeWorkflowCancelRequested:      func() Attributes { return new(WorkflowCancelRequested) },
+	TypeWorkflowTaskCompleted:        func() Attributes { return new(WorkflowTaskCompleted) },
+	TypeWorkflowTaskFailed:           func() Attributes { return new(WorkflowTaskFailed) },
+	TypeActivityScheduled:            func() Attributes { return new(ActivityScheduled) },
+	TypeActivityStarted:              func() Attributes { return new(ActivityStarted) },
+	TypeActivityCompleted:            func() Attributes { return new(ActivityCompleted) },
+	TypeActivityFailed:               func() Attributes { return new(ActivityFailed) },
+	TypeActivityTimedOut:             func() Attributes { return new(ActivityTimedOut) },
+	TypeActivityCanceled:             func() Attributes { return new(ActivityCanceled) },
+	TypeActivityOutcomeUnknown:       func() Attributes { return new(ActivityOutcomeUnknown) },
+	TypeActivityResolved:             func() Attributes { return new(ActivityResolved) },
+	TypeActivityDeduplicated:         func() Attributes { return new(ActivityDeduplicated) },
+	TypeTimerStarted:                 func() Attributes { return new(TimerStarted) },
+	TypeTimerFired:                   func() Attributes { return new(TimerFired) },
+	TypeTimerCanceled:                func() Attributes { return new(TimerCanceled) },
+	TypeSignalReceived:               func() Attributes { return new(SignalReceived) },
+	TypeMarkerRecorded:               func() Attributes { return new(MarkerRecorded) },
+	TypeChildWorkflowStarted:         func() Attributes { return new(ChildWorkflowStarted) },
+	TypeChildWorkflowCompleted:       func() Attributes { return new(ChildWorkflowCompleted) },
+	TypeChildWorkflowFailed:          func() Attributes { return new(ChildWorkflowFailed) },
+	TypeActivityCancelRequested:      func() Attributes { return new(ActivityCancelRequested) },
+	TypeActivityDuplicateDetected:    func() Attributes { return new(ActivityDuplicateDetected) },
+	TypeSignalExternalSent:           func() Attributes { return new(SignalExternalSent) },
+	TypeBudgetUpdated:                func() Attributes { return new(BudgetUpdated) },
+	TypeBudgetExceeded:               func() Attributes { return new(BudgetExceeded) },
+	TypeActivityLateReport:           func() Attributes { return new(ActivityLateReport) },
+	TypeActivityKeyed:                func() Attributes { return new(ActivityKeyed) },
+	TypeWorkflowUpdateAccepted:       func() Attributes { return new(WorkflowUpdateAccepted) },
+	TypeWorkflowUpdateCompleted:      func() Attributes { return new(WorkflowUpdateCompleted) },
+	TypeChildWorkflowCancelRequested: func() Attributes { return new(ChildWorkflowCancelRequested) },
+	TypeWorkflowReset:                func() Attributes { return new(WorkflowReset) },
+	TypeActivityHeld:                 func() Attributes { return new(ActivityHeld) },
 }
 
 // Payload is an encoded value (workflow input, activity result, signal
@@ -387,6 +402,11 @@ type ActivityScheduled struct {
 	// payloads can reference it instead of copying it: an agent's
 	// transcript refers to a tool's result this way (TranscriptEntry.Content).
 	ShareResult bool `msgpack:"sr,omitempty"`
+	// OccurrenceKey names the occurrence counter the key counted under
+	// (activity type and a digest of the key material): with it a reset
+	// or a fork rebuilds the counters of a history prefix, and so repeats
+	// the keys of the base run.
+	OccurrenceKey string `msgpack:"oc,omitempty"`
 }
 
 // ActivityStarted records a dispatch of an attempt under a lease. For
@@ -512,6 +532,9 @@ type ActivityDeduplicated struct {
 	// ResultOmitted: as in ActivityCompleted — the action happened but its
 	// result was never recorded.
 	ResultOmitted string `msgpack:"ro,omitempty"`
+	// OriginalWorkflowID is set when the answer came from another
+	// workflow's ledger: the base workflow of a fork.
+	OriginalWorkflowID string `msgpack:"ow,omitempty"`
 }
 
 // ActivityDuplicateDetected records, loudly, that two different attempts of
@@ -544,6 +567,8 @@ type ActivityKeyed struct {
 	HasReconcile     bool        `msgpack:"rc,omitempty"`
 	// DeclaredBy names the worker whose declaration applied.
 	DeclaredBy string `msgpack:"by,omitempty"`
+	// OccurrenceKey: as in ActivityScheduled.
+	OccurrenceKey string `msgpack:"oc,omitempty"`
 }
 
 // ActivityLateReport records a report of an attempt that no longer held
@@ -663,6 +688,68 @@ type BudgetExceeded struct {
 	Turns            int64  `msgpack:"n,omitempty"`
 }
 
+// WorkflowUpdateAccepted records an update whose validator accepted it
+// (a rejected update leaves no event): from here the update is durable
+// and its handler runs.
+type WorkflowUpdateAccepted struct {
+	UpdateID string  `msgpack:"u"`
+	Name     string  `msgpack:"n"`
+	Input    Payload `msgpack:"in,omitempty"`
+	Identity string  `msgpack:"id,omitempty"`
+}
+
+// WorkflowUpdateCompleted records the outcome of an accepted update's
+// handler: its result, or its failure.
+type WorkflowUpdateCompleted struct {
+	UpdateID                     string   `msgpack:"u"`
+	AcceptedEventID              int64    `msgpack:"ae"`
+	Result                       Payload  `msgpack:"r,omitempty"`
+	Failure                      *Failure `msgpack:"f,omitempty"`
+	WorkflowTaskCompletedEventID int64    `msgpack:"wc,omitempty"`
+}
+
+// ChildWorkflowCancelRequested records the parent's request to cancel a
+// child it started (the context the child was started with was
+// cancelled). The child's outcome follows as ChildWorkflowFailed.
+type ChildWorkflowCancelRequested struct {
+	InitiatedEventID             int64  `msgpack:"ie"`
+	WorkflowID                   string `msgpack:"w"`
+	RunID                        string `msgpack:"r,omitempty"`
+	WorkflowTaskCompletedEventID int64  `msgpack:"wc,omitempty"`
+}
+
+// WorkflowReset marks, in a run made by a reset or a fork, where the
+// history copied from the base run ends: the events before it are the
+// base run's (BaseWorkflowID, BaseRunID) up to, not including, its event
+// AtEventID; the events after it are the new run's own.
+type WorkflowReset struct {
+	// Kind is "reset" (the same workflow id; the base run was
+	// terminated) or "fork" (a new workflow id; the base run goes on).
+	Kind           string `msgpack:"k"`
+	BaseWorkflowID string `msgpack:"bw"`
+	BaseRunID      string `msgpack:"br"`
+	AtEventID      int64  `msgpack:"at"`
+	Reason         string `msgpack:"why,omitempty"`
+	Identity       string `msgpack:"id,omitempty"`
+	// Effects is a fork's policy for effects the base run's ledger cannot
+	// answer: "hold" (the default) or "sandbox:QUEUE".
+	Effects string `msgpack:"ef,omitempty"`
+	// Reapplied counts the base run's signals received after the point
+	// that follow as SignalReceived events.
+	Reapplied int32 `msgpack:"rs,omitempty"`
+}
+
+// ActivityHeld records that a fork held an effect the base run's ledger
+// could not answer: it is not performed until a person approves it (or
+// gives the result to use instead). The run waits for a person.
+type ActivityHeld struct {
+	ScheduledEventID int64 `msgpack:"se"`
+	// OriginKey is the action's key in the base workflow's key space,
+	// looked up in its ledger.
+	OriginKey string `msgpack:"ok,omitempty"`
+	Reason    string `msgpack:"r"`
+}
+
 // EventType implementations.
 
 func (*WorkflowStarted) EventType() EventType         { return TypeWorkflowStarted }
@@ -688,16 +775,23 @@ func (*ActivityDeduplicated) EventType() EventType    { return TypeActivityDedup
 func (*ActivityDuplicateDetected) EventType() EventType {
 	return TypeActivityDuplicateDetected
 }
-func (*TimerStarted) EventType() EventType           { return TypeTimerStarted }
-func (*TimerFired) EventType() EventType             { return TypeTimerFired }
-func (*TimerCanceled) EventType() EventType          { return TypeTimerCanceled }
-func (*SignalReceived) EventType() EventType         { return TypeSignalReceived }
-func (*SignalExternalSent) EventType() EventType     { return TypeSignalExternalSent }
-func (*MarkerRecorded) EventType() EventType         { return TypeMarkerRecorded }
-func (*ChildWorkflowStarted) EventType() EventType   { return TypeChildWorkflowStarted }
-func (*ChildWorkflowCompleted) EventType() EventType { return TypeChildWorkflowCompleted }
-func (*ChildWorkflowFailed) EventType() EventType    { return TypeChildWorkflowFailed }
-func (*BudgetUpdated) EventType() EventType          { return TypeBudgetUpdated }
-func (*BudgetExceeded) EventType() EventType         { return TypeBudgetExceeded }
-func (*ActivityLateReport) EventType() EventType     { return TypeActivityLateReport }
-func (*ActivityKeyed) EventType() EventType          { return TypeActivityKeyed }
+func (*TimerStarted) EventType() EventType            { return TypeTimerStarted }
+func (*TimerFired) EventType() EventType              { return TypeTimerFired }
+func (*TimerCanceled) EventType() EventType           { return TypeTimerCanceled }
+func (*SignalReceived) EventType() EventType          { return TypeSignalReceived }
+func (*SignalExternalSent) EventType() EventType      { return TypeSignalExternalSent }
+func (*MarkerRecorded) EventType() EventType          { return TypeMarkerRecorded }
+func (*ChildWorkflowStarted) EventType() EventType    { return TypeChildWorkflowStarted }
+func (*ChildWorkflowCompleted) EventType() EventType  { return TypeChildWorkflowCompleted }
+func (*ChildWorkflowFailed) EventType() EventType     { return TypeChildWorkflowFailed }
+func (*BudgetUpdated) EventType() EventType           { return TypeBudgetUpdated }
+func (*BudgetExceeded) EventType() EventType          { return TypeBudgetExceeded }
+func (*ActivityLateReport) EventType() EventType      { return TypeActivityLateReport }
+func (*ActivityKeyed) EventType() EventType           { return TypeActivityKeyed }
+func (*WorkflowUpdateAccepted) EventType() EventType  { return TypeWorkflowUpdateAccepted }
+func (*WorkflowUpdateCompleted) EventType() EventType { return TypeWorkflowUpdateCompleted }
+func (*ChildWorkflowCancelRequested) EventType() EventType {
+	return TypeChildWorkflowCancelRequested
+}
+func (*WorkflowReset) EventType() EventType { return TypeWorkflowReset }
+func (*ActivityHeld) EventType() EventType  { return TypeActivityHeld }

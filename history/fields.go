@@ -156,6 +156,7 @@ func (a *ActivityScheduled) fields(v fieldVisitor) {
 	v.int64("workflowTaskCompletedEventId", &a.WorkflowTaskCompletedEventID)
 	v.boolean("metered", &a.Metered)
 	v.boolean("shareResult", &a.ShareResult)
+	v.str("occurrenceKey", &a.OccurrenceKey)
 }
 
 func (a *ActivityStarted) fields(v fieldVisitor) {
@@ -230,6 +231,7 @@ func (a *ActivityDeduplicated) fields(v fieldVisitor) {
 	v.str("originalRunId", &a.OriginalRunID)
 	v.int64("originalEventId", &a.OriginalEventID)
 	v.str("resultOmitted", &a.ResultOmitted)
+	v.str("originalWorkflowId", &a.OriginalWorkflowID)
 }
 
 func (a *ActivityDuplicateDetected) fields(v fieldVisitor) {
@@ -251,6 +253,7 @@ func (a *ActivityKeyed) fields(v fieldVisitor) {
 	v.str("idempotencyKey", &a.IdempotencyKey)
 	v.boolean("hasReconcile", &a.HasReconcile)
 	v.str("declaredBy", &a.DeclaredBy)
+	v.str("occurrenceKey", &a.OccurrenceKey)
 }
 
 func (a *ActivityLateReport) fields(v fieldVisitor) {
@@ -328,6 +331,45 @@ func (a *ChildWorkflowFailed) fields(v fieldVisitor) {
 	v.str("workflowId", &a.WorkflowID)
 	v.str("runId", &a.RunID)
 	v.object("failure", &a.Failure)
+}
+
+func (a *WorkflowUpdateAccepted) fields(v fieldVisitor) {
+	v.str("updateId", &a.UpdateID)
+	v.str("name", &a.Name)
+	v.payload("input", &a.Input)
+	v.str("identity", &a.Identity)
+}
+
+func (a *WorkflowUpdateCompleted) fields(v fieldVisitor) {
+	v.str("updateId", &a.UpdateID)
+	v.int64("acceptedEventId", &a.AcceptedEventID)
+	v.payload("result", &a.Result)
+	v.failurePtr("failure", &a.Failure)
+	v.int64("workflowTaskCompletedEventId", &a.WorkflowTaskCompletedEventID)
+}
+
+func (a *ChildWorkflowCancelRequested) fields(v fieldVisitor) {
+	v.int64("initiatedEventId", &a.InitiatedEventID)
+	v.str("workflowId", &a.WorkflowID)
+	v.str("runId", &a.RunID)
+	v.int64("workflowTaskCompletedEventId", &a.WorkflowTaskCompletedEventID)
+}
+
+func (a *WorkflowReset) fields(v fieldVisitor) {
+	v.str("kind", &a.Kind)
+	v.str("baseWorkflowId", &a.BaseWorkflowID)
+	v.str("baseRunId", &a.BaseRunID)
+	v.int64("atEventId", &a.AtEventID)
+	v.str("reason", &a.Reason)
+	v.str("identity", &a.Identity)
+	v.str("effects", &a.Effects)
+	v.int32("reapplied", &a.Reapplied)
+}
+
+func (a *ActivityHeld) fields(v fieldVisitor) {
+	v.int64("scheduledEventId", &a.ScheduledEventID)
+	v.str("originKey", &a.OriginKey)
+	v.str("reason", &a.Reason)
 }
 
 // binEncoder writes a struct's fields as a MessagePack array, in order.

@@ -372,6 +372,7 @@ func (e *Execution) process(evs []history.Event) ([]api.Command, error) {
 			i = j
 			continue
 		case *history.ActivityStarted, *history.ActivityOutcomeUnknown, *history.ActivityDuplicateDetected, *history.ActivityLateReport, *history.ActivityKeyed,
+			*history.WorkflowReset, *history.ActivityHeld,
 			*history.WorkflowTaskFailed:
 			// No meaning to workflow code.
 		default:

@@ -213,31 +213,58 @@ func (x *txn) dedupe(ctx context.Context, tr *txnRun, events []history.Event) er
 		if key == "" {
 			continue
 		}
-		entry, err := x.e.ledgerEntry(ctx, tr.st.WorkflowID, key)
-		if err != nil {
-			// A damaged ledger entry: whether this action already happened
-			// cannot be known, so the run may not go on.
-			return damaged(tr.st.Ref(), true, err)
+		if err := x.dedupeOne(ctx, tr, schedID, key); err != nil {
+			return err
 		}
-		if entry == nil {
-			// An action put in doubt as its key was assigned (after a
-			// recovery of the store) is unknown in the ledger from now on.
-			x.record(tr, x.e.m.LedgerInDoubt(tr.st, schedID, x.now))
-			continue
-		}
-		switch entry.State {
-		case machine.LedgerCompleted:
-			x.record(tr, x.e.m.Deduplicate(tr.st, schedID, entry.Result, entry.ResultOmitted, entry.RunID, entry.ScheduledEventID, x.now))
-		case machine.LedgerInFlight, machine.LedgerUnknown:
-			if entry.RunID != tr.st.RunID {
-				reason := fmt.Sprintf("run %s already started this action (%s, key %s) and its outcome is unknown", entry.RunID,
-					entry.ActivityType, key)
-				if entry.Doubt != "" {
-					reason += " after a recovery of the store (" + entry.Doubt + ")"
-				}
-				x.record(tr, x.e.m.PauseOnLedger(tr.st, schedID, reason, x.now))
+	}
+	return nil
+}
+
+// dedupeKeys is dedupe for the pending activities schedIDs (a reset's or
+// a fork's, whose schedules were copied), under their current keys.
+func (x *txn) dedupeKeys(ctx context.Context, tr *txnRun, schedIDs []int64) error {
+	for _, id := range schedIDs {
+		if a := tr.st.Activities[id]; a != nil && a.IdempotencyKey != "" {
+			if err := x.dedupeOne(ctx, tr, id, a.IdempotencyKey); err != nil {
+				return err
 			}
 		}
+	}
+	return nil
+}
+
+// dedupeOne consults the ledger for one action.
+func (x *txn) dedupeOne(ctx context.Context, tr *txnRun, schedID int64, key string) error {
+	entry, err := x.e.ledgerEntry(ctx, tr.st.WorkflowID, key)
+	if err != nil {
+		// A damaged ledger entry: whether this action already happened
+		// cannot be known, so the run may not go on.
+		return damaged(tr.st.Ref(), true, err)
+	}
+	if entry == nil {
+		// An action put in doubt as its key was assigned (after a
+		// recovery of the store) is unknown in the ledger from now on.
+		x.record(tr, x.e.m.LedgerInDoubt(tr.st, schedID, x.now))
+		// A fork's action: its base's ledger may know it (timetravel.go).
+		x.originAnswer(ctx, tr, schedID)
+		return nil
+	}
+	switch entry.State {
+	case machine.LedgerCompleted:
+		x.record(tr, x.e.m.Deduplicate(tr.st, schedID, entry.Result, entry.ResultOmitted, entry.RunID, entry.ScheduledEventID, x.now))
+	case machine.LedgerInFlight, machine.LedgerUnknown:
+		if entry.RunID != tr.st.RunID {
+			reason := fmt.Sprintf("run %s already started this action (%s, key %s) and its outcome is unknown", entry.RunID,
+				entry.ActivityType, key)
+			if entry.Doubt != "" {
+				reason += " after a recovery of the store (" + entry.Doubt + ")"
+			}
+			x.record(tr, x.e.m.PauseOnLedger(tr.st, schedID, reason, x.now))
+		}
+	case 0:
+		// Only noted by a run (never dispatched, never answered): to a
+		// fork it is as unknown as no entry.
+		x.originAnswer(ctx, tr, schedID)
 	}
 	return nil
 }

@@ -187,6 +187,16 @@ func summary(st *machine.RunState) *api.WorkflowInfo {
 		WorkflowID: st.WorkflowID, RunID: st.RunID, WorkflowType: st.WorkflowType, TaskQueue: st.TaskQueue,
 		Status: st.EffectiveStatus(), StartTime: st.StartTime, CloseTime: st.CloseTime, HistoryLength: st.NextEventID - 1,
 		ContinuedAsNewRunID: st.ContinuedAsNewRunID, Duplicates: st.Duplicates, EffectConflicts: st.EffectConflicts,
+		ResetRunID: st.ResetRunID, LedgerAnswers: st.LedgerAnswers,
+	}
+	if b := st.Base; b != nil {
+		info.Base = &api.BaseRun{Kind: b.Kind, WorkflowID: b.WorkflowID, RunID: b.RunID, AtEventID: b.AtEventID}
+		if b.Kind == machine.BranchFork {
+			info.Base.Effects = "hold"
+			if b.SandboxQueue != "" {
+				info.Base.Effects = "sandbox:" + b.SandboxQueue
+			}
+		}
 	}
 	if st.Parent != nil {
 		info.ParentWorkflowID, info.ParentRunID = st.Parent.WorkflowID, st.Parent.RunID
@@ -195,6 +205,9 @@ func summary(st *machine.RunState) *api.WorkflowInfo {
 		info.Pause = &api.PauseInfo{ScheduledEventID: a.ScheduledEventID, ActivityID: a.ActivityID, ActivityType: a.ActivityType,
 			IdempotencyKey: a.IdempotencyKey, Attempt: a.Attempt, Reason: a.UnknownReason, Since: a.UnknownSince,
 			Kind: api.PauseOutcomeUnknown, Effect: a.Effect, EffectKnown: true}
+		if a.ForkHeld {
+			info.Pause.Kind = api.PauseHeld
+		}
 	} else if held := st.Held(); len(held) > 0 && st.Status.Open() {
 		a := held[0]
 		info.Pause = &api.PauseInfo{ScheduledEventID: a.ScheduledEventID, ActivityID: a.ActivityID, ActivityType: a.ActivityType,

@@ -337,6 +337,8 @@ type WorkflowTerminated struct {
 	Reason   string  `msgpack:"r,omitempty"`
 	Details  Payload `msgpack:"d,omitempty"`
 	Identity string  `msgpack:"id,omitempty"`
+	// ResetRunID is set when a reset terminated the run: the run it made.
+	ResetRunID string `msgpack:"rr,omitempty"`
 }
 
 // WorkflowTimedOut closes a run whose execution or run timeout elapsed.
@@ -402,10 +404,10 @@ type ActivityScheduled struct {
 	// payloads can reference it instead of copying it: an agent's
 	// transcript refers to a tool's result this way (TranscriptEntry.Content).
 	ShareResult bool `msgpack:"sr,omitempty"`
-	// OccurrenceKey names the occurrence counter the key counted under
-	// (activity type and a digest of the key material): with it a reset
-	// or a fork rebuilds the counters of a history prefix, and so repeats
-	// the keys of the base run.
+	// OccurrenceKey names the occurrence counter the key counted under,
+	// with the activity type: a digest of the key material. With it a
+	// reset or a fork rebuilds the counters of a history prefix, and so
+	// repeats the keys of the base run.
 	OccurrenceKey string `msgpack:"oc,omitempty"`
 }
 
@@ -493,6 +495,9 @@ const (
 	ResolvedNotHappened
 	// ResolvedFailed: fail the activity with Failure.
 	ResolvedFailed
+	// ResolvedPerform: perform an action a fork held (ActivityHeld) for
+	// real, under the fork's own key.
+	ResolvedPerform
 )
 
 // String returns "happened", "not-happened" or "failed".
@@ -504,6 +509,8 @@ func (r Resolution) String() string {
 		return "not-happened"
 	case ResolvedFailed:
 		return "failed"
+	case ResolvedPerform:
+		return "perform"
 	}
 	return fmt.Sprintf("Resolution(%d)", uint8(r))
 }

@@ -46,7 +46,7 @@ type fieldVisitor interface {
 // Enum names used in JSON; the index is the numeric value.
 var (
 	effectClassNames       = []string{Read: "Read", Idempotent: "Idempotent", SideEffect: "SideEffect"}
-	resolutionNames        = []string{ResolvedHappened: "happened", ResolvedNotHappened: "not-happened", ResolvedFailed: "failed"}
+	resolutionNames        = []string{ResolvedHappened: "happened", ResolvedNotHappened: "not-happened", ResolvedFailed: "failed", ResolvedPerform: "perform"}
 	parentClosePolicyNames = []string{ParentCloseTerminate: "Terminate", ParentCloseRequestCancel: "RequestCancel", ParentCloseAbandon: "Abandon"}
 )
 
@@ -111,6 +111,7 @@ func (a *WorkflowTerminated) fields(v fieldVisitor) {
 	v.str("reason", &a.Reason)
 	v.payload("details", &a.Details)
 	v.str("identity", &a.Identity)
+	v.str("resetRunId", &a.ResetRunID)
 }
 
 func (a *WorkflowTimedOut) fields(v fieldVisitor) {

@@ -63,6 +63,10 @@ var (
 	// disk). Nothing was written; reads keep working and writes succeed
 	// again once the resource returns, so retry later.
 	ErrResourceExhausted = errors.New("resource exhausted")
+	// ErrFailedPrecondition: the request is well formed but the run is not
+	// in a state that allows it (a reset of a child run, a fork past a
+	// child that still runs). The message says what would allow it.
+	ErrFailedPrecondition = errors.New("cairn: failed precondition")
 )
 
 // Code is the stable, transport-level name of an error.
@@ -90,6 +94,8 @@ const (
 	CodeDataCorrupt      Code = "data_corrupt"
 	// CodeResourceExhausted: ErrResourceExhausted.
 	CodeResourceExhausted Code = "resource_exhausted"
+	// CodeFailedPrecondition: ErrFailedPrecondition.
+	CodeFailedPrecondition Code = "failed_precondition"
 )
 
 var codeErrors = []struct {
@@ -110,6 +116,7 @@ var codeErrors = []struct {
 	{CodeUnauthenticated, ErrUnauthenticated},
 	{CodeDataCorrupt, ErrDataCorrupt},
 	{CodeResourceExhausted, ErrResourceExhausted},
+	{CodeFailedPrecondition, ErrFailedPrecondition},
 }
 
 // ErrorCode returns the stable code for err (CodeOK for nil, CodeInternal

@@ -37,6 +37,14 @@ type Service interface {
 	RequestCancelWorkflow(ctx context.Context, req *CancelWorkflowRequest) (*CancelWorkflowResponse, error)
 	// TerminateWorkflow closes the run at once without running code.
 	TerminateWorkflow(ctx context.Context, req *TerminateWorkflowRequest) (*TerminateWorkflowResponse, error)
+	// ResetWorkflow makes a new run of the workflow id from a run's
+	// history up to a workflow task, and terminates the run
+	// (timetravel.go).
+	ResetWorkflow(ctx context.Context, req *ResetWorkflowRequest) (*ResetWorkflowResponse, error)
+	// ForkWorkflow copies a run's history up to a workflow task under a
+	// new workflow id, whose effects are answered from the base's ledger
+	// or held (timetravel.go).
+	ForkWorkflow(ctx context.Context, req *ForkWorkflowRequest) (*ForkWorkflowResponse, error)
 	// DescribeWorkflow returns the run's status and pending work.
 	DescribeWorkflow(ctx context.Context, req *DescribeWorkflowRequest) (*DescribeWorkflowResponse, error)
 	// GetHistory returns events of a run, optionally long-polling for new

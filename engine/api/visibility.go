@@ -40,6 +40,28 @@ type WorkflowInfo struct {
 	// conflicts. Either nonzero needs a person's look.
 	Duplicates      int32 `msgpack:",omitempty" json:",omitempty"`
 	EffectConflicts int32 `msgpack:",omitempty" json:",omitempty"`
+	// Base is set on a run made by a reset or a fork: the run whose
+	// history it copied, and up to where.
+	Base *BaseRun `msgpack:",omitempty" json:",omitempty"`
+	// ResetRunID is set on a run that was reset: the run made from it.
+	ResetRunID string `msgpack:",omitempty" json:",omitempty"`
+	// LedgerAnswers counts the run's actions answered from the effects
+	// ledger (ActivityDeduplicated) instead of performed: after a reset or
+	// in a fork, what the base had done already.
+	LedgerAnswers int32 `msgpack:",omitempty" json:",omitempty"`
+}
+
+// BaseRun names the run a reset or a fork copied its history from.
+type BaseRun struct {
+	// Kind is "reset" or "fork".
+	Kind       string
+	WorkflowID string
+	RunID      string
+	// AtEventID: the base's events before it were copied.
+	AtEventID int64
+	// Effects is a fork's policy for the actions its base's ledger cannot
+	// answer: "hold" or "sandbox:QUEUE".
+	Effects string `msgpack:",omitempty" json:",omitempty"`
 }
 
 // PauseInfo says why a run is paused and what resolving it needs.
@@ -77,6 +99,9 @@ type PauseInfo struct {
 // The pause kinds.
 const (
 	PauseOutcomeUnknown = "outcome_unknown"
+	// PauseHeld: a fork held an action its base's ledger could not
+	// answer; perform it, give its result, or fail it (ResolveActivity).
+	PauseHeld = "effect_held"
 	PauseBudget         = "budget"
 	PauseApproval       = "approval"
 )

@@ -204,6 +204,17 @@ func (r *Router) RequestCancelWorkflow(ctx context.Context, req *api.CancelWorkf
 	return route(r, ctx, req.WorkflowID, req, api.Service.RequestCancelWorkflow)
 }
 
+// ResetWorkflow implements api.Service.
+func (r *Router) ResetWorkflow(ctx context.Context, req *api.ResetWorkflowRequest) (*api.ResetWorkflowResponse, error) {
+	return route(r, ctx, req.WorkflowID, req, api.Service.ResetWorkflow)
+}
+
+// ForkWorkflow implements api.Service: the fork's new workflow id decides
+// the server (it writes the new run; the base is only read).
+func (r *Router) ForkWorkflow(ctx context.Context, req *api.ForkWorkflowRequest) (*api.ForkWorkflowResponse, error) {
+	return route(r, ctx, req.NewWorkflowID, req, api.Service.ForkWorkflow)
+}
+
 // TerminateWorkflow implements api.Service.
 func (r *Router) TerminateWorkflow(ctx context.Context, req *api.TerminateWorkflowRequest) (*api.TerminateWorkflowResponse, error) {
 	return route(r, ctx, req.WorkflowID, req, api.Service.TerminateWorkflow)

@@ -35,6 +35,8 @@ var routes = map[string]endpoint{
 	"SignalWithStartWorkflow": route(false, api.Service.SignalWithStartWorkflow),
 	"RequestCancelWorkflow":   route(false, api.Service.RequestCancelWorkflow),
 	"TerminateWorkflow":       route(false, api.Service.TerminateWorkflow),
+	"ResetWorkflow":           route(false, api.Service.ResetWorkflow),
+	"ForkWorkflow":            route(false, api.Service.ForkWorkflow),
 	"DescribeWorkflow":        route(false, api.Service.DescribeWorkflow),
 	"GetHistory":              route(true, api.Service.GetHistory),
 	"GetResult":               route(true, api.Service.GetResult),

@@ -66,6 +66,12 @@ func (s *stubService) RequestCancelWorkflow(_ context.Context, req *api.CancelWo
 	return stubCall[api.CancelWorkflowResponse](s, "RequestCancelWorkflow", req)
 }
 
+func (s *stubService) ResetWorkflow(_ context.Context, req *api.ResetWorkflowRequest) (*api.ResetWorkflowResponse, error) {
+	return stubCall[api.ResetWorkflowResponse](s, "ResetWorkflow", req)
+}
+func (s *stubService) ForkWorkflow(_ context.Context, req *api.ForkWorkflowRequest) (*api.ForkWorkflowResponse, error) {
+	return stubCall[api.ForkWorkflowResponse](s, "ForkWorkflow", req)
+}
 func (s *stubService) TerminateWorkflow(_ context.Context, req *api.TerminateWorkflowRequest) (*api.TerminateWorkflowResponse, error) {
 	return stubCall[api.TerminateWorkflowResponse](s, "TerminateWorkflow", req)
 }

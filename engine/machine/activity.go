@@ -36,24 +36,27 @@ func (t *transition) scheduleActivity(c *api.ScheduleActivityCommand, wtc int64,
 		effect, reconcile = max(effect, d.Effect), d.Reconcile
 		pending = effect != history.Read && (c.Effect == history.Read || d.BusinessKey != c.BusinessKey)
 	}
-	key := ""
+	key, okey, origin := "", "", ""
 	if effect != history.Read && !pending {
 		material := c.KeyMaterial
 		if material == nil {
 			material = c.Input.Data
 		}
-		key = t.nextKey(c.ActivityType, material)
+		key, okey, origin = t.nextKey(c.ActivityType, material)
+	}
+	if effect != history.Read {
+		opts.TaskQueue = st.sandboxQueue(opts.TaskQueue)
 	}
 	id := t.add(&history.ActivityScheduled{ActivityID: c.ActivityID, ActivityType: c.ActivityType, Input: c.Input,
 		Options: opts, Effect: effect, IdempotencyKey: key, HasReconcile: reconcile, WorkflowTaskCompletedEventID: wtc,
-		Metered: c.Metered, ShareResult: c.ShareResult})
+		Metered: c.Metered, ShareResult: c.ShareResult, OccurrenceKey: occurrenceDigest(c.ActivityType, okey)})
 	if st.Activities == nil {
 		st.Activities = map[int64]*ActivityInfo{}
 	}
 	a := &ActivityInfo{ScheduledEventID: id, ActivityID: c.ActivityID, ActivityType: c.ActivityType, Options: opts,
 		Effect: effect, IdempotencyKey: key, HasReconcile: reconcile, ScheduledTime: t.now,
 		State: api.ActivityStateScheduled, Attempt: 1, Metered: c.Metered, KeyPending: pending,
-		BusinessKey: c.BusinessKey || pending && d.BusinessKey, ShareResult: c.ShareResult}
+		BusinessKey: c.BusinessKey || pending && d.BusinessKey, ShareResult: c.ShareResult, OriginKey: origin}
 	if c.Metered {
 		st.Turns++
 		a.Turn = st.Turns
@@ -361,6 +364,9 @@ func (m *Machine) Resolve(st *RunState, req *api.ResolveActivityRequest, now tim
 	}
 	t := m.begin(st, now)
 	ev := &history.ActivityResolved{ScheduledEventID: a.ScheduledEventID, Resolution: req.Resolution, By: req.Identity, Reason: req.Reason}
+	if a.ForkHeld {
+		return t.resolveHeld(a, ev, req)
+	}
 	switch req.Resolution {
 	case history.ResolvedHappened:
 		ev.Result = req.Result
@@ -377,6 +383,42 @@ func (m *Machine) Resolve(st *RunState, req *api.ResolveActivityRequest, now tim
 		ev.Failure = &f
 		t.add(ev)
 		t.finishActivity(a, LedgerNotHappened, history.Payload{})
+	case history.ResolvedPerform:
+		return Output{}, api.Errorf(api.ErrInvalidArgument, "%s was not held by a fork: perform applies only to a held action (use not-happened to retry it)",
+			activityName(a))
+	default:
+		return Output{}, api.Errorf(api.ErrInvalidArgument, "unknown resolution %d", req.Resolution)
+	}
+	return t.out, nil
+}
+
+// resolveHeld applies a person's decision about an action a fork held:
+// perform it (not-happened means the same: it did not happen, so it is
+// to be done), use the given result instead, or fail it.
+func (t *transition) resolveHeld(a *ActivityInfo, ev *history.ActivityResolved, req *api.ResolveActivityRequest) (Output, error) {
+	a.ForkHeld, a.UnknownReason, a.UnknownSince = false, "", time.Time{}
+	switch req.Resolution {
+	case history.ResolvedPerform, history.ResolvedNotHappened:
+		ev.Resolution = history.ResolvedPerform
+		t.add(ev)
+		a.State = api.ActivityStateScheduled
+		t.readyActivity(a)
+	case history.ResolvedHappened:
+		ev.Result = req.Result
+		t.add(ev)
+		t.finishActivity(a, LedgerCompleted, req.Result)
+	case history.ResolvedFailed:
+		f := history.Failure{Type: "ResolvedFailed", Message: req.Reason, NonRetryable: true}
+		if req.Failure != nil {
+			f = *req.Failure
+		}
+		ev.Failure = &f
+		t.add(ev)
+		// Nothing in the ledger: the action was never performed, and a
+		// later schedule of it must be held again, not performed.
+		delete(t.st.Activities, a.ScheduledEventID)
+		t.keysAfter(a)
+		t.needWFT()
 	default:
 		return Output{}, api.Errorf(api.ErrInvalidArgument, "unknown resolution %d", req.Resolution)
 	}
@@ -402,15 +444,40 @@ func findActivity(st *RunState, schedID int64, activityID string) *ActivityInfo 
 // action already happened under the same idempotency key (in this run or an
 // earlier run of the workflow id).
 func (m *Machine) Deduplicate(st *RunState, schedID int64, result history.Payload, omitted, originalRun string, originalEvent int64, now time.Time) Output {
+	return m.DeduplicateFrom(st, schedID, LedgerAnswer{Result: result, Omitted: omitted, RunID: originalRun, EventID: originalEvent}, now)
+}
+
+// LedgerAnswer is what an effects-ledger entry says of a completed
+// action: its result, and where it was performed.
+type LedgerAnswer struct {
+	Result  history.Payload
+	Omitted string
+	// WorkflowID is set when the answer comes from another workflow's
+	// ledger (a fork's base).
+	WorkflowID string
+	RunID      string
+	EventID    int64
+}
+
+// DeduplicateFrom is Deduplicate with the answer's origin in full.
+func (m *Machine) DeduplicateFrom(st *RunState, schedID int64, ans LedgerAnswer, now time.Time) Output {
 	t := m.begin(st, now)
 	a, ok := st.Activities[schedID]
 	if !ok {
 		return t.out
 	}
 	delete(st.Activities, schedID)
-	t.add(&history.ActivityDeduplicated{ScheduledEventID: schedID, IdempotencyKey: a.IdempotencyKey, Result: result,
-		OriginalRunID: originalRun, OriginalEventID: originalEvent, ResultOmitted: omitted})
-	t.out.Ledger = append(t.out.Ledger, LedgerChange{Key: a.IdempotencyKey, KeepState: true}) // note the run
+	st.LedgerAnswers++
+	change := LedgerChange{Key: a.IdempotencyKey, KeepState: true} // note the run
+	if ans.WorkflowID != "" {
+		// Answered from a fork's base: the fork's own ledger says so too,
+		// so that its later runs are answered the same way.
+		change = LedgerChange{Key: a.IdempotencyKey, State: LedgerCompleted, ScheduledEventID: schedID, ActivityType: a.ActivityType,
+			Result: ans.Result, ResultOmitted: ans.Omitted, Effect: a.Effect}
+	}
+	t.add(&history.ActivityDeduplicated{ScheduledEventID: schedID, IdempotencyKey: a.IdempotencyKey, Result: ans.Result,
+		OriginalRunID: ans.RunID, OriginalEventID: ans.EventID, ResultOmitted: ans.Omitted, OriginalWorkflowID: ans.WorkflowID})
+	t.out.Ledger = append(t.out.Ledger, change)
 	t.needWFT()
 	return t.out
 }

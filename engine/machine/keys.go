@@ -123,10 +123,11 @@ func (t *transition) assignKeys(typ, identity string) {
 		if a.KeyMaterial == nil {
 			return
 		}
-		a.IdempotencyKey = t.nextKey(typ, a.KeyMaterial)
+		var okey string
+		a.IdempotencyKey, okey, a.OriginKey = t.nextKey(typ, a.KeyMaterial)
 		a.KeyPending, a.KeyMaterial = false, nil
 		t.add(&history.ActivityKeyed{ScheduledEventID: id, Effect: a.Effect, IdempotencyKey: a.IdempotencyKey, HasReconcile: a.HasReconcile,
-			DeclaredBy: identity})
+			DeclaredBy: identity, OccurrenceKey: occurrenceDigest(typ, okey)})
 		if a.Doubt != "" && a.Effect == history.SideEffect {
 			t.inDoubt(a, false) // in doubt since before its key was known (doubt.go)
 			continue
@@ -183,11 +184,20 @@ func OccurrenceKey(activityType string, material []byte) string {
 	return activityType + "\x00" + hex.EncodeToString(sum[:12])
 }
 
+// occurrenceDigest is the part of an occurrence key after the activity
+// type: what the keyed events record (ActivityScheduled.OccurrenceKey).
+func occurrenceDigest(activityType, okey string) string {
+	if okey == "" {
+		return ""
+	}
+	return okey[len(activityType)+1:]
+}
+
 // nextKey counts one more identical action (activity type, key material)
 // in the run and returns its idempotency key. On a failure to read the
 // count it returns "" and records the error in t.err: the transition fails
 // and its working copy is discarded.
-func (t *transition) nextKey(activityType string, material []byte) string {
+func (t *transition) nextKey(activityType string, material []byte) (key, okey, origin string) {
 	st := t.st
 	ok := OccurrenceKey(activityType, material)
 	n, pending := st.occ[ok]
@@ -197,7 +207,7 @@ func (t *transition) nextKey(activityType string, material []byte) string {
 			if t.err == nil {
 				t.err = err
 			}
-			return ""
+			return "", "", ""
 		}
 	}
 	n++
@@ -205,7 +215,12 @@ func (t *transition) nextKey(activityType string, material []byte) string {
 		st.occ = map[string]int32{}
 	}
 	st.occ[ok] = n
-	return idempotencyKey(st.WorkflowID, activityType, material, n)
+	if st.Base != nil && st.Base.Kind == BranchFork {
+		// A fork looks its actions up in its base workflow's ledger too,
+		// under the key the base computed (branch.go).
+		origin = idempotencyKey(st.Base.WorkflowID, activityType, material, n)
+	}
+	return idempotencyKey(st.WorkflowID, activityType, material, n), ok, origin
 }
 
 // committedOccurrence is the count of okey as of the run's last commit:

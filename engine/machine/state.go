@@ -85,6 +85,18 @@ type RunState struct {
 	// again with the same id is delivered once (a run on another server
 	// of a cluster signalling this one, retried).
 	SignalRequests []string `msgpack:",omitempty"`
+
+	// Base is set on a run made by a reset or a fork: the run whose
+	// history it copied, up to where (branch.go).
+	Base *BaseRef `msgpack:",omitempty"`
+	// ResetRunID is set on a run that was reset: the run made from it;
+	// ResetAt the point (a WorkflowTaskCompleted event of this run) and
+	// ResetRequestID the reset's request id.
+	ResetRunID     string `msgpack:",omitempty"`
+	ResetAt        int64  `msgpack:",omitempty"`
+	ResetRequestID string `msgpack:",omitempty"`
+	// LedgerAnswers counts the actions answered from the effects ledger.
+	LedgerAnswers int32 `msgpack:",omitempty"`
 }
 
 // MaxSignalRequests bounds RunState.SignalRequests.
@@ -231,6 +243,13 @@ type ActivityInfo struct {
 	// ends the activity.
 	Doubt      string    `msgpack:",omitempty"`
 	DoubtSince time.Time `msgpack:",omitempty"`
+
+	// OriginKey is, in a fork, the action's key in its base workflow's
+	// key space: the fork looks it up in the base's ledger (branch.go).
+	OriginKey string `msgpack:",omitempty"`
+	// ForkHeld: a fork held the action (no ledger answered it); the run
+	// waits for a person to perform it or give its result.
+	ForkHeld bool `msgpack:",omitempty"`
 }
 
 // TimerInfo is one running user timer.

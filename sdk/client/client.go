@@ -11,6 +11,8 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -62,6 +64,16 @@ type Client interface {
 	// ListEffects reads the effects ledger: the actions with an
 	// idempotency key, their state, attempts, duplicates and results.
 	ListEffects(ctx context.Context, req *api.ListEffectsRequest) (*api.ListEffectsResponse, error)
+	// ResetWorkflow makes a new run of a workflow id from a run's history
+	// up to a workflow task and terminates the run; what the run performed
+	// after the point is answered from the effects ledger, never performed
+	// again. A request id is generated when req has none, so that a
+	// retried call makes one run.
+	ResetWorkflow(ctx context.Context, req api.ResetWorkflowRequest) (*api.ResetWorkflowResponse, error)
+	// ForkWorkflow copies a run's history up to a workflow task under a
+	// new workflow id; its effects are answered from the base's ledger or
+	// held for a person (or sent to a sandbox task queue).
+	ForkWorkflow(ctx context.Context, req api.ForkWorkflowRequest) (*api.ForkWorkflowResponse, error)
 	// ResolveActivity decides an activity whose outcome is unknown: it
 	// happened (with its result, encoded by the client's converter), it did
 	// not happen (retry with the same key), or it failed.
@@ -333,6 +345,26 @@ func (c *serviceClient) ListEffects(ctx context.Context, req *api.ListEffectsReq
 	return c.svc.ListEffects(ctx, req)
 }
 
+func (c *serviceClient) ResetWorkflow(ctx context.Context, req api.ResetWorkflowRequest) (*api.ResetWorkflowResponse, error) {
+	if req.Identity == "" {
+		req.Identity = c.opts.Identity
+	}
+	if req.RequestID == "" {
+		req.RequestID = newRequestID()
+	}
+	return c.svc.ResetWorkflow(ctx, &req)
+}
+
+func (c *serviceClient) ForkWorkflow(ctx context.Context, req api.ForkWorkflowRequest) (*api.ForkWorkflowResponse, error) {
+	if req.Identity == "" {
+		req.Identity = c.opts.Identity
+	}
+	if req.RequestID == "" {
+		req.RequestID = newRequestID()
+	}
+	return c.svc.ForkWorkflow(ctx, &req)
+}
+
 func (c *serviceClient) ResolveActivity(ctx context.Context, req ResolveRequest) error {
 	var result history.Payload
 	if req.Resolution == history.ResolvedHappened && req.Result != nil {
@@ -396,4 +428,12 @@ func failureMessage(f *history.Failure) string {
 		return ""
 	}
 	return f.Message
+}
+
+// newRequestID returns a random request id (a retried call that carries
+// it is recognised by the engine).
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

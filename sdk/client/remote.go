@@ -316,6 +316,16 @@ func (r *RemoteService) RequestCancelWorkflow(ctx context.Context, req *api.Canc
 	return callAbout[api.CancelWorkflowRequest, api.CancelWorkflowResponse](ctx, r, "RequestCancelWorkflow", req.WorkflowID, req)
 }
 
+// ResetWorkflow implements api.Service.
+func (r *RemoteService) ResetWorkflow(ctx context.Context, req *api.ResetWorkflowRequest) (*api.ResetWorkflowResponse, error) {
+	return callAbout[api.ResetWorkflowRequest, api.ResetWorkflowResponse](ctx, r, "ResetWorkflow", req.WorkflowID, req)
+}
+
+// ForkWorkflow implements api.Service.
+func (r *RemoteService) ForkWorkflow(ctx context.Context, req *api.ForkWorkflowRequest) (*api.ForkWorkflowResponse, error) {
+	return callAbout[api.ForkWorkflowRequest, api.ForkWorkflowResponse](ctx, r, "ForkWorkflow", req.NewWorkflowID, req)
+}
+
 // TerminateWorkflow implements api.Service.
 func (r *RemoteService) TerminateWorkflow(ctx context.Context, req *api.TerminateWorkflowRequest) (*api.TerminateWorkflowResponse, error) {
 	return callAbout[api.TerminateWorkflowRequest, api.TerminateWorkflowResponse](ctx, r, "TerminateWorkflow", req.WorkflowID, req)

@@ -199,10 +199,10 @@ type resolveOut struct {
 
 func wfResolve(g *globals) *cobra.Command {
 	var run, activityID, reason, by, message string
-	var happened, notHappened, fail bool
+	var happened, notHappened, fail, perform bool
 	cmd := &cobra.Command{
-		Use:   "resolve WORKFLOW_ID (--happened [--result JSON] | --not-happened | --fail) --reason WHY",
-		Short: "Decide an activity whose outcome is unknown, so the paused run can go on",
+		Use:   "resolve WORKFLOW_ID (--happened [--result JSON] | --not-happened | --fail | --perform) --reason WHY",
+		Short: "Decide an activity whose outcome is unknown (or that a fork held), so the paused run can go on",
 		Long: `A SideEffect activity whose attempt may or may not have taken effect pauses its
 run: check the downstream system, then say what happened.
 
@@ -210,30 +210,43 @@ run: check the downstream system, then say what happened.
   --not-happened   it did not; it is retried with the same idempotency key
   --fail           fail the activity; the workflow code handles the error
 
+A fork (cairn workflow fork) holds every action with an effect that its base
+run's ledger cannot answer: --perform runs it for real (under the fork's own
+idempotency key), --happened --result gives the result to use instead, and
+--fail fails it.
+
 Who decided (--by, default $USER) and why (--reason) go into the history.`,
 		Args: exactArgs(1),
 	}
 	result := inputFlags(cmd, g, "result", "the action's result (with --happened)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		req := client.ResolveRequest{WorkflowID: args[0], ActivityID: activityID, By: by, Reason: reason}
+		n := 0
+		for _, set := range []bool{happened, notHappened, fail, perform} {
+			if set {
+				n++
+			}
+		}
 		switch {
-		case happened && !notHappened && !fail:
+		case n != 1:
+			return usagef("say exactly one of --happened, --not-happened, --fail, --perform")
+		case happened:
 			req.Resolution = history.ResolvedHappened
 			p, err := result()
 			if err != nil {
 				return err
 			}
 			req.Result = p
-		case notHappened && !happened && !fail:
+		case notHappened:
 			req.Resolution = history.ResolvedNotHappened
-		case fail && !happened && !notHappened:
+		case perform:
+			req.Resolution = history.ResolvedPerform
+		default:
 			req.Resolution = history.ResolvedFailed
 			if message == "" {
 				message = reason
 			}
 			req.Failure = &history.Failure{Type: "ResolvedFailed", Message: message, NonRetryable: true}
-		default:
-			return usagef("say exactly one of --happened, --not-happened, --fail")
 		}
 		if strings.TrimSpace(reason) == "" {
 			return usagef("--reason is required: the history records why")
@@ -261,6 +274,7 @@ Who decided (--by, default $USER) and why (--reason) go into the history.`,
 	f.BoolVar(&happened, "happened", false, "the action took effect")
 	f.BoolVar(&notHappened, "not-happened", false, "the action did not take effect: retry it with the same key")
 	f.BoolVar(&fail, "fail", false, "fail the activity")
+	f.BoolVar(&perform, "perform", false, "perform an action a fork held, for real")
 	f.StringVar(&message, "message", "", "failure message (with --fail; default: the reason)")
 	f.StringVar(&reason, "reason", "", "why you decided so (recorded)")
 	f.StringVar(&by, "by", os.Getenv("USER"), "who decided (recorded)")

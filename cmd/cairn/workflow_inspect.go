@@ -72,6 +72,18 @@ func printDescribe(g *globals, w io.Writer, out describeOut) {
 	if i.ContinuedAsNewRunID != "" {
 		fmt.Fprintf(w, "Next run  %s\n", i.ContinuedAsNewRunID)
 	}
+	if b := i.Base; b != nil {
+		fmt.Fprintf(w, "%-9s %s run %s up to event %d\n", b.Kind+" of", b.WorkflowID, b.RunID, b.AtEventID)
+		if b.Effects != "" {
+			fmt.Fprintf(w, "Effects   %s (what the base's ledger cannot answer)\n", b.Effects)
+		}
+	}
+	if i.ResetRunID != "" {
+		fmt.Fprintf(w, "Reset to  run %s\n", i.ResetRunID)
+	}
+	if i.LedgerAnswers > 0 {
+		fmt.Fprintf(w, "Ledger    %d results answered from the effects ledger, not performed (cairn workflow show)\n", i.LedgerAnswers)
+	}
 	if i.Corrupt != "" {
 		fmt.Fprintf(w, "\nCORRUPT: this run is quarantined: its stored data is damaged, its writes are refused\n  found:  %s\n  next:   cairn check --data DIR (server stopped), then restore from a backup (docs/reliability.md)\n",
 			i.Corrupt)

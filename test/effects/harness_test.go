@@ -54,8 +54,9 @@ const (
 	envGateAfter  = "EFFECTS_GATE_AFTER"
 	envMaxAct     = "EFFECTS_MAX_ACTIVITIES"
 	envLookupDown = "EFFECTS_LOOKUP_DOWN"
-	envListen     = "EFFECTS_LISTEN" // the engine's fixed listen address (for a restart)
-	envQuiet      = "EFFECTS_QUIET"  // the child prints only what a long campaign needs
+	envListen     = "EFFECTS_LISTEN"  // the engine's fixed listen address (for a restart)
+	envQuiet      = "EFFECTS_QUIET"   // the child prints only what a long campaign needs
+	envVariant    = "EFFECTS_VARIANT" // "v2": the worker's PayInvoice is PayInvoiceV2 (a changed agent)
 )
 
 const agentsQueue = "agents"
@@ -172,7 +173,12 @@ func runWorker() error {
 	if os.Getenv(envBusiness) != "" {
 		pay.BusinessKey = func(p Payment) string { return p.Invoice }
 	}
-	if err := errors.Join(w.RegisterWorkflow(PayInvoice), w.RegisterActivity(a.SendPayment, pay), w.RegisterActivity(a.CheckBudget)); err != nil {
+	flow := PayInvoice
+	if os.Getenv(envVariant) == "v2" {
+		flow = PayInvoiceV2
+	}
+	if err := errors.Join(w.RegisterWorkflow(flow, sdk.RegisterOptions{Name: "PayInvoice"}), w.RegisterActivity(a.SendPayment, pay),
+		w.RegisterActivity(a.CheckBudget)); err != nil {
 		return err
 	}
 	return w.Run(context.Background())
@@ -342,6 +348,7 @@ type workerCfg struct {
 	Queue       string              // default "agents"
 	MaxAct      int                 // MaxConcurrentActivities (default: the worker's)
 	LookupDown  bool                // LookupPayment answers ErrOutcomeUnknown
+	Variant     string              // "v2": PayInvoiceV2 (a changed agent)
 }
 
 // worker starts a worker process against e's engine.
@@ -366,7 +373,7 @@ func startWorker(t *testing.T, addr string, prov provider, name string, cfg work
 	return spawn(t, name, envMode+"=worker", envAddr+"="+addr, envLedger+"="+prov.path, envName+"="+name,
 		envQueue+"="+queue, envClass+"="+class, envReconcile+"="+flag(cfg.Reconcile), envBusiness+"="+flag(cfg.BusinessKey),
 		envGateBefore+"="+strconv.Itoa(cfg.GateBefore), envGateAfter+"="+strconv.Itoa(cfg.GateAfter),
-		envMaxAct+"="+strconv.Itoa(cfg.MaxAct), envLookupDown+"="+flag(cfg.LookupDown))
+		envMaxAct+"="+strconv.Itoa(cfg.MaxAct), envLookupDown+"="+flag(cfg.LookupDown), envVariant+"="+cfg.Variant)
 }
 
 // start starts the agent.

@@ -133,8 +133,16 @@ func (t *timeline) row(ev history.Event) Row {
 		}
 		return t.activity(ev, a.ScheduledEventID, d, "ok")
 	case *history.ActivityDeduplicated:
-		return t.activity(ev, a.ScheduledEventID, fmt.Sprintf("already done by run %s (key %s) → %s", abbreviate(a.OriginalRunID, 12),
+		by := "run " + abbreviate(a.OriginalRunID, 12)
+		if a.OriginalWorkflowID != "" {
+			by = a.OriginalWorkflowID + " " + by
+		}
+		return t.activity(ev, a.ScheduledEventID, fmt.Sprintf("answered from the effects ledger: already done by %s (key %s) → %s", by,
 			abbreviate(a.IdempotencyKey, 13), PayloadText(a.Result)), "ok")
+	case *history.ActivityHeld:
+		return t.activity(ev, a.ScheduledEventID, "fork: effect held ("+a.Reason+"): perform it, give its result, or fail it (cairn workflow resolve)", "warn")
+	case *history.WorkflowReset:
+		return Row{Detail: resetText(a), Tone: "warn"}
 	case *history.ActivityDuplicateDetected:
 		d := fmt.Sprintf("DUPLICATE EFFECT: attempt %d reported %s", a.Attempt, orDefault(a.Outcome, "success"))
 		if a.Possible {
@@ -195,6 +203,9 @@ func (t *timeline) row(ev history.Event) Row {
 	case *history.WorkflowCanceled:
 		return Row{Detail: PayloadText(a.Details), Tone: "warn"}
 	case *history.WorkflowTerminated:
+		if a.ResetRunID != "" {
+			return Row{Detail: a.Reason + " (new run " + a.ResetRunID + ")", Tone: "warn"}
+		}
 		return Row{Detail: a.Reason, Tone: "bad"}
 	case *history.WorkflowTimedOut:
 		return Row{Detail: a.Timeout + " timeout", Tone: "bad"}
@@ -213,6 +224,21 @@ func (t *timeline) row(ev history.Event) Row {
 			Detail: fmt.Sprintf("%s; held (used %d tokens, $%s)", a.Reason, a.Used.Tokens(), strconv.FormatFloat(a.Used.CostUSD, 'f', -1, 64))}
 	}
 	return Row{}
+}
+
+// resetText says where a reset's or a fork's copied history came from.
+func resetText(a *history.WorkflowReset) string {
+	d := fmt.Sprintf("%s: the events above are %s run %s's up to event %d", a.Kind, a.BaseWorkflowID, a.BaseRunID, a.AtEventID)
+	if a.Effects != "" {
+		d += "; effects the base's ledger cannot answer: " + a.Effects
+	}
+	if a.Reapplied > 0 {
+		d += fmt.Sprintf("; %d later signals re-applied below", a.Reapplied)
+	}
+	if a.Reason != "" {
+		d += " — " + a.Reason
+	}
+	return d
 }
 
 // budgetUpdated says what a BudgetUpdated set — the budget in its JSON

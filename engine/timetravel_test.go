@@ -134,7 +134,7 @@ func TestResetRefusals(t *testing.T) {
 	}{
 		{api.ResetWorkflowRequest{WorkflowID: "pay-1", ToEventID: 3, Reason: "x"}, api.ErrInvalidArgument}, // an ActivityScheduled
 		{api.ResetWorkflowRequest{WorkflowID: "pay-1", ToEventID: 99, Reason: "x"}, api.ErrInvalidArgument},
-		{api.ResetWorkflowRequest{WorkflowID: "pay-1", ToFirstTask: true}, api.ErrInvalidArgument},                      // no reason
+		{api.ResetWorkflowRequest{WorkflowID: "pay-1", ToFirstTask: true}, api.ErrInvalidArgument},                                // no reason
 		{api.ResetWorkflowRequest{WorkflowID: "pay-1", ToFirstTask: true, ToLastTask: true, Reason: "x"}, api.ErrInvalidArgument}, // two points
 		{api.ResetWorkflowRequest{WorkflowID: "nobody", ToFirstTask: true, Reason: "x"}, api.ErrNotFound},
 	} {

@@ -101,9 +101,9 @@ const (
 	PauseOutcomeUnknown = "outcome_unknown"
 	// PauseHeld: a fork held an action its base's ledger could not
 	// answer; perform it, give its result, or fail it (ResolveActivity).
-	PauseHeld = "effect_held"
-	PauseBudget         = "budget"
-	PauseApproval       = "approval"
+	PauseHeld     = "effect_held"
+	PauseBudget   = "budget"
+	PauseApproval = "approval"
 )
 
 // PendingApproval is an agent's tool call (sdk/agent) waiting for a

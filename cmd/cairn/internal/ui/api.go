@@ -45,6 +45,7 @@ func (h *Handler) apiRoutes() {
 	post("/api/signal", h.apiSignal)
 	post("/api/cancel", h.apiCancel)
 	post("/api/terminate", h.apiTerminate)
+	post("/api/reset", h.apiReset)
 	post("/api/resolve", h.apiResolve)
 	post("/api/budget", h.apiBudget)
 	post("/api/approve", h.apiApprove)
@@ -504,6 +505,12 @@ type actionRequest struct {
 	// Approve: the tool call (empty: the only one awaiting) and the decision.
 	CallID   string `json:"callId"`
 	Approved *bool  `json:"approved"`
+	// Reset: the WorkflowTaskCompleted event (0: the last task), whether
+	// to drop the later signals, and the request id (a retried click makes
+	// one run).
+	EventID   int64  `json:"eventId"`
+	NoReapply bool   `json:"noReapply"`
+	RequestID string `json:"requestId"`
 }
 
 func decodeAction(body []byte) (*actionRequest, error) {
@@ -575,6 +582,33 @@ func (h *Handler) apiTerminate(r *http.Request, body []byte) (any, error) {
 	return done{a.WorkflowID, a.RunID, "terminate"}, err
 }
 
+// resetDone answers a reset: the new run, for the page to open.
+type resetDone struct {
+	WorkflowID string `json:"workflowId"`
+	RunID      string `json:"runId"`
+	BaseRunID  string `json:"baseRunId"`
+	AtEventID  int64  `json:"atEventId"`
+}
+
+func (h *Handler) apiReset(r *http.Request, body []byte) (any, error) {
+	a, err := decodeAction(body)
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(a.Reason) == "" {
+		return nil, invalid("say why: both runs record the reason")
+	}
+	req := &api.ResetWorkflowRequest{WorkflowID: a.WorkflowID, RunID: a.RunID, ToEventID: a.EventID, ToLastTask: a.EventID == 0,
+		NoReapply: a.NoReapply, Reason: a.Reason, Identity: a.identity(), RequestID: a.RequestID}
+	ctx, cancel := ctxOf(r)
+	defer cancel()
+	resp, err := h.svc.ResetWorkflow(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return resetDone{a.WorkflowID, resp.RunID, resp.BaseRunID, resp.AtEventID}, nil
+}
+
 func (h *Handler) apiResolve(r *http.Request, body []byte) (any, error) {
 	a, err := decodeAction(body)
 	if err != nil {
@@ -596,11 +630,13 @@ func (h *Handler) apiResolve(r *http.Request, body []byte) (any, error) {
 		}
 	case "not_happened":
 		req.Resolution = history.ResolvedNotHappened
+	case "perform":
+		req.Resolution = history.ResolvedPerform
 	case "failed":
 		req.Resolution = history.ResolvedFailed
 		req.Failure = &history.Failure{Type: "ResolvedFailed", Message: a.Reason, NonRetryable: true}
 	default:
-		return nil, invalid("resolution must be happened, not_happened or failed, not %q", a.Resolution)
+		return nil, invalid("resolution must be happened, not_happened, perform or failed, not %q", a.Resolution)
 	}
 	ctx, cancel := ctxOf(r)
 	defer cancel()

@@ -7,13 +7,22 @@ import { html, post, who, toast, errorBox, confirmDialog } from "../lib.js";
 
 export function resolveForm(run, pause) {
   const k = `${run.workflowId}-${pause.scheduledEventId}`.replace(/[^\w-]/g, "_");
-  return html`
-  <form class="resolve" data-resolve="${run.workflowId}" data-run="${run.runId}" data-event="${pause.scheduledEventId}">
-    <fieldset><legend>Did ${pause.activityType} take effect? Check the downstream system, then say.</legend>
-      <div class="choices" role="radiogroup">
+  // A fork holds an action its base never completed: perform it for real,
+  // give the result to use instead, or fail it.
+  const held = pause.kind === "effect_held";
+  const legend = held ? `This fork holds ${pause.activityType}: it was never performed by the base run. Perform it for real, or give its result?`
+    : `Did ${pause.activityType} take effect? Check the downstream system, then say.`;
+  const choices = held ? html`
+        <label><input type="radio" name="resolution" value="perform" required> Perform it for real (this fork's own key)</label>
+        <label><input type="radio" name="resolution" value="happened"> Use this result instead</label>
+        <label><input type="radio" name="resolution" value="failed"> Fail the activity</label>` : html`
         <label><input type="radio" name="resolution" value="happened" required> It happened</label>
         <label><input type="radio" name="resolution" value="not_happened"> It did not happen (retry with the same key)</label>
-        <label><input type="radio" name="resolution" value="failed"> Fail the activity</label>
+        <label><input type="radio" name="resolution" value="failed"> Fail the activity</label>`;
+  return html`
+  <form class="resolve" data-resolve="${run.workflowId}" data-run="${run.runId}" data-event="${pause.scheduledEventId}">
+    <fieldset><legend>${legend}</legend>
+      <div class="choices" role="radiogroup">${choices}
       </div>
       <div class="result-field" hidden><label for="res-${k}">Its result, as JSON (what the workflow gets)</label>
         <textarea id="res-${k}" name="result" placeholder='{"PaymentID": "pay_001"}'></textarea></div>

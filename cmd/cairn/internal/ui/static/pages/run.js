@@ -1,6 +1,6 @@
 // A run: its summary, what it waits for, its effects, and its history as a
 // live timeline (server-sent events).
-import { html, get, errorBox, post, when, status, runStatus, short, payload, payloadText, runLink, toast, confirmDialog, who, durMs, fmtMs, setLive, parseJSON } from "../lib.js";
+import { html, get, errorBox, post, when, status, runStatus, short, payload, payloadText, runLink, toast, confirmDialog, who, durMs, fmtMs, setLive, parseJSON, go } from "../lib.js";
 import { resolveForm, wireResolve, budgetForm, wireBudget, approvalForm, wireApprovals, effectText } from "./resolve.js";
 
 export async function render(main, [id, runId]) {
@@ -109,13 +109,17 @@ function renderActions(el, i, v) {
   const convo = v.conversation || el.dataset.convo === "1";
   if (v.conversation) el.dataset.convo = "1";
   const talk = convo ? html`<a class="button" href="/agent/${encodeURIComponent(i.workflowId)}/${i.runId}" id="conversation">Conversation</a>` : "";
-  // A closed run takes no action, nor a quarantined one (every write to it is refused).
-  if (!i.status || !["running", "paused"].includes(i.status) || i.corrupt) { el.innerHTML = talk.s || ""; el.dataset.for = ""; return; }
-  if (el.dataset.for === i.runId + convo) return;
-  el.dataset.for = i.runId + convo;
-  el.innerHTML = html`${talk}<button type="button" data-act="signal">Signal…</button>
-    <button type="button" data-act="cancel">Cancel…</button>
-    <button type="button" data-act="terminate" class="danger">Terminate…</button>`.s;
+  // Any run but a quarantined one or a child can be reset; only an open
+  // one takes the other actions.
+  const resettable = i.status && !i.corrupt && !i.parentWorkflowId;
+  const open = i.status && ["running", "paused"].includes(i.status) && !i.corrupt;
+  const key = i.runId + convo + open + resettable;
+  if (el.dataset.for === key) return;
+  el.dataset.for = key;
+  const reset = resettable ? html`<button type="button" data-act="reset">Reset…</button>` : "";
+  el.innerHTML = open ? html`${talk}<button type="button" data-act="signal">Signal…</button>
+    <button type="button" data-act="cancel">Cancel…</button>${reset}
+    <button type="button" data-act="terminate" class="danger">Terminate…</button>`.s : html`${talk}${reset}`.s;
   el.onclick = async (e) => {
     const act = e.target.closest("button")?.dataset.act;
     if (!act) return;
@@ -128,6 +132,15 @@ function renderActions(el, i, v) {
     } else if (act === "cancel") {
       values = await confirmDialog({ title: `Cancel ${i.workflowId}?`, body: "The run's code sees a cancel request and decides how to stop.",
         confirm: "Request cancel", fields: [{ name: "reason", label: "Reason (recorded)" }, whoField] });
+    } else if (act === "reset") {
+      values = await confirmDialog({ title: `Reset ${i.workflowId}?`,
+        body: html`A new run replays this one's history up to a workflow task and runs the code again from there. This run is terminated (if open) and linked to it. Effects it performed after the point are <strong>answered from the effects ledger, not performed again</strong>; one in doubt pauses the new run.`,
+        confirm: "Reset", fields: [{ name: "eventId", label: "To the WorkflowTaskCompleted event # (empty: the last task)", placeholder: "12" },
+          { name: "reason", label: "Reason (recorded)", required: true }, whoField] });
+      if (values) {
+        values.eventId = Number(values.eventId || 0);
+        values.requestId = `${i.runId}-${Date.now()}`;
+      }
     } else {
       values = await confirmDialog({ title: `Terminate ${i.workflowId}?`, danger: true,
         body: html`The run closes <strong>at once</strong>, without running its code: nothing it would do next happens, and pending activities are abandoned.`,
@@ -136,7 +149,12 @@ function renderActions(el, i, v) {
     if (!values) return;
     if (values.by) who.set(values.by);
     try {
-      await post("/api/" + act, { workflowId: i.workflowId, runId: i.runId, ...values });
+      const res = await post("/api/" + act, { workflowId: i.workflowId, runId: i.runId, ...values });
+      if (act === "reset") {
+        toast(`Reset to event ${res.atEventId}: new run ${short(res.runId)}`);
+        go(`/runs/${encodeURIComponent(i.workflowId)}/${res.runId}`);
+        return;
+      }
       toast(act === "signal" ? `Signal ${values.name} sent` : act === "cancel" ? "Cancel requested" : "Terminated");
     } catch (err) {
       toast(`${act} failed: ${err.message}`);
@@ -243,6 +261,10 @@ function renderSummary(el, v) {
   if (i.parentWorkflowId) rows.push(["Parent", runLink(i.parentWorkflowId, i.parentRunId)]);
   if (v.continuedFromRunId) rows.push(["Continued from", runLink(i.workflowId, v.continuedFromRunId, short(v.continuedFromRunId))]);
   if (i.continuedAsNewRunId) rows.push(["Continued as", runLink(i.workflowId, i.continuedAsNewRunId, short(i.continuedAsNewRunId))]);
+  if (i.base) rows.push([i.base.kind === "fork" ? "Forked from" : "Reset from",
+    html`<span id="base-run">${runLink(i.base.workflowId, i.base.runId)} up to event ${i.base.atEventId}${i.base.effects ? html` · effects: ${i.base.effects}` : ""}</span>`]);
+  if (i.resetRunId) rows.push(["Reset to", html`<span id="reset-run">${runLink(i.workflowId, i.resetRunId, short(i.resetRunId))}</span>`]);
+  if (i.ledgerAnswers) rows.push(["Ledger", html`<span id="ledger-answers">${i.ledgerAnswers} result(s) answered from the effects ledger, not performed</span>`]);
   if (v.cancelRequested && ["running", "paused"].includes(i.status)) rows.push(["Cancel", "requested"]);
   if (i.corrupt) rows.push(["Quarantined", html`<span class="error">${i.corrupt}</span>`]);
   if (i.duplicates) rows.push(["Duplicates", html`<span class="error">${i.duplicates} effect(s) may have happened twice</span>`]);

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cairnflow/cairn/engine/api"
 	"io"
 	"maps"
 	"net"
@@ -174,9 +175,12 @@ type AgentResult struct {
 	// records (key and value) the engine committed while the benchmark
 	// ran, by record space (events and the store's own framing not
 	// included), and Commits counts the batches.
-	RunStateBytes      int64            `json:"run_state_bytes"`
-	RecordBytesWritten map[string]int64 `json:"record_bytes_written"`
-	Commits            int64            `json:"commits"`
+	RunStateBytes int64 `json:"run_state_bytes"`
+	// Branches are a reset of the finished run to its last workflow task
+	// and a fork at turn N/2 (docs/performance.md, "Reset and fork").
+	Branches           map[string]BranchFigures `json:"branches,omitempty"`
+	RecordBytesWritten map[string]int64         `json:"record_bytes_written"`
+	Commits            int64                    `json:"commits"`
 }
 
 // cpuWindows returns the early and late windows of turns CPU is measured
@@ -426,6 +430,10 @@ func RunAgent(ctx context.Context, opts AgentOptions) (*AgentResult, error) {
 		return nil, err
 	}
 	out.ModelCallsOnReplay = mstats.Calls - before
+	stopWorker(cmd) // the new runs' first tasks are for the bench to take
+	if out.Branches, err = measureBranches(ctx, eng, written, run.RunID(), evs, out.HistoryBytes); err != nil {
+		return nil, err
+	}
 	if opts.Out != nil {
 		b, _ := json.Marshal(out)
 		fmt.Fprintln(opts.Out, string(b))
@@ -477,13 +485,101 @@ func serve(dir, prefix string, limits engine.Limits, wrap func(history.Store) hi
 	return eng, addr, closeAll, nil
 }
 
+// BranchFigures measure one reset or fork: ms from the call to its new
+// run's first workflow task in a poller's hands, and the bytes it
+// committed (events, records, chunks), also as a share of the base run's
+// history_bytes.
+type BranchFigures struct {
+	AtEventID      int64   `json:"at_event"`
+	CopiedEvents   int64   `json:"copied_events"`
+	MS             float64 `json:"ms_to_first_task"`
+	Bytes          int64   `json:"bytes_written"`
+	PctOfHistory   float64 `json:"pct_of_history_bytes"`
+	ChunkBytes     int64   `json:"chunk_bytes_written"`
+	LedgerAnswered int32   `json:"ledger_answers"`
+}
+
+// measureBranches resets the finished agent run to its last workflow
+// task and forks it at its middle one, timing each to its first workflow
+// task and counting the bytes each commits.
+func measureBranches(ctx context.Context, eng *engine.Engine, written *countingStore, baseRun string, evs []history.Event, historyBytes int64) (map[string]BranchFigures, error) {
+	var tasks []int64
+	for _, ev := range evs {
+		if _, ok := ev.Attrs.(*history.WorkflowTaskCompleted); ok {
+			tasks = append(tasks, ev.ID)
+		}
+	}
+	if len(tasks) == 0 {
+		return nil, errors.New("bench: the agent run completed no workflow task")
+	}
+	out := map[string]BranchFigures{}
+	branch := func(name string, at int64, call func() (string, string, error)) error {
+		before := written.total()
+		t0 := time.Now()
+		id, runID, err := call()
+		if err != nil {
+			return fmt.Errorf("bench: %s: %w", name, err)
+		}
+		task, err := eng.PollWorkflowTask(ctx, &api.PollWorkflowTaskRequest{TaskQueue: AgentTaskQueue, Identity: "bench"})
+		if err != nil || task.Task == nil || task.Task.WorkflowID != id {
+			return fmt.Errorf("bench: %s: no first task (%v)", name, err)
+		}
+		f := BranchFigures{AtEventID: at, CopiedEvents: at - 1, MS: ms(time.Since(t0))}
+		after := written.total()
+		f.Bytes, f.ChunkBytes = after.all-before.all, after.chunks-before.chunks
+		f.PctOfHistory = 100 * float64(f.Bytes) / float64(max(historyBytes, 1))
+		d, err := eng.DescribeWorkflow(ctx, &api.DescribeWorkflowRequest{WorkflowID: id, RunID: runID})
+		if err == nil {
+			f.LedgerAnswered = d.Info.LedgerAnswers
+		}
+		out[name] = f
+		return nil
+	}
+	last, mid := tasks[len(tasks)-1], tasks[len(tasks)/2]
+	if err := branch("reset", last, func() (string, string, error) {
+		r, err := eng.ResetWorkflow(ctx, &api.ResetWorkflowRequest{WorkflowID: "bench-agent", ToLastTask: true, Reason: "bench"})
+		if err != nil {
+			return "", "", err
+		}
+		return "bench-agent", r.RunID, nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := branch("fork", mid, func() (string, string, error) {
+		f, err := eng.ForkWorkflow(ctx, &api.ForkWorkflowRequest{WorkflowID: "bench-agent", RunID: baseRun, AtEventID: mid,
+			NewWorkflowID: "bench-agent-fork", Reason: "bench"})
+		if err != nil {
+			return "", "", err
+		}
+		return f.WorkflowID, f.RunID, nil
+	}); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // countingStore adds up the record bytes (key and value) the engine
-// commits, by space.
+// commits, by space, and the encoded events it appends.
 type countingStore struct {
 	history.Store
-	mu      sync.Mutex
-	bytes   map[history.Space]int64
-	commits int64
+	mu         sync.Mutex
+	bytes      map[history.Space]int64
+	eventBytes int64
+	commits    int64
+}
+
+// written is what a countingStore counted, in all and in chunks.
+type written struct{ all, chunks int64 }
+
+// total returns the bytes committed so far: records, chunks and events.
+func (c *countingStore) total() written {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := written{all: c.eventBytes, chunks: c.bytes[history.SpaceChunk]}
+	for _, n := range c.bytes {
+		w.all += n
+	}
+	return w
 }
 
 func (c *countingStore) wrap(s history.Store) history.Store {
@@ -502,6 +598,13 @@ func (c *countingStore) Commit(ctx context.Context, b *history.Batch) error {
 	c.commits++
 	for _, p := range b.Puts {
 		c.bytes[p.Space] += int64(len(p.Key) + len(p.Value))
+	}
+	for _, a := range b.Appends {
+		for _, ev := range a.Events {
+			if enc, err := history.AppendEvent(nil, ev); err == nil {
+				c.eventBytes += int64(len(enc))
+			}
+		}
 	}
 	return nil
 }

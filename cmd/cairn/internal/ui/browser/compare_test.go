@@ -14,6 +14,7 @@ import (
 	"github.com/cairnflow/cairn/activities/llm"
 	"github.com/cairnflow/cairn/activities/llm/fakellm"
 	"github.com/cairnflow/cairn/cmd/cairn/internal/ui"
+	"github.com/cairnflow/cairn/engine"
 	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/sdk/agent"
 	"github.com/cairnflow/cairn/sdk/client"
@@ -55,7 +56,7 @@ func TestWebUIComparesTwoRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := testenv.New(t, testenv.Options{})
+	env := testenv.New(t, testenv.Options{Engine: engine.Options{Pricing: engine.Pricing{"fake-1": {Input: 2.5, Output: 10}}}})
 	env.RegisterWorkflow(Researcher)
 	if err := m.Register(env.Worker); err != nil {
 		t.Fatal(err)
@@ -85,7 +86,7 @@ func TestWebUIComparesTwoRuns(t *testing.T) {
 	}
 	run(t, bctx, "name run B",
 		chromedp.SendKeys(css(`#compare-form [name="b"]`), "research-b"),
-		chromedp.Submit(css("#compare-form")),
+		chromedp.Click(css(`#compare-form button[type="submit"]`)),
 		until(`document.querySelector("#divergence") !== null`),
 	)
 	shot(t, bctx, screenshotDir(t), "compare")
@@ -105,7 +106,7 @@ func TestWebUIComparesTwoRuns(t *testing.T) {
 	if strings.Contains(b, "badger") || strings.Count(b, "Lookup") != 1 || !strings.Contains(b, "result") {
 		t.Errorf("run B's tool calls:\n%s", b)
 	}
-	if mc := textOf(t, bctx, "#side-b .model-calls"); !strings.Contains(mc, "Cairn is a workflow engine.") {
+	if mc := textOf(t, bctx, "#side-b .model-calls"); !strings.Contains(mc, "Cairn is a workflow engine.") || !strings.Contains(mc, "$0.00") {
 		t.Errorf("run B's model calls:\n%s", mc)
 	}
 }

@@ -2,6 +2,7 @@ package view
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/cairnflow/cairn/engine/api"
@@ -12,20 +13,83 @@ import (
 // model and tool calls it scheduled with their inputs, timers, children,
 // signals sent, markers, how it closed) and what it was given (activity
 // and child outcomes, model answers, signals received, cancellation), in
-// the order its history records them. Event ids, times, attempts and
+// the order its history records them — but consecutive outcomes in the
+// order their activities were scheduled, whatever order they came in. Event ids, times, attempts and
 // workflow-task bookkeeping are left out, so two runs that did the same
 // have the same steps. tr (may be nil) gives model calls' answers as
 // text and numbers their turns.
 func Steps(evs []history.Event, tr *api.GetTranscriptResponse) []Step {
-	s := stepper{answers: answers(tr), kinds: map[int64]string{}, names: map[int64]string{}, turns: map[int64]int{}}
+	s := stepper{answers: answers(tr), kinds: map[int64]string{}, names: map[int64]string{}, turns: map[int64]int{}, index: map[int64]int{}}
 	var out []Step
+	var order []int // per step: for an outcome, its activity's step; else -1
 	for _, ev := range evs {
 		if st, ok := s.step(ev); ok {
 			st.EventID = ev.ID
+			s.index[ev.ID] = len(out)
+			order = append(order, s.orderOf(ev))
 			out = append(out, st)
 		}
 	}
+	sortOutcomes(out, order)
 	return out
+}
+
+// orderOf is, for an event that answers an activity or a child, the
+// index of the step that scheduled it; -1 for others.
+func (s *stepper) orderOf(ev history.Event) int {
+	var sched int64
+	switch a := ev.Attrs.(type) {
+	case *history.ActivityCompleted:
+		sched = a.ScheduledEventID
+	case *history.ActivityDeduplicated:
+		sched = a.ScheduledEventID
+	case *history.ActivityFailed:
+		sched = a.ScheduledEventID
+	case *history.ActivityTimedOut:
+		sched = a.ScheduledEventID
+	case *history.ActivityCanceled:
+		sched = a.ScheduledEventID
+	case *history.ActivityHeld:
+		sched = a.ScheduledEventID
+	case *history.ActivityResolved:
+		sched = a.ScheduledEventID
+	case *history.ChildWorkflowCompleted:
+		sched = a.InitiatedEventID
+	case *history.ChildWorkflowFailed:
+		sched = a.InitiatedEventID
+	default:
+		return -1
+	}
+	if i, ok := s.index[sched]; ok {
+		return i
+	}
+	return -1
+}
+
+// sortOutcomes puts each run of consecutive outcomes (answers that came
+// in while the code was not deciding) in the order their activities were
+// scheduled: two runs that ran the same activities at once, whose answers
+// arrived in another order, take the same steps.
+func sortOutcomes(steps []Step, order []int) {
+	for i := 0; i < len(steps); {
+		j := i
+		for j < len(steps) && order[j] >= 0 {
+			j++
+		}
+		if j-i > 1 {
+			block := make([]int, j-i)
+			for k := range block {
+				block[k] = i + k
+			}
+			sort.SliceStable(block, func(x, y int) bool { return order[block[x]] < order[block[y]] })
+			sorted := make([]Step, len(block))
+			for k, b := range block {
+				sorted[k] = steps[b]
+			}
+			copy(steps[i:j], sorted)
+		}
+		i = max(j, i+1)
+	}
 }
 
 // stepper remembers what Steps needs of earlier events.
@@ -34,6 +98,7 @@ type stepper struct {
 	kinds   map[int64]string // scheduled or initiated event → its step kind
 	names   map[int64]string // scheduled or initiated event → its name
 	turns   map[int64]int    // model call's scheduled event → its turn
+	index   map[int64]int    // event → the index of its step
 	turn    int
 }
 

@@ -265,3 +265,32 @@ func TestCompareCallOutcomes(t *testing.T) {
 		t.Errorf("calls %q, want %q", got, want)
 	}
 }
+
+// Two runs that ran two activities at once take the same steps whichever
+// answer came first; a different answer is a divergence.
+func TestCompareOutcomesOfConcurrentActivities(t *testing.T) {
+	p := func(s string) history.Payload {
+		pl, err := sdk.DefaultConverter().ToPayload(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pl
+	}
+	run := func(first, second int64, r2 string) *view.RunData {
+		return &view.RunData{WorkflowID: "w", Events: []history.Event{
+			{ID: 1, Attrs: &history.WorkflowStarted{WorkflowType: "Both"}},
+			{ID: 2, Attrs: &history.ActivityScheduled{ActivityID: "1", ActivityType: "Read", Input: p("x")}},
+			{ID: 3, Attrs: &history.ActivityScheduled{ActivityID: "2", ActivityType: "Read", Input: p("y")}},
+			{ID: 4, Attrs: &history.ActivityCompleted{ScheduledEventID: first, Result: p(map[int64]string{2: "X", 3: r2}[first])}},
+			{ID: 5, Attrs: &history.ActivityCompleted{ScheduledEventID: second, Result: p(map[int64]string{2: "X", 3: r2}[second])}},
+			{ID: 6, Attrs: &history.WorkflowCompleted{}},
+		}}
+	}
+	if c := view.Compare(run(2, 3, "Y"), run(3, 2, "Y")); c.Divergence != nil || c.Same != 6 {
+		t.Errorf("the answers in another order: %+v", c.Divergence)
+	}
+	c := view.Compare(run(2, 3, "Y"), run(3, 2, "Z"))
+	if d := c.Divergence; d == nil || d.Step != 5 || d.A.Detail != `"Y"` || d.B.Detail != `"Z"` || d.A.EventID != 5 || d.B.EventID != 4 {
+		t.Errorf("another answer: %+v %+v", d, c)
+	}
+}

@@ -39,6 +39,7 @@ func (h *Handler) apiRoutes() {
 	get("/api/queues", h.apiQueues)
 	get("/api/effects", h.apiEffects)
 	get("/api/transcript", h.apiTranscript)
+	get("/api/compare", h.apiCompare)
 	get("/api/cluster", h.apiCluster)
 	h.mux.Handle("GET /api/stream/run", h.apiAuth(http.HandlerFunc(h.streamRun)))
 	h.mux.Handle("GET /api/stream/agent", h.apiAuth(http.HandlerFunc(h.streamAgent)))

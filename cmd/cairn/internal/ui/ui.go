@@ -2,7 +2,8 @@
 // the runs waiting for a person and the forms that decide them (resolve an
 // unknown outcome, raise a budget, approve or reject an agent's tool call), the
 // effects ledger, the task queues and their workers, the servers of a
-// cluster and who serves which shard, and the agent's conversation —
+// cluster and who serves which shard, the agent's conversation, and two
+// runs side by side (where they diverge, what each did) —
 // served by `cairn server` and `cairn dev` on a listener of
 // their own, from files embedded in the binary (plain HTML, CSS and
 // JavaScript modules: no build step, no Node toolchain).
@@ -121,7 +122,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // pages are the paths that load the app (it routes in the browser).
-var pages = []string{"/", "/runs", "/runs/", "/paused", "/effects", "/queues", "/cluster", "/agent/"}
+var pages = []string{"/", "/runs", "/runs/", "/paused", "/effects", "/queues", "/cluster", "/agent/", "/compare"}
 
 func (h *Handler) routes() {
 	for _, p := range pages {

@@ -9,6 +9,7 @@ import * as effects from "./pages/effects.js";
 import * as queues from "./pages/queues.js";
 import * as cluster from "./pages/cluster.js";
 import * as agent from "./pages/agent.js";
+import * as compare from "./pages/compare.js";
 
 // Relative times ("3s ago") are kept current on every page, open runs and
 // closed ones alike: each <time> made by when() is rewritten every second.
@@ -42,6 +43,7 @@ const routes = [
   [/^\/queues$/, queues, "queues"],
   [/^\/cluster$/, cluster, "cluster"],
   [/^\/agent\/([^/]+)(?:\/([^/]+))?$/, agent, "runs"],
+  [/^\/compare$/, compare, "runs"],
 ];
 let cleanup = null;
 async function route() {

@@ -15,7 +15,7 @@ export async function render(main, [id, runId], q) {
       ${runs.length > 1 ? html`<div class="actions"><label for="compare" class="inline">Side by side with</label>
         <select id="compare"><option value="">(one run)</option>
         ${runs.filter((r) => r.runId !== self).map((r) => html`<option value="${r.runId}" ${r.runId === compare ? html`selected` : ""}>run ${short(r.runId)} · ${r.status}</option>`)}
-        </select></div>` : ""}</div>
+        </select>${compare ? html` <a href="/compare?${new URLSearchParams({ a: id + "/" + self, b: id + "/" + compare })}" id="compare-decisions">where they diverge</a>` : ""}</div>` : ""}</div>
     <div class="${compare ? "side" : ""}" id="columns">
       <section class="panel convo" data-convo="${self}" aria-label="Run ${self}"></section>
       ${compare ? html`<section class="panel convo" data-convo="${compare}" aria-label="Run ${compare}"></section>` : ""}

@@ -6,7 +6,7 @@ import { resolveForm, wireResolve, budgetForm, wireBudget, approvalForm, wireApp
 export async function render(main, [id, runId]) {
   main.innerHTML = html`
     <div class="head"><h1 id="run-title">${id}</h1><span id="run-status"></span><span class="mono muted" id="run-id"></span>
-      <div class="actions" id="actions"></div></div>
+      <span id="base-link"></span><div class="actions" id="actions"></div></div>
     <div id="stream-error"></div><div id="damage"></div>
     <div id="pause"></div><div id="waiting"></div>
     <div class="columns"><section class="panel" aria-labelledby="h-summary"><h2 id="h-summary">Summary</h2><div id="summary"><p class="muted">Loading…</p></div></section>
@@ -31,6 +31,13 @@ export async function render(main, [id, runId]) {
       if (r.type === "ChildWorkflowStarted") link = runLink(a.workflowId, a.runId, "open child");
       if (r.type === "ActivityDeduplicated" && a.originalRunId) link = runLink(id, a.originalRunId, "run that did it");
       if (r.type === "WorkflowContinuedAsNew") link = runLink(id, a.newRunId, "next run");
+      if (r.type === "WorkflowReset" && a.baseWorkflowId) {
+        // A reset or forked run: its base run, and the two side by side.
+        const href = compareHref(a.baseWorkflowId + "/" + a.baseRunId, id + (runId ? "/" + runId : ""));
+        link = html`${runLink(a.baseWorkflowId, a.baseRunId, "base run")} · <a href="${href}">compare with base run</a>`;
+        main.querySelector("#base-link").innerHTML = html`${a.kind || "reset"} of ${runLink(a.baseWorkflowId, a.baseRunId, a.baseWorkflowId + "/" + short(a.baseRunId))}
+          · <a href="${href}" id="compare-base">compare with base run</a>`.s;
+      }
       tbody.insertAdjacentHTML("beforeend", html`
         <tr class="ev tone-${r.tone || "none"}" data-event="${r.id}">
           <td class="num">${r.id}</td>
@@ -108,7 +115,8 @@ export async function render(main, [id, runId]) {
 function renderActions(el, i, v) {
   const convo = v.conversation || el.dataset.convo === "1";
   if (v.conversation) el.dataset.convo = "1";
-  const talk = convo ? html`<a class="button" href="/agent/${encodeURIComponent(i.workflowId)}/${i.runId}" id="conversation">Conversation</a>` : "";
+  const talk = html`${convo ? html`<a class="button" href="/agent/${encodeURIComponent(i.workflowId)}/${i.runId}" id="conversation">Conversation</a>` : ""}
+    <a class="button" href="${compareHref(i.workflowId + "/" + i.runId, "")}" id="compare-with">Compare with…</a>`;
   // Any run but a quarantined one or a child can be reset; only an open
   // one takes the other actions.
   const resettable = i.status && !i.corrupt && !i.parentWorkflowId;
@@ -327,6 +335,14 @@ function renderChain(el, v) {
     <table aria-label="Runs of this workflow id"><thead><tr><th>Run</th><th>Status</th><th>Started</th><th>Closed</th><th></th></tr></thead><tbody>
     ${runs.map((r) => html`<tr class="${r.runId === v.info.runId ? "sel" : ""}"><td class="mono">${runLink(r.workflowId, r.runId, short(r.runId))}</td>
       <td>${runStatus(r)}</td><td>${when(r.startTime)}</td><td>${r.closeTime ? when(r.closeTime) : "open"}</td>
-      <td>${r.runId === v.info.runId ? "this run" : r.continuedAsNewRunId ? "continued as new" : ""}</td></tr>`)}
+      <td>${r.runId === v.info.runId ? "this run" : html`${r.continuedAsNewRunId ? "continued as new · " : ""}<a href="${compareHref(v.info.workflowId + "/" + v.info.runId, r.workflowId + "/" + r.runId)}">compare</a>`}</td></tr>`)}
     </tbody></table>`.s;
+}
+
+// compareHref is the compare page of runs a and b (each ID/RUN; b may be
+// empty: the page asks for it).
+function compareHref(a, b) {
+  const q = new URLSearchParams({ a });
+  if (b) q.set("b", b);
+  return "/compare?" + q;
 }

@@ -93,7 +93,7 @@ func (e *Engine) describeApprovals(ctx context.Context, st *machine.RunState, re
 	var missing []int
 	for i := range resp.PendingApprovals {
 		p := &resp.PendingApprovals[i]
-		evs, err := e.readEvents(ctx, st.Ref(), p.EventID, 1)
+		evs, err := e.readRun(ctx, st, p.EventID, 1)
 		if err != nil {
 			return err
 		}

@@ -198,7 +198,21 @@ func (c *checker) histories(ctx context.Context) error {
 }
 
 func (c *checker) history(ctx context.Context, ref history.RunRef, cr *checkedRun) error {
-	want := cr.st.NextEventID - 1
+	offset := cr.st.StoredOffset()
+	if base := cr.st.Base; base != nil {
+		// A reset's or a fork's history begins with its base's events,
+		// stored there: they must be readable, and count for its keys.
+		evs, err := readLinked(ctx, c.store, ref, base, 1, int(offset))
+		if err != nil {
+			c.problem("history", ref, "the %s's history refers to events 1-%d of %s run %s, which cannot be read: %v", base.Kind, offset,
+				base.WorkflowID, base.RunID, err)
+			return nil
+		}
+		for _, ev := range evs {
+			cr.see(ev)
+		}
+	}
+	want := cr.st.NextEventID - 1 - offset // the run's own stored events
 	var last int64
 	for ev, err := range c.store.Events(ctx, ref, 1) {
 		if err != nil {
@@ -208,23 +222,24 @@ func (c *checker) history(ctx context.Context, ref history.RunRef, cr *checkedRu
 			if !errors.Is(err, history.ErrCorrupt) && !errors.Is(err, history.ErrNotFound) {
 				return fmt.Errorf("engine: check: history of %q/%q: %w", ref.WorkflowID, ref.RunID, err)
 			}
-			c.problem("history", ref, "after event %d: %v", last, err)
+			c.problem("history", ref, "after event %d: %v", last+offset, err)
 			return nil
 		}
 		if ev.ID != last+1 {
-			c.problem("history", ref, "event %d follows event %d: a hole in the history", ev.ID, last)
+			c.problem("history", ref, "event %d follows event %d: a hole in the history", ev.ID+offset, last+offset)
 			return nil
 		}
 		last = ev.ID
+		ev.ID += offset
 		c.r.Events++
 		cr.see(ev)
 		c.seeRefs(ref, ev)
 	}
 	switch {
 	case last < want:
-		c.problem("history", ref, "the history ends at event %d but the run's state records %d events: events were lost", last, want)
+		c.problem("history", ref, "the history ends at event %d but the run's state records %d events: events were lost", last+offset, want+offset)
 	case last > want:
-		c.problem("history", ref, "the history holds %d events but the run's state records %d: the state was rolled back", last, want)
+		c.problem("history", ref, "the history holds %d events but the run's state records %d: the state was rolled back", last+offset, want+offset)
 	default:
 		cr.historyOK = true
 	}

@@ -288,7 +288,9 @@ func (e *Engine) recoverState(ctx context.Context, ref history.RunRef) (*machine
 	if err != nil {
 		return nil, damaged(ref, true, fmt.Errorf("engine: recover %q/%q: %w", ref.WorkflowID, ref.RunID, storeErr(err)))
 	}
-	if last != st.NextEventID-1 {
+	// A reset's or a fork's own events are stored numbered from 1 at its
+	// point (machine.RunState.StoredOffset).
+	if last += st.StoredOffset(); last != st.NextEventID-1 {
 		return nil, damaged(ref, true, &history.CorruptError{Run: ref, EventID: min(last+1, st.NextEventID),
 			Reason: fmt.Sprintf("the run's history ends at event %d but its state records %d events", last, st.NextEventID-1)})
 	}

@@ -253,7 +253,7 @@ func (e *Engine) describeRun(ctx context.Context, req *api.DescribeWorkflowReque
 	}
 	if p := resp.Info.Pause; p != nil && p.Kind != api.PauseApproval {
 		// The paused action's arguments, for the person deciding.
-		if evs, err := e.store.ReadEvents(ctx, st.Ref(), p.ScheduledEventID, 1); err == nil && len(evs) == 1 {
+		if evs, err := e.readRun(ctx, st, p.ScheduledEventID, 1); err == nil && len(evs) == 1 {
 			if s, ok := evs[0].Attrs.(*history.ActivityScheduled); ok {
 				p.Input = s.Input
 			}
@@ -314,7 +314,7 @@ func (e *Engine) GetHistory(ctx context.Context, req *api.GetHistoryRequest) (*a
 			if req.MaxEvents > 0 && req.MaxEvents < limit {
 				limit = req.MaxEvents
 			}
-			evs, err := e.readEvents(ctx, st.Ref(), from, limit)
+			evs, err := e.readRun(ctx, st, from, limit)
 			if err != nil {
 				return nil, e.settle(damaged(st.Ref(), changed != nil || e.isCurrentRun(ctx, st.Ref()), err))
 			}

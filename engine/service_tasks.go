@@ -190,7 +190,7 @@ func (e *Engine) dispatchWFT(ctx context.Context, item wftItem, identity string)
 		// Events before NextEventID are committed and never change: read
 		// them without holding the run.
 		var err error
-		if evs, err = e.readEvents(ctx, item.ref, first, int(task.NextEventID-first)); err != nil {
+		if evs, err = e.readEvents(ctx, item.ref, st.Base, first, int(task.NextEventID-first)); err != nil {
 			return nil, e.settle(damaged(item.ref, true, err))
 		}
 	}
@@ -222,7 +222,7 @@ func (e *Engine) queryTask(ctx context.Context, item wftItem) (*api.WorkflowTask
 	if err != nil {
 		return nil, err
 	}
-	evs, err := e.readEvents(ctx, item.ref, 1, int(st.NextEventID-1))
+	evs, err := e.readRun(ctx, st, 1, int(st.NextEventID-1))
 	if err != nil {
 		return nil, e.settle(damaged(item.ref, true, err))
 	}
@@ -564,7 +564,7 @@ func (e *Engine) dispatchActivity(ctx context.Context, item actItem, identity st
 func (e *Engine) activityTask(ctx context.Context, st *machine.RunState, a *machine.ActivityInfo, handedOff bool) (*api.ActivityTask, error) {
 	input := a.Input
 	if input == nil {
-		sched, err := e.scheduledEvent(ctx, st.Ref(), a.ScheduledEventID)
+		sched, err := e.scheduledEvent(ctx, st, a.ScheduledEventID)
 		if err != nil {
 			return nil, err
 		}
@@ -650,21 +650,70 @@ var errRunNotOpen = errors.New("engine: run not open")
 // says exist. The store knows a history only by its events; the run state,
 // committed with them, says where it must end, so a history that comes back
 // short (a lost event) is reported as corrupt here instead of reaching a
-// worker as a shorter history.
-func (e *Engine) readEvents(ctx context.Context, ref history.RunRef, first int64, n int) ([]history.Event, error) {
-	evs, err := e.store.ReadEvents(ctx, ref, first, n)
+// worker as a shorter history. base is the run's BaseRef (nil for most
+// runs): a reset's or a fork's events before base.AtEventID are its
+// base's, read where they are stored (readLinked).
+func (e *Engine) readEvents(ctx context.Context, ref history.RunRef, base *machine.BaseRef, first int64, n int) ([]history.Event, error) {
+	if base != nil {
+		return readLinked(ctx, e.store, ref, base, first, n)
+	}
+	return readStored(ctx, e.store, ref, first, n, 0)
+}
+
+// readRun is readEvents for the run st.
+func (e *Engine) readRun(ctx context.Context, st *machine.RunState, first int64, n int) ([]history.Event, error) {
+	return e.readEvents(ctx, st.Ref(), st.Base, first, n)
+}
+
+// readStored reads the stored events [first, first+n) of a run, numbered
+// offset less than their ids in the run's history, and returns them under
+// those ids.
+func readStored(ctx context.Context, store history.Store, ref history.RunRef, first int64, n int, offset int64) ([]history.Event, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	evs, err := store.ReadEvents(ctx, ref, first-offset, n)
 	if err != nil {
 		return nil, storeErr(err)
 	}
-	for i, ev := range evs {
-		if ev.ID != first+int64(i) {
-			return nil, lostEvent(ref, first+int64(i))
+	for i := range evs {
+		if evs[i].ID != first-offset+int64(i) {
+			return nil, lostEvent(ref, first-offset+int64(i))
 		}
+		evs[i].ID += offset
 	}
 	if len(evs) != n {
-		return nil, lostEvent(ref, first+int64(len(evs)))
+		return nil, lostEvent(ref, first-offset+int64(len(evs)))
 	}
 	return evs, nil
+}
+
+// readLinked reads the events [first, first+n) of a reset's or a fork's
+// run: those before base.AtEventID from the runs its history refers to
+// (base.Sources), the others from its own stored events, which are
+// numbered from 1 at base.AtEventID.
+func readLinked(ctx context.Context, store history.Store, ref history.RunRef, base *machine.BaseRef, first int64, n int) ([]history.Event, error) {
+	out := make([]history.Event, 0, n)
+	end := first + int64(n)
+	for _, src := range base.Sources {
+		lo, hi := max(first, src.From), min(end, src.To)
+		if lo >= hi {
+			continue
+		}
+		evs, err := readStored(ctx, store, src.Ref(), lo, int(hi-lo), src.From-src.Stored)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, evs...)
+	}
+	if lo := max(first, base.AtEventID); lo < end {
+		evs, err := readStored(ctx, store, ref, lo, int(end-lo), base.AtEventID-1)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, evs...)
+	}
+	return out, nil
 }
 
 func lostEvent(ref history.RunRef, id int64) error {
@@ -673,8 +722,9 @@ func lostEvent(ref history.RunRef, id int64) error {
 }
 
 // scheduledEvent reads an activity's ActivityScheduled event.
-func (e *Engine) scheduledEvent(ctx context.Context, ref history.RunRef, schedID int64) (*history.ActivityScheduled, error) {
-	evs, err := e.readEvents(ctx, ref, schedID, 1)
+func (e *Engine) scheduledEvent(ctx context.Context, st *machine.RunState, schedID int64) (*history.ActivityScheduled, error) {
+	ref := st.Ref()
+	evs, err := e.readRun(ctx, st, schedID, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -751,7 +801,7 @@ func (e *Engine) tokenActivity(ctx context.Context, st *machine.RunState, tok ac
 		return nil, api.Errorf(api.ErrInvalidArgument, "task token names event %d of workflow %q run %q, which has %d events",
 			tok.S, tok.W, tok.R, st.NextEventID-1)
 	}
-	evs, err := e.readEvents(ctx, st.Ref(), tok.S, 1)
+	evs, err := e.readRun(ctx, st, tok.S, 1)
 	if err != nil {
 		return nil, damaged(st.Ref(), st.Status.Open(), err)
 	}

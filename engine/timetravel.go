@@ -78,7 +78,7 @@ func (x *txn) reset(ctx context.Context, req *api.ResetWorkflowRequest) (*api.Re
 				cur.ref.RunID)
 		}
 	}
-	events, err := e.readEvents(ctx, base.Ref(), 1, int(base.NextEventID-1))
+	events, err := e.readRun(ctx, base, 1, int(base.NextEventID-1))
 	if err != nil {
 		return nil, err
 	}
@@ -151,8 +151,8 @@ func (x *txn) closeBase(ctx context.Context, base *machine.RunState, entry *runE
 // ledger for the actions its prefix left pending.
 func (x *txn) branched(ctx context.Context, st *machine.RunState, out machine.Output) error {
 	tr := x.run(nil, nil, st)
+	tr.first = st.Base.AtEventID // the events before are the base's (machine.BaseRef.Sources)
 	x.record(tr, out)
-	keepInputs(st, out.Events)
 	return x.dedupeKeys(ctx, tr, machine.PendingKeyed(st))
 }
 
@@ -226,7 +226,7 @@ func (e *Engine) forkBase(ctx context.Context, req *api.ForkWorkflowRequest) (*m
 	if err != nil {
 		return nil, nil, err
 	}
-	events, err := e.readEvents(ctx, base.Ref(), 1, int(base.NextEventID-1))
+	events, err := e.readRun(ctx, base, 1, int(base.NextEventID-1))
 	if err != nil {
 		return nil, nil, err
 	}

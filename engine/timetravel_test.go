@@ -378,3 +378,28 @@ func TestResetRepeatsTheBaseKeys(t *testing.T) {
 		t.Fatalf("answered with %s, want the second charge", d.Result.Data)
 	}
 }
+
+// TestBranchedRunSurvivesARestart: a reset's history refers to its base's
+// events; after a restart the engine recovers the run (its own stored
+// events counted from the point) and serves its whole history.
+func TestBranchedRunSurvivesARestart(t *testing.T) {
+	h := newHarness(t)
+	paidRun(h)
+	r := h.reset(api.ResetWorkflowRequest{WorkflowID: "pay-1", ToEventID: 6})
+	h.reopen()
+	task := h.pollWFT("q")
+	if task.RunID != r.RunID || task.Events[0].ID != 1 || len(task.Events) != 6 {
+		t.Fatalf("task of %s with %d events from %d", task.RunID, len(task.Events), task.Events[0].ID)
+	}
+	wantTypes(t, task.Events, "WorkflowStarted WorkflowTaskCompleted ActivityScheduled ActivityStarted ActivityCompleted WorkflowReset")
+	h.complete(task, completeWF(`"after restart"`))
+	evs := h.historyOf("pay-1", r.RunID)
+	for i, ev := range evs {
+		if ev.ID != int64(i)+1 {
+			t.Fatalf("history ids: %s", types(evs))
+		}
+	}
+	if res := h.result("pay-1", r.RunID); res.Status != api.StatusCompleted {
+		t.Fatalf("after the restart: %+v", res)
+	}
+}

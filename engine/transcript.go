@@ -36,7 +36,7 @@ func (e *Engine) GetTranscript(ctx context.Context, req *api.GetTranscriptReques
 
 // transcript lays out the conversation of st's run from its history.
 func (e *Engine) transcript(ctx context.Context, st *machine.RunState) (*transcriptBuilder, error) {
-	evs, err := e.readEvents(ctx, st.Ref(), 1, int(st.NextEventID-1))
+	evs, err := e.readRun(ctx, st, 1, int(st.NextEventID-1))
 	if err != nil {
 		return nil, err
 	}

@@ -118,7 +118,7 @@ func (x *txn) build(ctx context.Context) error {
 			return err
 		}
 		if len(tr.events) > 0 {
-			x.batch.Appends = append(x.batch.Appends, history.Append{Run: ref, ExpectedNext: tr.first, Events: tr.events})
+			x.batch.Appends = append(x.batch.Appends, storedAppend(ref, st.StoredOffset(), tr.first, tr.events))
 		}
 		x.occurrences(tr)
 		b, err := encodeState(st)
@@ -141,6 +141,22 @@ func (x *txn) build(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// storedAppend is the store's append of events numbered from first in a
+// run's history whose own stored events are numbered offset less
+// (RunState.StoredOffset: a reset's or a fork's, whose history begins
+// with its base's events).
+func storedAppend(ref history.RunRef, offset, first int64, events []history.Event) history.Append {
+	if offset == 0 {
+		return history.Append{Run: ref, ExpectedNext: first, Events: events}
+	}
+	stored := make([]history.Event, len(events))
+	for i, ev := range events {
+		ev.ID -= offset
+		stored[i] = ev
+	}
+	return history.Append{Run: ref, ExpectedNext: first - offset, Events: stored}
 }
 
 // index keeps the list indexes and the current-run pointer in step.

@@ -11,8 +11,11 @@ import (
 // Resets and forks: a new run whose history begins with a copy of
 // another run's history up to a workflow task (Branch).
 //
-// The copied prefix is the base run's events before a WorkflowTaskCompleted
-// event: what that workflow task saw. The task's own commands, and
+// The prefix is the base run's events before a WorkflowTaskCompleted
+// event: what that workflow task saw. It is not copied: the new run's
+// history refers to it where it is stored (BaseRef.Sources), and the new
+// run's own events are stored numbered from 1 at the point
+// (RunState.StoredOffset); the service reads the two as one history. The task's own commands, and
 // everything after, are not copied: the new run's first workflow task runs
 // the (possibly changed) code from that point. A WorkflowReset event marks
 // where the copy ends.
@@ -50,6 +53,57 @@ type BaseRef struct {
 	// SandboxQueue is set on a fork whose actions the base's ledger cannot
 	// answer go to this task queue instead of being held.
 	SandboxQueue string `msgpack:",omitempty"`
+	// Sources say where the run's events before AtEventID are stored: in
+	// the base run, or, when the base is itself a reset or a fork, in the
+	// runs its history refers to. The run's own stored events are numbered
+	// from 1 at AtEventID.
+	Sources []HistorySource
+}
+
+// HistorySource is a stretch of a run's history stored as another run's
+// events: the ids [From, To) of the history are the events of run
+// (WorkflowID, RunID) stored from id Stored on.
+type HistorySource struct {
+	WorkflowID string
+	RunID      string
+	From, To   int64
+	Stored     int64
+}
+
+// Ref returns the run whose events the source is.
+func (s HistorySource) Ref() history.RunRef {
+	return history.RunRef{WorkflowID: s.WorkflowID, RunID: s.RunID}
+}
+
+// HistorySources says where each stretch of st's history is stored, up to
+// (not including) event to.
+func (st *RunState) HistorySources(to int64) []HistorySource {
+	var out []HistorySource
+	own := HistorySource{WorkflowID: st.WorkflowID, RunID: st.RunID, From: 1, To: st.NextEventID, Stored: 1}
+	if st.Base != nil {
+		out = append(out, st.Base.Sources...)
+		own.From = st.Base.AtEventID
+	}
+	out = append(out, own)
+	clipped := out[:0:0]
+	for _, s := range out {
+		if s.From >= to {
+			break
+		}
+		s.To = min(s.To, to)
+		clipped = append(clipped, s)
+	}
+	return clipped
+}
+
+// StoredOffset is how much less than their ids in the run's history its
+// own stored events are numbered: 0 for most runs, AtEventID-1 for a
+// reset's or a fork's, whose history begins with its base's events.
+func (st *RunState) StoredOffset() int64 {
+	if st.Base == nil {
+		return 0
+	}
+	return st.Base.AtEventID - 1
 }
 
 // BranchParams describe a reset or a fork.
@@ -158,7 +212,8 @@ func branchState(p BranchParams, now time.Time) *RunState {
 		RunTimeout:       base.RunTimeout,
 		TaskTimeout:      base.TaskTimeout,
 		NextEventID:      1,
-		Base:             &BaseRef{Kind: p.Kind, WorkflowID: base.WorkflowID, RunID: base.RunID, AtEventID: p.AtEventID, SandboxQueue: p.SandboxQueue},
+		Base: &BaseRef{Kind: p.Kind, WorkflowID: base.WorkflowID, RunID: base.RunID, AtEventID: p.AtEventID, SandboxQueue: p.SandboxQueue,
+			Sources: base.HistorySources(p.AtEventID)},
 	}
 	if p.Kind == BranchReset {
 		st.FirstRunID = base.FirstRunID
@@ -196,18 +251,11 @@ type brancher struct {
 	p BranchParams
 }
 
-// copy appends one event of the prefix (its time kept) and applies it to
-// the state.
+// copy takes one event of the prefix into the new run's history — by
+// reference: it stays stored where it is (BaseRef.Sources) — and applies
+// it to the state.
 func (b *brancher) copy(ev history.Event) error {
-	st := b.t.st
-	if s, ok := ev.Attrs.(*history.WorkflowStarted); ok && b.p.Kind == BranchFork && b.p.TaskQueue != "" {
-		c := *s
-		c.TaskQueue = b.p.TaskQueue
-		ev.Attrs = &c
-	}
-	ev.ID = st.NextEventID
-	st.NextEventID++
-	b.t.out.Events = append(b.t.out.Events, ev)
+	b.t.st.NextEventID++
 	return b.apply(ev)
 }
 

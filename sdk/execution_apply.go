@@ -141,7 +141,9 @@ func (e *Execution) start(ev *history.Event, a *history.WorkflowStarted) {
 	if a.WorkflowType != "" {
 		i.WorkflowType = a.WorkflowType
 	}
-	if a.TaskQueue != "" {
+	if a.TaskQueue != "" && i.TaskQueue == "" {
+		// The task's queue is the run's: a fork's (on a new build's queue)
+		// differs from the WorkflowStarted it took from its base.
 		i.TaskQueue = a.TaskQueue
 	}
 	i.StartTime = ev.Time

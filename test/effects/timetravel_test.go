@@ -77,8 +77,8 @@ func TestResetPastPaymentChargesOnce(t *testing.T) {
 func TestForkChargesOnlyWhatAPersonApproved(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.worker("w1", workerCfg{Class: history.SideEffect})
-	e.worker("w2", workerCfg{Class: history.SideEffect, Variant: "v2", Queue: "agents-v2"})
+	w1 := e.worker("w1", workerCfg{Class: history.SideEffect})
+	w2 := e.worker("w2", workerCfg{Class: history.SideEffect, Variant: "v2", Queue: "agents-v2"})
 	paidAndWaiting(t, e, "tt-base")
 	ctx := context.Background()
 
@@ -118,6 +118,10 @@ func TestForkChargesOnlyWhatAPersonApproved(t *testing.T) {
 	ps := e.wantPayments(2)
 	if len(out.Receipts) != 1 || out.Receipts[0] != ps[1] || ps[1].Amount != inv.Amount+1 {
 		t.Fatalf("changed fork: outcome %+v, payments %+v", out, ps)
+	}
+	// The fork's tools run where its new build runs, not on the base's queue.
+	if n1, n2 := len(w1.Lines("started")), len(w2.Lines("started")); n1 != 1 || n2 != 1 {
+		t.Fatalf("SendPayment started %d times on the base's worker and %d on the fork's, want 1 and 1", n1, n2)
 	}
 }
 

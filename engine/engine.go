@@ -416,6 +416,13 @@ func (e *Engine) loadState(ctx context.Context, workflowID, runID string) (*mach
 			return st, nil, nil
 		}
 	}
+	return e.storedState(ctx, workflowID, runID)
+}
+
+// storedState reads a run's state from the store (the current run's when
+// runID is empty), whichever server serves it: a committed state, with
+// the events it counts.
+func (e *Engine) storedState(ctx context.Context, workflowID, runID string) (*machine.RunState, *runEntry, error) {
 	if runID == "" {
 		cur, err := e.store.Get(ctx, history.SpaceCurrentRun, curKey(workflowID))
 		if errors.Is(err, history.ErrNotFound) {

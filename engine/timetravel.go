@@ -223,6 +223,11 @@ func (e *Engine) forkBase(ctx context.Context, req *api.ForkWorkflowRequest) (*m
 	unlock := e.lock(req.WorkflowID)
 	defer unlock()
 	base, _, err := e.loadState(ctx, req.WorkflowID, req.RunID)
+	if errors.Is(err, api.ErrNotOwner) {
+		// In a cluster the base may be served by another server: the fork
+		// only reads it, as it was last committed.
+		base, _, err = e.storedState(ctx, req.WorkflowID, req.RunID)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -78,6 +78,11 @@ func (x *txn) apply(ctx context.Context, tr *txnRun, out machine.Output) error {
 			return err
 		}
 	}
+	for _, cc := range out.CancelChildren {
+		if err := x.cancelChild(ctx, cc); err != nil {
+			return err
+		}
+	}
 	if out.ContinueAsNew != nil {
 		st, first := x.e.m.Start(*out.ContinueAsNew, x.now)
 		ntr := x.run(nil, nil, st)
@@ -136,6 +141,35 @@ func (x *txn) deliverSignal(ctx context.Context, from history.RunRef, so machine
 	}
 	tr := x.edit(target)
 	out, err := x.e.m.Signal(tr.st, so.Name, so.Input, so.Identity, x.now)
+	if err != nil {
+		return err
+	}
+	x.record(tr, out)
+	return nil
+}
+
+// cancelChild asks a parent's open child run to cancel (on the server that
+// serves it, when that is another). A child that closed meanwhile, or
+// whose id now names another run, is left alone.
+func (x *txn) cancelChild(ctx context.Context, cc machine.ChildCancel) error {
+	if x.foreign[cc.WorkflowID] {
+		return x.cancelForeignChild(ctx, cc)
+	}
+	if err := x.need(cc.WorkflowID); err != nil {
+		return err
+	}
+	tr := x.findOpen(cc.WorkflowID)
+	if tr == nil {
+		target := x.e.openRun(cc.WorkflowID)
+		if target == nil {
+			return nil
+		}
+		tr = x.edit(target)
+	}
+	if tr.st.RunID != cc.RunID {
+		return nil
+	}
+	out, err := x.e.m.RequestCancel(tr.st, cc.Reason, cc.Identity, x.now)
 	if err != nil {
 		return err
 	}

@@ -2,12 +2,14 @@ package acceptance_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/sdk"
+	"github.com/cairnflow/cairn/sdk/client"
 	"github.com/cairnflow/cairn/sdk/testenv"
 	"github.com/cairnflow/cairn/worker"
 )
@@ -152,6 +154,57 @@ func TestChildCancelHonoured(t *testing.T) {
 	}
 	replays(t, CancelsChild, "cancels-child", run.RunID(), evs)
 	replays(t, Napper, childID, d.Info.RunID, cevs)
+}
+
+// NeverCancels is CancelsChild without the cancel: replayed against a
+// history in which the parent canceled its child, it must be reported.
+func NeverCancels(ctx sdk.Context, ignore bool) (string, error) {
+	child := sdk.ExecuteChildWorkflow(ctx, Napper, ignore)
+	if err := sdk.Sleep(ctx, time.Minute); err != nil {
+		return "", err
+	}
+	res, err := child.Get(ctx)
+	return "child returned: " + res, err
+}
+
+// The cancel is a command like any other: code that no longer cancels the
+// child does not replay the history in which it did.
+func TestChildCancelReplayIsChecked(t *testing.T) {
+	ctx := testCtx(t)
+	env := childCancelEnv(t)
+	run := start(t, ctx, env, "checked", CancelsChild, true)
+	if err := run.Get(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	evs := events(t, ctx, env.Client, "checked", run.RunID())
+	r := worker.NewReplayer(worker.ReplayerOptions{})
+	must(t, r.RegisterWorkflow(NeverCancels, sdk.RegisterOptions{Name: "CancelsChild"}))
+	err := r.ReplayHistory(history.RunRef{WorkflowID: "checked", RunID: run.RunID()}, evs, worker.ReplayOptions{})
+	var nd *sdk.NondeterminismError
+	if !errors.As(err, &nd) || !strings.Contains(nd.Recorded, "ChildWorkflowCancelRequested") {
+		t.Fatalf("replay without the cancel: %v", err)
+	}
+}
+
+// A history recorded before a parent could cancel its child (the cancel
+// was not sent, the child slept its day) replays with code that cancels:
+// the cancel the history does not hold is not made, and the child's
+// recorded outcome stands.
+func TestChildCancelOldHistoryReplays(t *testing.T) {
+	ctx := testCtx(t)
+	env := newEnv(t, testenv.Options{})
+	env.RegisterWorkflow(NeverCancels, sdk.RegisterOptions{Name: "CancelsChild"})
+	env.RegisterWorkflow(Napper)
+	env.Start()
+	run, err := env.Client.StartWorkflow(ctx, client.StartOptions{ID: "old", TaskQueue: env.TaskQueue()}, "CancelsChild", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	if err := run.Get(ctx, &got); err != nil || got != "child returned: slept" {
+		t.Fatalf("old code: %q, %v", got, err)
+	}
+	replays(t, CancelsChild, "old", run.RunID(), events(t, ctx, env.Client, "old", run.RunID()))
 }
 
 func TestChildIgnoresCancel(t *testing.T) {

@@ -201,6 +201,10 @@ func TestCancelChildAcrossShards(t *testing.T) {
 	if err != nil || countType(h.Events, history.TypeWorkflowCancelRequested) != 1 {
 		t.Fatalf("the child's history: %v %v", h, err)
 	}
+	if d, err := a.DescribeWorkflow(ctx, &api.DescribeWorkflowRequest{WorkflowID: parent}); err != nil || len(d.PendingChildren) != 1 ||
+		!d.PendingChildren[0].CancelRequested {
+		t.Fatalf("the parent's pending children: %+v %v", d, err)
+	}
 	if _, err := r.RequestCancelWorkflow(ctx, &api.CancelWorkflowRequest{WorkflowID: child, RunID: runID, Identity: "w"}); err != nil {
 		t.Fatal(err)
 	}

@@ -127,24 +127,28 @@ func (x *txn) deliverSignal(ctx context.Context, from history.RunRef, so machine
 	if err := x.need(so.WorkflowID); err != nil {
 		return err
 	}
-	target := x.e.openRun(so.WorkflowID)
-	if tr := x.findOpen(so.WorkflowID); tr != nil {
-		out, err := x.e.m.Signal(tr.st, so.Name, so.Input, so.Identity, x.now)
-		if err != nil {
-			return err
-		}
-		x.record(tr, out)
+	tr := x.openTarget(so.WorkflowID)
+	if tr == nil {
 		return nil
 	}
-	if target == nil {
-		return nil
-	}
-	tr := x.edit(target)
 	out, err := x.e.m.Signal(tr.st, so.Name, so.Input, so.Identity, x.now)
 	if err != nil {
 		return err
 	}
 	x.record(tr, out)
+	return nil
+}
+
+// openTarget returns the working copy of workflowID's open run: the one
+// this transaction already holds (a child it started), else the current
+// one; nil when there is none.
+func (x *txn) openTarget(workflowID string) *txnRun {
+	if tr := x.findOpen(workflowID); tr != nil {
+		return tr
+	}
+	if target := x.e.openRun(workflowID); target != nil {
+		return x.edit(target)
+	}
 	return nil
 }
 
@@ -158,15 +162,8 @@ func (x *txn) cancelChild(ctx context.Context, cc machine.ChildCancel) error {
 	if err := x.need(cc.WorkflowID); err != nil {
 		return err
 	}
-	tr := x.findOpen(cc.WorkflowID)
-	if tr == nil {
-		target := x.e.openRun(cc.WorkflowID)
-		if target == nil {
-			return nil
-		}
-		tr = x.edit(target)
-	}
-	if tr.st.RunID != cc.RunID {
+	tr := x.openTarget(cc.WorkflowID)
+	if tr == nil || tr.st.RunID != cc.RunID || !tr.st.Status.Open() {
 		return nil
 	}
 	out, err := x.e.m.RequestCancel(tr.st, cc.Reason, cc.Identity, x.now)

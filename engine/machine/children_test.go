@@ -44,7 +44,7 @@ func TestChildCancel(t *testing.T) {
 	// The child honours the request: it gets WorkflowCancelRequested and
 	// closes as canceled with details, which reach the parent.
 	child, first := s.m.Start(c1, s.now)
-	if first.WFTReady != true {
+	if !first.WFTReady {
 		t.Fatal("child not ready")
 	}
 	req := out.CancelChildren[0]

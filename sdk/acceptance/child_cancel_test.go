@@ -98,6 +98,8 @@ func childCancelEnv(t *testing.T) *testenv.Env {
 	env.RegisterWorkflow(CancelsAfterClose)
 	env.RegisterWorkflow(Napper)
 	env.RegisterWorkflow(Hello)
+	env.RegisterWorkflow(AwaitsChild)
+	env.RegisterWorkflow(Waiter)
 	env.RegisterActivity(Cleanup)
 	env.RegisterActivity(Greet)
 	env.Start()
@@ -205,6 +207,42 @@ func TestChildCancelOldHistoryReplays(t *testing.T) {
 		t.Fatalf("old code: %q, %v", got, err)
 	}
 	replays(t, CancelsChild, "old", run.RunID(), events(t, ctx, env.Client, "old", run.RunID()))
+}
+
+// Waiter waits until it is canceled (on no timer: the test env does not
+// skip time past it).
+func Waiter(ctx sdk.Context) (string, error) {
+	return "", sdk.Await(ctx, func() bool { return false })
+}
+
+// AwaitsChild waits for its Waiter child; canceled, it returns what the
+// child's cancellation gave it.
+func AwaitsChild(ctx sdk.Context) (string, error) {
+	_, err := sdk.ExecuteChildWorkflowByName[string](ctx, "Waiter", nil).Get(ctx)
+	if e := assertf(errors.Is(err, sdk.ErrCanceled), "want the child canceled, got %v", err); e != nil {
+		return "", e
+	}
+	return "", ctx.Err()
+}
+
+// Canceling the parent run cancels the children started on its context.
+func TestParentCancelReachesChild(t *testing.T) {
+	ctx := testCtx(t)
+	env := childCancelEnv(t)
+	run := start(t, ctx, env, "awaits", AwaitsChild, nil)
+	waitEvent(t, ctx, env.Client, "awaits", run.RunID(), 0, func(ev history.Event) bool { return ev.Type() == history.TypeChildWorkflowStarted })
+	if err := env.Client.CancelWorkflow(ctx, "awaits", "", "stop"); err != nil {
+		t.Fatal(err)
+	}
+	err := run.Get(ctx, nil)
+	noAssertion(t, err)
+	if !errors.Is(err, sdk.ErrCanceled) {
+		t.Fatalf("parent: %v", err)
+	}
+	d, err := env.Client.DescribeWorkflow(ctx, "awaits/"+run.RunID()+"/1", "")
+	if err != nil || d.Info.Status != api.StatusCanceled {
+		t.Fatalf("child: %+v, %v", d, err)
+	}
 }
 
 func TestChildIgnoresCancel(t *testing.T) {

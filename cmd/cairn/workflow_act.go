@@ -40,8 +40,8 @@ With --start it is signal-with-start: the signal goes to the open run of
 WORKFLOW_ID, and when there is none a run of --type is started on
 --task-queue with --workflow-input and gets the signal — atomically: the
 run's first workflow task sees the signal. --json says whether a run was
-started (Started). The id's reuse policy applies to the start
-(--reject-duplicate).`,
+started ("started": true or false). The id's reuse policy applies to the
+start (--reject-duplicate).`,
 		Args: exactArgs(1),
 	}
 	input := inputFlags(cmd, g, "input", "the signal's argument")

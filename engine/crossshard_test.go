@@ -50,6 +50,17 @@ func (r servingRouter) NotifyChildClosed(ctx context.Context, req *api.NotifyChi
 	return r.owner(req.ParentWorkflowID).NotifyChildClosed(ctx, req)
 }
 
+// linkedServers is twoServers, each reaching the other's runs through a
+// servingRouter (r).
+func linkedServers(t *testing.T) (a, b *Engine, la, lb *leaseBook, r servingRouter) {
+	t.Helper()
+	a, b, la, lb = twoServers(t)
+	r = servingRouter{Service: a, engines: []*Engine{a, b}}
+	a.SetRemote(r)
+	b.SetRemote(r)
+	return a, b, la, lb, r
+}
+
 // idInOtherShard returns a workflow id with prefix whose shard is not sh.
 func idInOtherShard(b *leaseBook, prefix string, sh int) string {
 	for i := 0; ; i++ {
@@ -86,11 +97,8 @@ func waitEvents(t *testing.T, e *Engine, id string, typ history.EventType) []his
 // open when it closes — each through the other engine, as two servers of
 // a cluster do; a signal sent again with its request id is delivered once.
 func TestAcrossShards(t *testing.T) {
-	a, b, la, lb := twoServers(t)
+	a, b, la, lb, r := linkedServers(t)
 	ctx := context.Background()
-	r := servingRouter{Service: a, engines: []*Engine{a, b}}
-	a.SetRemote(r)
-	b.SetRemote(r)
 	parent := "parent"
 	pshard := la.Of(parent)
 	child, other := idInOtherShard(la, "child", pshard), idInOtherShard(la, "open-child", pshard)
@@ -166,11 +174,8 @@ func TestAcrossShards(t *testing.T) {
 // ChildWorkflowFailed with a canceled failure. A request sent again (a
 // parent's task retried after a failed commit) is recorded once.
 func TestCancelChildAcrossShards(t *testing.T) {
-	a, b, la, lb := twoServers(t)
+	a, b, la, lb, r := linkedServers(t)
 	ctx := context.Background()
-	r := servingRouter{Service: a, engines: []*Engine{a, b}}
-	a.SetRemote(r)
-	b.SetRemote(r)
 	parent := "parent"
 	pshard := la.Of(parent)
 	child := idInOtherShard(la, "child", pshard)

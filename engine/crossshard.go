@@ -26,6 +26,10 @@ import (
 //   - a signal is delivered there before this transaction commits, with a
 //     request id naming the sender's event, so that one sent again is
 //     delivered once (machine.RunState.SignalRequests);
+//   - a child's cancel request (its parent's ChildWorkflowCancelRequested)
+//     is delivered there before this transaction commits, to the run
+//     named; a run asked twice records it once (RunState.CancelRequested),
+//     and a child that closed meanwhile is left alone;
 //   - a parent is told after this transaction commits, from a record the
 //     transaction writes (the outbox: index key "x"), delivered in the
 //     background until the parent's server takes it, and delivered again
@@ -152,6 +156,22 @@ func (x *txn) signalForeign(ctx context.Context, from history.RunRef, so machine
 		Input: so.Input, Identity: so.Identity, RequestID: signalRequestID(from, so)})
 	if err != nil {
 		return fmt.Errorf("signal %q on the server that serves it: %w", so.WorkflowID, err)
+	}
+	return nil
+}
+
+// cancelForeignChild asks a child run another server serves to cancel.
+// A child that closed meanwhile (or is gone) needs nothing; any other
+// failure fails the transition, which is tried again.
+func (x *txn) cancelForeignChild(ctx context.Context, cc machine.ChildCancel) error {
+	svc, err := x.e.remoteOrErr()
+	if err != nil {
+		return err
+	}
+	_, err = svc.RequestCancelWorkflow(ctx, &api.CancelWorkflowRequest{WorkflowID: cc.WorkflowID, RunID: cc.RunID, Reason: cc.Reason,
+		Identity: cc.Identity})
+	if err != nil && !errors.Is(err, api.ErrWorkflowClosed) && !errors.Is(err, api.ErrNotFound) {
+		return fmt.Errorf("cancel child %q on the server that serves it: %w", cc.WorkflowID, err)
 	}
 	return nil
 }

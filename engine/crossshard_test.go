@@ -42,8 +42,23 @@ func (r servingRouter) TerminateWorkflow(ctx context.Context, req *api.Terminate
 	return r.owner(req.WorkflowID).TerminateWorkflow(ctx, req)
 }
 
+func (r servingRouter) RequestCancelWorkflow(ctx context.Context, req *api.CancelWorkflowRequest) (*api.CancelWorkflowResponse, error) {
+	return r.owner(req.WorkflowID).RequestCancelWorkflow(ctx, req)
+}
+
 func (r servingRouter) NotifyChildClosed(ctx context.Context, req *api.NotifyChildClosedRequest) (*api.NotifyChildClosedResponse, error) {
 	return r.owner(req.ParentWorkflowID).NotifyChildClosed(ctx, req)
+}
+
+// linkedServers is twoServers, each reaching the other's runs through a
+// servingRouter (r).
+func linkedServers(t *testing.T) (a, b *Engine, la, lb *leaseBook, r servingRouter) {
+	t.Helper()
+	a, b, la, lb = twoServers(t)
+	r = servingRouter{Service: a, engines: []*Engine{a, b}}
+	a.SetRemote(r)
+	b.SetRemote(r)
+	return a, b, la, lb, r
 }
 
 // idInOtherShard returns a workflow id with prefix whose shard is not sh.
@@ -82,11 +97,8 @@ func waitEvents(t *testing.T, e *Engine, id string, typ history.EventType) []his
 // open when it closes — each through the other engine, as two servers of
 // a cluster do; a signal sent again with its request id is delivered once.
 func TestAcrossShards(t *testing.T) {
-	a, b, la, lb := twoServers(t)
+	a, b, la, lb, r := linkedServers(t)
 	ctx := context.Background()
-	r := servingRouter{Service: a, engines: []*Engine{a, b}}
-	a.SetRemote(r)
-	b.SetRemote(r)
 	parent := "parent"
 	pshard := la.Of(parent)
 	child, other := idInOtherShard(la, "child", pshard), idInOtherShard(la, "open-child", pshard)
@@ -153,6 +165,68 @@ func TestAcrossShards(t *testing.T) {
 		t.Fatalf("the parent: %+v %v", d, err)
 	}
 	waitEvents(t, b, other, history.TypeWorkflowTerminated)
+}
+
+// TestCancelChildAcrossShards: a parent served by one engine cancels a
+// child another serves: the child's run gets WorkflowCancelRequested
+// through the other engine before the parent's task commits, the child
+// closes as canceled, and the parent hears it (the outbox) as a
+// ChildWorkflowFailed with a canceled failure. A request sent again (a
+// parent's task retried after a failed commit) is recorded once.
+func TestCancelChildAcrossShards(t *testing.T) {
+	a, b, la, lb, r := linkedServers(t)
+	ctx := context.Background()
+	parent := "parent"
+	pshard := la.Of(parent)
+	child := idInOtherShard(la, "child", pshard)
+	la.take(t, pshard)
+	must(t, a.Acquire(ctx, []int{pshard}))
+	lb.take(t, lb.Of(child))
+	must(t, b.Acquire(ctx, []int{lb.Of(child)}))
+	if _, err := a.StartWorkflow(ctx, &api.StartWorkflowRequest{WorkflowID: parent, WorkflowType: "P", TaskQueue: "pq"}); err != nil {
+		t.Fatal(err)
+	}
+	completeOn(t, a, pollOn(t, a, "pq"),
+		api.Command{Type: api.CommandStartChildWorkflow, StartChildWorkflow: &api.StartChildWorkflowCommand{WorkflowID: child, WorkflowType: "C", TaskQueue: "cq"}})
+	var initiated int64
+	var runID string
+	for _, ev := range waitEvents(t, a, parent, history.TypeChildWorkflowStarted) {
+		if s, ok := ev.Attrs.(*history.ChildWorkflowStarted); ok {
+			initiated, runID = ev.ID, s.RunID
+		}
+	}
+	ct := pollOn(t, b, "cq") // the child's first task: it waits
+	completeOn(t, b, ct)
+
+	wake(t, a, parent)
+	completeOn(t, a, pollOn(t, a, "pq"), api.Command{Type: api.CommandRequestCancelChildWorkflow,
+		RequestCancelChildWorkflow: &api.RequestCancelChildWorkflowCommand{InitiatedEventID: initiated, WorkflowID: child, RunID: runID}})
+	// Delivered before the parent's task committed: the child has it now.
+	h, err := b.GetHistory(ctx, &api.GetHistoryRequest{WorkflowID: child})
+	if err != nil || countType(h.Events, history.TypeWorkflowCancelRequested) != 1 {
+		t.Fatalf("the child's history: %v %v", h, err)
+	}
+	if d, err := a.DescribeWorkflow(ctx, &api.DescribeWorkflowRequest{WorkflowID: parent}); err != nil || len(d.PendingChildren) != 1 ||
+		!d.PendingChildren[0].CancelRequested {
+		t.Fatalf("the parent's pending children: %+v %v", d, err)
+	}
+	if _, err := r.RequestCancelWorkflow(ctx, &api.CancelWorkflowRequest{WorkflowID: child, RunID: runID, Identity: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	ct = pollOn(t, b, "cq")
+	completeOn(t, b, ct, api.Command{Type: api.CommandCancelWorkflow, CancelWorkflow: &api.CancelWorkflowCommand{Details: jsonPayload(`"cleaned up"`)}})
+	if n := countType(waitEvents(t, b, child, history.TypeWorkflowCanceled), history.TypeWorkflowCancelRequested); n != 1 {
+		t.Fatalf("the child recorded %d cancel requests, want 1", n)
+	}
+	evs := waitEvents(t, a, parent, history.TypeChildWorkflowFailed)
+	if countType(evs, history.TypeChildWorkflowCancelRequested) != 1 {
+		t.Fatalf("the parent's history: %v", evs)
+	}
+	for _, ev := range evs {
+		if f, ok := ev.Attrs.(*history.ChildWorkflowFailed); ok && (f.Failure.Type != "Canceled" || string(f.Failure.Details.Data) != `"cleaned up"`) {
+			t.Fatalf("ChildWorkflowFailed %+v", f)
+		}
+	}
 }
 
 func must(t *testing.T, err error) {

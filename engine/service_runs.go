@@ -284,7 +284,7 @@ func describe(st *machine.RunState) *api.DescribeWorkflowResponse {
 	for _, id := range sortedKeys(st.Children) {
 		c := st.Children[id]
 		resp.PendingChildren = append(resp.PendingChildren, api.PendingChild{InitiatedEventID: id, WorkflowID: c.WorkflowID,
-			RunID: c.RunID, WorkflowType: c.WorkflowType})
+			RunID: c.RunID, WorkflowType: c.WorkflowType, CancelRequested: c.CancelRequested})
 	}
 	if st.WFT.Scheduled || st.WFT.Started {
 		resp.WorkflowTask = &api.PendingWorkflowTask{Attempt: st.WFT.Attempt, Started: st.WFT.Started,

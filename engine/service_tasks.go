@@ -354,6 +354,8 @@ func commandTargets(cmds []api.Command) []string {
 			ids = append(ids, c.StartChildWorkflow.WorkflowID)
 		case c.SignalExternalWorkflow != nil:
 			ids = append(ids, c.SignalExternalWorkflow.WorkflowID)
+		case c.RequestCancelChildWorkflow != nil:
+			ids = append(ids, c.RequestCancelChildWorkflow.WorkflowID)
 		}
 	}
 	return ids

@@ -78,6 +78,11 @@ func (x *txn) apply(ctx context.Context, tr *txnRun, out machine.Output) error {
 			return err
 		}
 	}
+	for _, cc := range out.CancelChildren {
+		if err := x.cancelChild(ctx, cc); err != nil {
+			return err
+		}
+	}
 	if out.ContinueAsNew != nil {
 		st, first := x.e.m.Start(*out.ContinueAsNew, x.now)
 		ntr := x.run(nil, nil, st)
@@ -122,20 +127,46 @@ func (x *txn) deliverSignal(ctx context.Context, from history.RunRef, so machine
 	if err := x.need(so.WorkflowID); err != nil {
 		return err
 	}
-	target := x.e.openRun(so.WorkflowID)
-	if tr := x.findOpen(so.WorkflowID); tr != nil {
-		out, err := x.e.m.Signal(tr.st, so.Name, so.Input, so.Identity, x.now)
-		if err != nil {
-			return err
-		}
-		x.record(tr, out)
+	tr := x.openTarget(so.WorkflowID)
+	if tr == nil {
 		return nil
 	}
-	if target == nil {
-		return nil
-	}
-	tr := x.edit(target)
 	out, err := x.e.m.Signal(tr.st, so.Name, so.Input, so.Identity, x.now)
+	if err != nil {
+		return err
+	}
+	x.record(tr, out)
+	return nil
+}
+
+// openTarget returns the working copy of workflowID's open run: the one
+// this transaction already holds (a child it started), else the current
+// one; nil when there is none.
+func (x *txn) openTarget(workflowID string) *txnRun {
+	if tr := x.findOpen(workflowID); tr != nil {
+		return tr
+	}
+	if target := x.e.openRun(workflowID); target != nil {
+		return x.edit(target)
+	}
+	return nil
+}
+
+// cancelChild asks a parent's open child run to cancel (on the server that
+// serves it, when that is another). A child that closed meanwhile, or
+// whose id now names another run, is left alone.
+func (x *txn) cancelChild(ctx context.Context, cc machine.ChildCancel) error {
+	if x.foreign[cc.WorkflowID] {
+		return x.cancelForeignChild(ctx, cc)
+	}
+	if err := x.need(cc.WorkflowID); err != nil {
+		return err
+	}
+	tr := x.openTarget(cc.WorkflowID)
+	if tr == nil || tr.st.RunID != cc.RunID || !tr.st.Status.Open() {
+		return nil
+	}
+	out, err := x.e.m.RequestCancel(tr.st, cc.Reason, cc.Identity, x.now)
 	if err != nil {
 		return err
 	}

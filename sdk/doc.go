@@ -54,9 +54,9 @@
 // Workers drive the runtime through Execution: NewExecution, ProcessTask for
 // every workflow task, Query between tasks, Close on eviction.
 //
-// # Limitations
-//
-// Canceling the context of a child workflow that has started does not
-// cancel the child (there is no command for it yet); ParentClosePolicy
-// governs the child when the parent closes.
+// Canceling the context a child workflow was started with cancels the
+// child: one not sent yet is withdrawn, a started one is asked to cancel
+// and its outcome (a *ChildWorkflowError wrapping a *CanceledError, or its
+// result if it completes anyway) resolves the future. ParentClosePolicy
+// governs the children still open when the parent closes.
 package sdk

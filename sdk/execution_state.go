@@ -79,6 +79,9 @@ type childState struct {
 	cmd         api.StartChildWorkflowCommand
 	scope       *cancelScope
 	cancelKey   uint64
+	// cancelRequested: the context was canceled and the engine asked to
+	// cancel the child (once).
+	cancelRequested bool
 }
 
 func (ch *childState) onCommandMatched(ev *history.Event) {
@@ -90,13 +93,23 @@ func (ch *childState) onCommandMatched(ev *history.Event) {
 	}
 }
 
-// onScopeCanceled withdraws a child that was not sent yet. A started child
-// cannot be canceled from here (there is no command for it).
+// onScopeCanceled withdraws a child that was not sent yet, or asks the
+// engine to cancel the started child (→ ChildWorkflowCancelRequested).
+// The future resolves with the child's outcome: a *ChildWorkflowError
+// wrapping a *CanceledError when the child honours the request, its
+// result when it completes anyway.
 func (ch *childState) onScopeCanceled() {
+	if ch.fut.ready || ch.cancelRequested {
+		return
+	}
+	ch.cancelRequested = true
 	if ch.entry.droppable() {
 		ch.entry.dropped = true
 		ch.fail(&CanceledError{Message: "child workflow canceled before it started"})
+		return
 	}
+	ch.e.addCommand(api.Command{Type: api.CommandRequestCancelChildWorkflow, RequestCancelChildWorkflow: &api.RequestCancelChildWorkflowCommand{
+		InitiatedEventID: ch.initiatedID, WorkflowID: ch.id, RunID: ch.runID}}, nil)
 }
 
 func (ch *childState) onFutureReady() { ch.scope.removeListener(ch.cancelKey) }

@@ -19,7 +19,7 @@ func isCommandEvent(ev *history.Event) bool {
 	case history.TypeActivityScheduled, history.TypeActivityCancelRequested, history.TypeTimerStarted,
 		history.TypeTimerCanceled, history.TypeMarkerRecorded, history.TypeChildWorkflowStarted,
 		history.TypeSignalExternalSent, history.TypeWorkflowCompleted, history.TypeWorkflowFailed,
-		history.TypeWorkflowCanceled, history.TypeWorkflowContinuedAsNew:
+		history.TypeWorkflowCanceled, history.TypeWorkflowContinuedAsNew, history.TypeChildWorkflowCancelRequested:
 		return true
 	}
 	return false
@@ -41,6 +41,9 @@ func commandMatches(c *api.Command, ev *history.Event) bool {
 	case api.CommandRequestCancelActivity:
 		a, ok := ev.Attrs.(*history.ActivityCancelRequested)
 		return ok && a.ScheduledEventID == c.RequestCancelActivity.ScheduledEventID
+	case api.CommandRequestCancelChildWorkflow:
+		a, ok := ev.Attrs.(*history.ChildWorkflowCancelRequested)
+		return ok && a.InitiatedEventID == c.RequestCancelChildWorkflow.InitiatedEventID
 	case api.CommandStartTimer:
 		a, ok := ev.Attrs.(*history.TimerStarted)
 		return ok && a.TimerID == c.StartTimer.TimerID
@@ -94,6 +97,8 @@ func describeCommand(c *api.Command) string {
 		return fmt.Sprintf("ActivityScheduled %s id=%s %s", s.ActivityType, s.ActivityID, argsHash(s.Input))
 	case api.CommandRequestCancelActivity:
 		return fmt.Sprintf("ActivityCancelRequested scheduled=%d", c.RequestCancelActivity.ScheduledEventID)
+	case api.CommandRequestCancelChildWorkflow:
+		return fmt.Sprintf("ChildWorkflowCancelRequested initiated=%d", c.RequestCancelChildWorkflow.InitiatedEventID)
 	case api.CommandStartTimer:
 		return fmt.Sprintf("TimerStarted id=%s (%s)", c.StartTimer.TimerID, c.StartTimer.Duration)
 	case api.CommandCancelTimer:
@@ -127,6 +132,8 @@ func describeEvent(ev *history.Event) string {
 		return fmt.Sprintf("ActivityScheduled %s id=%s %s", a.ActivityType, a.ActivityID, argsHash(a.Input))
 	case *history.ActivityCancelRequested:
 		return fmt.Sprintf("ActivityCancelRequested scheduled=%d", a.ScheduledEventID)
+	case *history.ChildWorkflowCancelRequested:
+		return fmt.Sprintf("ChildWorkflowCancelRequested initiated=%d", a.InitiatedEventID)
 	case *history.TimerStarted:
 		return fmt.Sprintf("TimerStarted id=%s (%s)", a.TimerID, a.Duration)
 	case *history.TimerCanceled:

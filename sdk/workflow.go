@@ -367,9 +367,14 @@ type childFuture[T any] struct {
 func (f *childFuture[T]) GetChildWorkflowExecution() Future[WorkflowExecution] { return &f.started }
 
 // ExecuteChildWorkflow starts the child workflow wf with input in. Options
-// come from WithChildWorkflowOptions. Canceling ctx withdraws a child that
-// was not started yet; a started child is not canceled (see the package
-// documentation).
+// come from WithChildWorkflowOptions. Canceling ctx withdraws a child whose
+// start was not sent yet (no event; the future fails at once with a
+// *ChildWorkflowError wrapping a *CanceledError), and asks a started child
+// to cancel (ChildWorkflowCancelRequested; the child sees its context
+// canceled): the future then resolves with the child's outcome — a
+// *ChildWorkflowError wrapping a *CanceledError (errors.Is(err,
+// ErrCanceled)) when the child returns its context's error, its result
+// when it completes anyway. A child that closed already is not touched.
 func ExecuteChildWorkflow[I, O any](ctx Context, wf func(Context, I) (O, error), in I) ChildWorkflowFuture[O] {
 	c, e := mutating(ctx)
 	return executeChild[O](c, e.funcName(wf), in)

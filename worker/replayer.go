@@ -249,6 +249,8 @@ func describeEvent(ev history.Event) string {
 		return fmt.Sprintf("%s %s", ev.Type(), a.Name)
 	case *history.ChildWorkflowCompleted:
 		return fmt.Sprintf("%s of %d", ev.Type(), a.InitiatedEventID)
+	case *history.ChildWorkflowCancelRequested:
+		return fmt.Sprintf("%s of %d", ev.Type(), a.InitiatedEventID)
 	case *history.ChildWorkflowFailed:
 		return fmt.Sprintf("%s of %d: %s", ev.Type(), a.InitiatedEventID, a.Failure.Error())
 	case *history.WorkflowCancelRequested:
@@ -265,6 +267,8 @@ func describeCommand(c api.Command) string {
 		return fmt.Sprintf("%s %s (id %s)", c.Type, c.ScheduleActivity.ActivityType, c.ScheduleActivity.ActivityID)
 	case c.RequestCancelActivity != nil:
 		return fmt.Sprintf("%s of %d", c.Type, c.RequestCancelActivity.ScheduledEventID)
+	case c.RequestCancelChildWorkflow != nil:
+		return fmt.Sprintf("%s of %d (%s)", c.Type, c.RequestCancelChildWorkflow.InitiatedEventID, c.RequestCancelChildWorkflow.WorkflowID)
 	case c.StartTimer != nil:
 		return fmt.Sprintf("%s %s (%s)", c.Type, c.StartTimer.TimerID, c.StartTimer.Duration)
 	case c.CancelTimer != nil:

@@ -85,6 +85,8 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 		fails(1, "not_found", "workflow", "stack", "nobody"),
 		ok("workflow", "signal", "hold-1", "--name", "go", "--input", `"ann"`),
 		fails(1, "not_found", "workflow", "signal", "nobody", "--name", "go"),
+		ok("workflow", "signal", "sws-1", "--name", "go", "--input", `"ann"`, "--start", "--type", "Hold", "--task-queue", testQueue),
+		fails(2, "usage", "workflow", "signal", "sws-2", "--name", "go", "--start"),
 		ok("workflow", "execute", "--type", "Size", "--id", "size-1", "--task-queue", testQueue, "--input", `"abc"`),
 		fails(2, "usage", "workflow", "execute", "--type", "Size"),
 		ok("workflow", "reset", "size-1", "--to-first-task", "--reason", "again"),

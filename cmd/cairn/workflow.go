@@ -39,17 +39,32 @@ type startFlags struct {
 // add gives cmd the flags.
 func (sf *startFlags) add(cmd *cobra.Command, g *globals) {
 	sf.input = inputFlags(cmd, g, "input", "the workflow's input")
+	cmd.Flags().StringVar(&sf.id, "id", "", "workflow id (your business id)")
+	sf.addRun(cmd)
+	for _, n := range []string{"type", "id", "task-queue"} {
+		_ = cmd.MarkFlagRequired(n)
+	}
+}
+
+// addRun gives cmd the flags of the run to start but its id and input
+// (signal --start names them otherwise).
+func (sf *startFlags) addRun(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&sf.typ, "type", "", "workflow type")
-	f.StringVar(&sf.id, "id", "", "workflow id (your business id)")
 	f.StringVar(&sf.queue, "task-queue", "", "task queue")
 	f.DurationVar(&sf.runTimeout, "run-timeout", 0, "run timeout")
 	f.DurationVar(&sf.execTimeout, "execution-timeout", 0, "execution timeout (the whole continue-as-new chain)")
 	f.DurationVar(&sf.taskTimeout, "task-timeout", 0, "workflow task timeout (default 10s)")
 	f.BoolVar(&sf.reject, "reject-duplicate", false, "refuse if the id already ran")
-	for _, n := range []string{"type", "id", "task-queue"} {
-		_ = cmd.MarkFlagRequired(n)
+}
+
+// options returns the client's start options the flags describe.
+func (sf *startFlags) options() client.StartOptions {
+	opts := client.StartOptions{ID: sf.id, TaskQueue: sf.queue, RunTimeout: sf.runTimeout, ExecutionTimeout: sf.execTimeout, TaskTimeout: sf.taskTimeout}
+	if sf.reject {
+		opts.ReusePolicy = api.RejectDuplicate
 	}
+	return opts
 }
 
 // start starts the run the flags describe.
@@ -62,11 +77,7 @@ func (sf *startFlags) start(ctx context.Context, g *globals) (client.Client, cli
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := client.StartOptions{ID: sf.id, TaskQueue: sf.queue, RunTimeout: sf.runTimeout, ExecutionTimeout: sf.execTimeout, TaskTimeout: sf.taskTimeout}
-	if sf.reject {
-		opts.ReusePolicy = api.RejectDuplicate
-	}
-	run, err := c.StartWorkflow(ctx, opts, sf.typ, in)
+	run, err := c.StartWorkflow(ctx, sf.options(), sf.typ, in)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -17,25 +17,45 @@ import (
 	"github.com/cairnflow/cairn/sdk/client"
 )
 
-// signalOut is signal's --json.
+// signalOut is signal's --json. Started is set by signal --start: true
+// when the command started the run it signalled, false when a run was
+// open and got the signal.
 type signalOut struct {
 	WorkflowID string
 	RunID      string
 	Signal     string
+	Started    *bool
 }
 
 func wfSignal(g *globals) *cobra.Command {
 	var run, name string
+	var withStart bool
+	var sf startFlags
 	cmd := &cobra.Command{
-		Use:   "signal WORKFLOW_ID --name NAME [--input JSON | --input-file FILE]",
-		Short: "Send a signal to a run",
-		Args:  exactArgs(1),
+		Use:   "signal WORKFLOW_ID --name NAME [--input JSON | --input-file FILE] [--start --type TYPE --task-queue QUEUE [--workflow-input JSON]]",
+		Short: "Send a signal to a run (with --start: start one first if none is open)",
+		Long: `Sends a signal to the open run of WORKFLOW_ID (or to --run).
+
+With --start it is signal-with-start: the signal goes to the open run of
+WORKFLOW_ID, and when there is none a run of --type is started on
+--task-queue with --workflow-input and gets the signal — atomically: the
+run's first workflow task sees the signal. --json says whether a run was
+started ("started": true or false). The id's reuse policy applies to the
+start (--reject-duplicate).`,
+		Args: exactArgs(1),
 	}
 	input := inputFlags(cmd, g, "input", "the signal's argument")
+	sf.input = inputFlags(cmd, g, "workflow-input", "the input of the run --start starts")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkSignalStart(cmd, withStart, run, &sf); err != nil {
+			return err
+		}
 		in, err := input()
 		if err != nil {
 			return err
+		}
+		if withStart {
+			return signalWithStart(cmd.Context(), g, &sf, args[0], name, in)
 		}
 		c, runID, err := g.dialRun(cmd.Context(), args[0], run)
 		if err != nil {
@@ -44,12 +64,67 @@ func wfSignal(g *globals) *cobra.Command {
 		if err := c.SignalWorkflow(cmd.Context(), args[0], runID, name, in); err != nil {
 			return err
 		}
-		return g.emit(signalOut{args[0], runID, name}, func(w io.Writer) { fmt.Fprintf(w, "signalled %s: %s\n", args[0], name) })
+		return g.emit(signalOut{WorkflowID: args[0], RunID: runID, Signal: name}, func(w io.Writer) { fmt.Fprintf(w, "signalled %s: %s\n", args[0], name) })
 	}
 	runFlag(cmd, &run)
 	cmd.Flags().StringVar(&name, "name", "", "signal name")
 	_ = cmd.MarkFlagRequired("name")
+	cmd.Flags().BoolVar(&withStart, "start", false, "start a run (--type, --task-queue, --workflow-input) if none is open, atomically with the signal")
+	sf.addRun(cmd)
 	return cmd
+}
+
+// checkSignalStart checks signal's flags: --type and --task-queue go with
+// --start (and are required by it), --run does not.
+func checkSignalStart(cmd *cobra.Command, withStart bool, run string, sf *startFlags) error {
+	f := cmd.Flags()
+	if !withStart {
+		for _, n := range []string{"type", "task-queue", "workflow-input", "workflow-input-file", "run-timeout", "execution-timeout",
+			"task-timeout", "reject-duplicate"} {
+			if f.Changed(n) {
+				return usagef("--%s starts a run: it needs --start", n)
+			}
+		}
+		return nil
+	}
+	if run != "" {
+		return usagef("--run names a run to signal; --start signals the open run or starts one: use one or the other")
+	}
+	if sf.typ == "" || sf.queue == "" {
+		return usagef("--start needs --type and --task-queue (the run to start when none is open)")
+	}
+	return nil
+}
+
+// signalWithStart signals the open run of id, or starts one and signals
+// it, in one transaction of the server that serves id.
+func signalWithStart(ctx context.Context, g *globals, sf *startFlags, id, name string, sig history.Payload) error {
+	in, err := sf.input()
+	if err != nil {
+		return err
+	}
+	c, err := g.dial()
+	if err != nil {
+		return err
+	}
+	sf.id = id
+	o := sf.options()
+	resp, err := c.Service().SignalWithStartWorkflow(ctx, &api.SignalWithStartRequest{
+		Start: api.StartWorkflowRequest{WorkflowID: id, WorkflowType: sf.typ, TaskQueue: o.TaskQueue, Input: in,
+			ExecutionTimeout: o.ExecutionTimeout, RunTimeout: o.RunTimeout, TaskTimeout: o.TaskTimeout, ReusePolicy: o.ReusePolicy,
+			Identity: cliIdentity()},
+		SignalName: name, SignalInput: sig})
+	if err != nil {
+		return err
+	}
+	started := resp.Started
+	return g.emit(signalOut{WorkflowID: id, RunID: resp.RunID, Signal: name, Started: &started}, func(w io.Writer) {
+		if started {
+			fmt.Fprintf(w, "started %s run %s and signalled it: %s\n", id, resp.RunID, name)
+		} else {
+			fmt.Fprintf(w, "signalled %s run %s: %s (the run was open)\n", id, resp.RunID, name)
+		}
+	})
 }
 
 // actionOut is the --json of cancel and terminate.

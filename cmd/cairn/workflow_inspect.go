@@ -145,7 +145,11 @@ func printDescribe(g *globals, w io.Writer, out describeOut) {
 	if len(d.PendingChildren) > 0 {
 		fmt.Fprintln(w, "\nChildren:")
 		for _, ch := range d.PendingChildren {
-			fmt.Fprintf(w, "  %s (%s) run %s\n", ch.WorkflowID, ch.WorkflowType, ch.RunID)
+			cancel := ""
+			if ch.CancelRequested {
+				cancel = ", cancel requested"
+			}
+			fmt.Fprintf(w, "  %s (%s) run %s%s\n", ch.WorkflowID, ch.WorkflowType, ch.RunID, cancel)
 		}
 	}
 	if t := d.WorkflowTask; t != nil && t.LastFailure != nil {

@@ -78,10 +78,12 @@ const (
 	CommandCancelWorkflow
 	CommandContinueAsNew
 	CommandSetBudget
+	CommandRequestCancelChildWorkflow
 	commandCount
 )
 
-var commandNames = [commandCount]string{"Unspecified", "ScheduleActivity", "RequestCancelActivity", "StartTimer", "CancelTimer", "RecordMarker", "StartChildWorkflow", "SignalExternalWorkflow", "CompleteWorkflow", "FailWorkflow", "CancelWorkflow", "ContinueAsNew", "SetBudget"}
+var commandNames = [commandCount]string{"Unspecified", "ScheduleActivity", "RequestCancelActivity", "StartTimer", "CancelTimer", "RecordMarker", "StartChildWorkflow", "SignalExternalWorkflow", "CompleteWorkflow", "FailWorkflow", "CancelWorkflow", "ContinueAsNew", "SetBudget",
+	"RequestCancelChildWorkflow"}
 
 // String returns the command type's name.
 func (t CommandType) String() string {
@@ -108,6 +110,9 @@ type Command struct {
 	CancelWorkflow         *CancelWorkflowCommand         `msgpack:",omitempty" json:",omitempty"`
 	ContinueAsNew          *ContinueAsNewCommand          `msgpack:",omitempty" json:",omitempty"`
 	SetBudget              *SetBudgetCommand              `msgpack:",omitempty" json:",omitempty"`
+	// RequestCancelChildWorkflow is last: fields are appended, never
+	// reordered (the msgpack field-order golden).
+	RequestCancelChildWorkflow *RequestCancelChildWorkflowCommand `msgpack:",omitempty" json:",omitempty"`
 }
 
 // SetBudgetCommand sets the run's budget from workflow code
@@ -150,6 +155,20 @@ const ShareResultMinBytes = 256
 // (→ ActivityCancelRequested).
 type RequestCancelActivityCommand struct {
 	ScheduledEventID int64
+}
+
+// RequestCancelChildWorkflowCommand asks a child the run started to cancel
+// (→ ChildWorkflowCancelRequested): the child's run gets a
+// WorkflowCancelRequested, and its outcome reaches the parent as usual
+// (ChildWorkflowFailed with a canceled failure when it honours the
+// request, ChildWorkflowCompleted when it completes anyway). A child that
+// has closed already is not touched: the event is recorded and nothing
+// else happens. WorkflowID and RunID name the child as its
+// ChildWorkflowStarted did.
+type RequestCancelChildWorkflowCommand struct {
+	InitiatedEventID int64
+	WorkflowID       string
+	RunID            string
 }
 
 // StartTimerCommand starts a durable timer (→ TimerStarted).

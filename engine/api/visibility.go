@@ -198,6 +198,9 @@ type PendingChild struct {
 	WorkflowID       string
 	RunID            string
 	WorkflowType     string
+	// CancelRequested: the parent asked the child to cancel
+	// (ChildWorkflowCancelRequested) and it has not closed yet.
+	CancelRequested bool
 }
 
 // PendingWorkflowTask describes the run's workflow task, if any.

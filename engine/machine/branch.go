@@ -305,6 +305,10 @@ func (b *brancher) apply(ev history.Event) error {
 		}
 		st.Children[ev.ID] = &ChildInfo{InitiatedEventID: ev.ID, WorkflowID: a.WorkflowID, RunID: a.RunID, WorkflowType: a.WorkflowType,
 			ParentClosePolicy: a.ParentClosePolicy}
+	case *history.ChildWorkflowCancelRequested:
+		if c := st.Children[a.InitiatedEventID]; c != nil {
+			c.CancelRequested = true
+		}
 	case *history.ChildWorkflowCompleted:
 		delete(st.Children, a.InitiatedEventID)
 	case *history.ChildWorkflowFailed:

@@ -102,6 +102,10 @@ type Output struct {
 	ContinueAsNew *StartParams
 	// CloseChildren are open children whose parent-close policy applies.
 	CloseChildren []ChildInfo
+	// CancelChildren are open children the run asked to cancel
+	// (ChildWorkflowCancelRequested): each child run is to get a cancel
+	// request in the same transaction.
+	CancelChildren []ChildCancel
 	// Ledger lists effects-ledger changes (idempotency keys touched).
 	Ledger []LedgerChange
 	// Reports are the judged late reports this input recorded (logged and
@@ -117,6 +121,15 @@ type Output struct {
 // ChildStart is a child run to start on behalf of a parent.
 type ChildStart struct {
 	Params StartParams
+}
+
+// ChildCancel is a parent's request to cancel one of its open children.
+type ChildCancel struct {
+	WorkflowID string
+	RunID      string
+	// Reason and Identity go into the child's WorkflowCancelRequested.
+	Reason   string
+	Identity string
 }
 
 // SignalOut is a signal the run sends to another.

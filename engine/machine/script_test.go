@@ -500,6 +500,9 @@ func (s *script) record(name string, out Output, err error) {
 	for _, l := range out.Ledger {
 		notes = append(notes, fmt.Sprintf("ledger %s=%d", l.Key[:8], l.State))
 	}
+	for _, c := range out.CancelChildren {
+		notes = append(notes, fmt.Sprintf("cancel child %s run %s (%s)", c.WorkflowID, c.RunID, c.Reason))
+	}
 	for _, r := range out.Reports {
 		notes = append(notes, fmt.Sprintf("report %s of attempt %d (other %d)", r.Verdict, r.Attempt, r.OtherAttempt))
 	}

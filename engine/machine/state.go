@@ -266,6 +266,9 @@ type ChildInfo struct {
 	RunID             string
 	WorkflowType      string
 	ParentClosePolicy history.ParentClosePolicy
+	// CancelRequested: the parent asked the child to cancel
+	// (ChildWorkflowCancelRequested); a second request is not sent.
+	CancelRequested bool `msgpack:",omitempty"`
 }
 
 // Ref returns the run's reference.

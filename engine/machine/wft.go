@@ -208,6 +208,14 @@ func (m *Machine) validateCommands(st *RunState, cmds []api.Command) error {
 			}
 		case api.CommandCancelTimer:
 			running[c.CancelTimer.TimerID] = false
+		case api.CommandRequestCancelChildWorkflow:
+			// The command names the child as its ChildWorkflowStarted did;
+			// an open child must be that one (the service locks the id).
+			r := c.RequestCancelChildWorkflow
+			if ch := st.Children[r.InitiatedEventID]; ch != nil && (ch.WorkflowID != r.WorkflowID || (r.RunID != "" && ch.RunID != r.RunID)) {
+				return api.Errorf(api.ErrInvalidArgument, "command %d (%s): the child started at event %d is %q run %q, not %q run %q",
+					i, c.Type, r.InitiatedEventID, ch.WorkflowID, ch.RunID, r.WorkflowID, r.RunID)
+			}
 		case api.CommandStartChildWorkflow:
 			children++
 			if children > m.Limits.MaxPendingChildren {
@@ -241,6 +249,10 @@ func (m *Machine) validateCommand(i int, c *api.Command) error {
 		}
 	case api.CommandRequestCancelActivity:
 		if c.RequestCancelActivity == nil {
+			return bad("missing attributes")
+		}
+	case api.CommandRequestCancelChildWorkflow:
+		if c.RequestCancelChildWorkflow == nil {
 			return bad("missing attributes")
 		}
 	case api.CommandStartTimer:
@@ -327,6 +339,8 @@ func (t *transition) command(i int, c *api.Command, wtc int64, wc *WFTCompletion
 		return t.scheduleActivity(c.ScheduleActivity, wtc, &d)
 	case api.CommandRequestCancelActivity:
 		return t.cancelActivity(c.RequestCancelActivity.ScheduledEventID, wtc)
+	case api.CommandRequestCancelChildWorkflow:
+		t.cancelChild(c.RequestCancelChildWorkflow, wtc, wc.Identity)
 	case api.CommandStartTimer:
 		t.startTimer(c.StartTimer, wtc)
 	case api.CommandCancelTimer:
@@ -352,7 +366,10 @@ func (t *transition) command(i int, c *api.Command, wtc int64, wc *WFTCompletion
 		t.close(api.StatusFailed, history.Payload{}, &f)
 	case api.CommandCancelWorkflow:
 		t.add(&history.WorkflowCanceled{Details: c.CancelWorkflow.Details, WorkflowTaskCompletedEventID: wtc})
-		t.close(api.StatusCanceled, history.Payload{}, &history.Failure{Type: "Canceled", Message: "workflow canceled", NonRetryable: true})
+		// The details travel with the failure: a parent that asked its
+		// child to cancel gets them in ChildWorkflowFailed.
+		t.close(api.StatusCanceled, history.Payload{}, &history.Failure{Type: "Canceled", Message: "workflow canceled", NonRetryable: true,
+			Details: c.CancelWorkflow.Details})
 	case api.CommandContinueAsNew:
 		t.continueAsNew(c.ContinueAsNew, wtc)
 	case api.CommandSetBudget:
@@ -413,6 +430,30 @@ func (t *transition) startChild(c *api.StartChildWorkflowCommand, wtc int64, ref
 		Parent: &ParentRef{WorkflowID: st.WorkflowID, RunID: st.RunID, InitiatedEventID: id, ParentClosePolicy: c.ParentClosePolicy},
 	}})
 	return nil
+}
+
+// cancelChild records the parent's request to cancel a child and, when the
+// child is still open and was not asked before, sends the child run a
+// cancel request (Output.CancelChildren). A child that closed already (its
+// outcome is in the parent's history, or on its way) is left alone: the
+// request is recorded and the outcome stands.
+func (t *transition) cancelChild(c *api.RequestCancelChildWorkflowCommand, wtc int64, identity string) {
+	ev := &history.ChildWorkflowCancelRequested{InitiatedEventID: c.InitiatedEventID, WorkflowID: c.WorkflowID, RunID: c.RunID,
+		WorkflowTaskCompletedEventID: wtc}
+	ch := t.st.Children[c.InitiatedEventID]
+	if ch != nil {
+		ev.WorkflowID, ev.RunID = ch.WorkflowID, ch.RunID
+	}
+	id := t.add(ev)
+	if ch == nil || ch.CancelRequested {
+		return
+	}
+	ch.CancelRequested = true
+	if identity == "" {
+		identity = "parent"
+	}
+	t.out.CancelChildren = append(t.out.CancelChildren, ChildCancel{WorkflowID: ch.WorkflowID, RunID: ch.RunID, Identity: identity,
+		Reason: fmt.Sprintf("parent workflow %q run %q requested cancellation (event %d)", t.st.WorkflowID, t.st.RunID, id)})
 }
 
 func (t *transition) signalExternal(c *api.SignalExternalWorkflowCommand, wtc int64, delivered bool, identity string) {

@@ -196,6 +196,8 @@ func (t *timeline) row(ev history.Event) Row {
 	case *history.ChildWorkflowFailed:
 		return Row{Name: t.types[a.InitiatedEventID], Detail: a.Failure.Error(), Duration: t.since(ev, a.InitiatedEventID),
 			Related: a.InitiatedEventID, Tone: "bad"}
+	case *history.ChildWorkflowCancelRequested:
+		return Row{Name: t.types[a.InitiatedEventID], Detail: a.WorkflowID, Related: a.InitiatedEventID, Tone: "warn"}
 	case *history.WorkflowCompleted:
 		return Row{Detail: PayloadText(a.Result), Tone: "ok"}
 	case *history.WorkflowFailed:

@@ -76,4 +76,21 @@ func TestCompareFromTheCLI(t *testing.T) {
 		t.Errorf("compare --json:\n%s", js)
 	}
 	checkKeys(t, "compare --json", c)
+
+	// A real reset: compare names the relation, and the steps alike up to
+	// the point.
+	var base struct {
+		Info struct {
+			RunID string `json:"runId"`
+		} `json:"info"`
+	}
+	if err := json.Unmarshal([]byte(s.must(t, "workflow", "describe", "pay-INV-7-a", "--json")), &base); err != nil {
+		t.Fatal(err)
+	}
+	s.must(t, "workflow", "reset", "pay-INV-7-a", "--to-last-task", "--reason", "compare test")
+	s.result(t, "pay-INV-7-a")
+	out = s.must(t, "workflow", "compare", "pay-INV-7-a/"+shortRun(base.Info.RunID), "pay-INV-7-a")
+	if !strings.Contains(out, "reset from A at event") {
+		t.Errorf("compare of a run and its reset:\n%s", out)
+	}
 }

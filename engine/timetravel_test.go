@@ -403,3 +403,24 @@ func TestBranchedRunSurvivesARestart(t *testing.T) {
 		t.Fatalf("after the restart: %+v", res)
 	}
 }
+
+// TestForkOfAPausedPaymentHoldsIt: the base's payment is in doubt; a fork
+// that makes the same payment is not answered (the base's ledger does not
+// know whether it happened) and does not perform it: it holds it.
+func TestForkOfAPausedPaymentHoldsIt(t *testing.T) {
+	h := newHarness(t)
+	h.start("doubt", "Flow")
+	h.complete(h.pollWFT("q"), payCmd("1", "INV-9"))
+	a := h.pollActivity("q")
+	if _, err := h.eng.FailActivity(h.ctx(), &api.FailActivityRequest{TaskToken: a.TaskToken, OutcomeUnknown: true,
+		Failure: history.Failure{Message: "vendor timed out"}}); err != nil {
+		t.Fatal(err)
+	}
+	h.fork(api.ForkWorkflowRequest{WorkflowID: "doubt", AtEventID: 2, NewWorkflowID: "doubt-f"})
+	h.complete(h.pollWFT("q"), payCmd("1", "INV-9"))
+	h.noActivity("q")
+	held, _ := find[*history.ActivityHeld](t, h.historyOf("doubt-f", ""))
+	if !strings.Contains(held.Reason, "outcome is not known") {
+		t.Fatalf("held: %+v", held)
+	}
+}

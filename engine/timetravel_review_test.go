@@ -1,0 +1,101 @@
+package engine
+
+import (
+	"testing"
+	"time"
+
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
+)
+
+// TestResetOfForkDoesNotPayWhatTheBasePaid: the base paid INV-9; a fork
+// made before the payment is reset before it ever scheduled it. The reset
+// run is still the fork's workflow: its payment must be answered from the
+// base's ledger (or held), never performed — the base already charged it.
+func TestResetOfForkDoesNotPayWhatTheBasePaid(t *testing.T) {
+	h := newHarness(t)
+	paidRun(h)
+	h.fork(api.ForkWorkflowRequest{WorkflowID: "pay-1", AtEventID: 2, NewWorkflowID: "rf"})
+	h.complete(h.pollWFT("q"), startTimer("t", time.Hour)) // the fork's own first task: no payment yet
+	r := h.reset(api.ResetWorkflowRequest{WorkflowID: "rf", ToLastTask: true, Reason: "again"})
+	h.complete(h.pollWFT("q"), payCmd("1", "INV-9"))
+	h.noActivity("q") // the base charged INV-9: not again
+	evs := h.historyOf("rf", r.RunID)
+	if count(evs, history.TypeActivityDeduplicated) != 1 {
+		t.Fatalf("the reset fork's payment was not answered from the base's ledger:\n%s", types(evs))
+	}
+}
+
+// TestResetOfForkHoldsWhatAPersonFailed: a fork held a payment the base
+// never made; a person failed it ("fail records nothing in the ledger, so
+// a later schedule of the same action is held again"). A reset of the
+// fork schedules it again: it must be held, not performed.
+func TestResetOfForkHoldsWhatAPersonFailed(t *testing.T) {
+	h := newHarness(t)
+	paidRun(h)
+	h.fork(api.ForkWorkflowRequest{WorkflowID: "pay-1", AtEventID: 2, NewWorkflowID: "rf2"})
+	h.complete(h.pollWFT("q"), startTimer("t", time.Hour))
+	h.signal("rf2", "go", `"x"`)
+	h.complete(h.pollWFT("q"), payCmd("1", "INV-77"))
+	if _, err := h.eng.ResolveActivity(h.ctx(), &api.ResolveActivityRequest{WorkflowID: "rf2", ActivityID: "1",
+		Resolution: history.ResolvedFailed, Identity: "ann", Reason: "no"}); err != nil {
+		t.Fatal(err)
+	}
+	r := h.reset(api.ResetWorkflowRequest{WorkflowID: "rf2", ToEventID: h.firstTaskCompleted("rf2"), Reason: "again"})
+	h.complete(h.pollWFT("q"), payCmd("1", "INV-77"))
+	h.noActivity("q")
+	if evs := h.historyOf("rf2", r.RunID); count(evs, history.TypeActivityHeld) != 1 {
+		t.Fatalf("not held:\n%s", types(evs))
+	}
+}
+
+// TestResetOfSandboxForkKeepsTheSandbox: a fork whose effects go to a
+// sandbox queue, reset: its effects still go to the sandbox, not to the
+// real vendor's queue.
+func TestResetOfSandboxForkKeepsTheSandbox(t *testing.T) {
+	h := newHarness(t)
+	paidRun(h)
+	h.fork(api.ForkWorkflowRequest{WorkflowID: "pay-1", AtEventID: 2, NewWorkflowID: "sf", Effects: "sandbox:fake"})
+	h.complete(h.pollWFT("q"), startTimer("t", time.Hour))
+	h.reset(api.ResetWorkflowRequest{WorkflowID: "sf", ToLastTask: true, Reason: "again"})
+	h.complete(h.pollWFT("q"), payCmd("2", "INV-10"))
+	h.noActivity("q")
+	if a := h.pollActivity("fake"); a.ActivityType != "Pay" {
+		t.Fatalf("sandbox got %s", a.ActivityType)
+	}
+}
+
+// firstTaskCompleted returns the id of the first WorkflowTaskCompleted
+// event after the WorkflowReset marker of id's current run.
+func (h *harness) firstTaskCompleted(id string) int64 {
+	h.t.Helper()
+	marked := false
+	for _, ev := range h.history(id) {
+		switch ev.Attrs.(type) {
+		case *history.WorkflowReset:
+			marked = true
+		case *history.WorkflowTaskCompleted:
+			if marked {
+				return ev.ID
+			}
+		}
+	}
+	h.t.Fatalf("no task completed after the marker in %s", types(h.history(id)))
+	return 0
+}
+
+// TestForkContinuedAsNewDoesNotPayWhatTheBasePaid: a fork's run continues
+// as new. Its next run is still the fork: an action the base's ledger
+// completed is answered from it (as a continued run of the base would have
+// been answered by the base's own ledger), never performed silently.
+func TestForkContinuedAsNewDoesNotPayWhatTheBasePaid(t *testing.T) {
+	h := newHarness(t)
+	paidRun(h)
+	h.fork(api.ForkWorkflowRequest{WorkflowID: "pay-1", AtEventID: 2, NewWorkflowID: "cf"})
+	h.complete(h.pollWFT("q"), continueAsNewCmd(`"next"`))
+	h.complete(h.pollWFT("q"), payCmd("1", "INV-9"))
+	h.noActivity("q")
+	if evs := h.history("cf"); count(evs, history.TypeActivityDeduplicated)+count(evs, history.TypeActivityHeld) != 1 {
+		t.Fatalf("the continued fork's payment was neither answered nor held:\n%s", types(evs))
+	}
+}

@@ -99,3 +99,59 @@ func TestForkContinuedAsNewDoesNotPayWhatTheBasePaid(t *testing.T) {
 		t.Fatalf("the continued fork's payment was neither answered nor held:\n%s", types(evs))
 	}
 }
+
+// TestResetOfForkIntoTheSharedPrefix: the base's payment was in flight at
+// the fork's point (and completed later: the fork was answered from the
+// base's ledger). A reset of the fork to that same point — an event of the
+// base's stretch of the fork's history — must not dispatch the payment
+// again under the base's key in the fork's ledger (which knows nothing
+// under it).
+func TestResetOfForkIntoTheSharedPrefix(t *testing.T) {
+	h := newHarness(t)
+	h.start("p-2", "Flow")
+	h.complete(h.pollWFT("q"), payCmd("1", "INV-9"))
+	pay := h.pollActivity("q")
+	h.signal("p-2", "go", `"a"`)
+	h.complete(h.pollWFT("q")) // X: the payment is in flight
+	h.signal("p-2", "go", `"b"`)
+	h.complete(h.pollWFT("q")) // Y: still in flight
+	h.completeActivity(pay, `{"charge":"ch_1"}`)
+	h.complete(h.pollWFT("q"), completeWF(`"done"`))
+	var wtc []int64
+	for _, ev := range h.history("p-2") {
+		if _, ok := ev.Attrs.(*history.WorkflowTaskCompleted); ok {
+			wtc = append(wtc, ev.ID)
+		}
+	}
+	h.fork(api.ForkWorkflowRequest{WorkflowID: "p-2", AtEventID: wtc[2], NewWorkflowID: "p-2f"})
+	h.noActivity("q") // answered from the base's ledger
+	h.complete(h.pollWFT("q"), completeWF(`"fork done"`))
+	r := h.reset(api.ResetWorkflowRequest{WorkflowID: "p-2f", ToEventID: wtc[1], Reason: "again"})
+	h.noActivity("q")
+	if evs := h.historyOf("p-2f", r.RunID); count(evs, history.TypeActivityDeduplicated) != 1 {
+		t.Fatalf("not answered:\n%s", types(evs))
+	}
+}
+
+// TestResetOfForkKeepsItsHold: the fork held a payment; reset to a point
+// where it is held (pending), the new run holds it again.
+func TestResetOfForkKeepsItsHold(t *testing.T) {
+	h := newHarness(t)
+	paidRun(h)
+	h.fork(api.ForkWorkflowRequest{WorkflowID: "pay-1", AtEventID: 2, NewWorkflowID: "kh"})
+	h.complete(h.pollWFT("q"), payCmd("1", "INV-77")) // held
+	h.signal("kh", "go", `"x"`)
+	h.complete(h.pollWFT("q")) // the point: the payment is held
+	r := h.reset(api.ResetWorkflowRequest{WorkflowID: "kh", ToLastTask: true, Reason: "again"})
+	h.noActivity("q")
+	evs := h.historyOf("kh", r.RunID)
+	held := 0
+	for _, ev := range evs {
+		if hd, ok := ev.Attrs.(*history.ActivityHeld); ok && ev.ID > r.AtEventID && hd.OriginKey != "" {
+			held++
+		}
+	}
+	if held != 1 {
+		t.Fatalf("not held again (with its origin key):\n%s", types(evs))
+	}
+}

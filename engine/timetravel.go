@@ -249,27 +249,34 @@ func (x *txn) forkExists(ctx context.Context, req *api.ForkWorkflowRequest, base
 	return nil, api.Errorf(api.ErrAlreadyStarted, "workflow %q already exists (run %q): a fork needs a new workflow id", req.NewWorkflowID, prev.RunID)
 }
 
-// originAnswer decides a fork's action that its own ledger does not know:
+// originAnswer decides a fork's action (of any run of a forked workflow:
+// machine.RunState.Fork) that its own ledger does not know:
 // answered from the base workflow's ledger when the base completed it,
 // else sent to the sandbox queue (the schedule went there already), else
 // held for a person.
 func (x *txn) originAnswer(ctx context.Context, tr *txnRun, schedID int64) {
 	st := tr.st
-	a := st.Activities[schedID]
-	if a == nil || a.OriginKey == "" || st.Base == nil || a.State != api.ActivityStateScheduled {
+	a, f := st.Activities[schedID], st.Fork()
+	if a == nil || f == nil || a.State != api.ActivityStateScheduled {
 		return
 	}
-	le, err := x.e.ledgerEntry(ctx, st.Base.WorkflowID, a.OriginKey)
+	var le *machine.LedgerEntry
+	var err error
+	if a.OriginKey != "" {
+		le, err = x.e.ledgerEntry(ctx, f.WorkflowID, a.OriginKey)
+	}
 	switch {
 	case err != nil:
 		x.record(tr, x.e.m.HoldForFork(st, schedID, "the base's ledger entry could not be read: "+err.Error(), x.now))
 	case le != nil && le.State == machine.LedgerCompleted:
 		x.record(tr, x.e.m.DeduplicateFrom(st, schedID, machine.LedgerAnswer{Result: le.Result, Omitted: le.ResultOmitted,
-			WorkflowID: st.Base.WorkflowID, RunID: le.RunID, EventID: le.ScheduledEventID}, x.now))
-	case st.Base.SandboxQueue != "":
+			WorkflowID: f.WorkflowID, RunID: le.RunID, EventID: le.ScheduledEventID}, x.now))
+	case f.SandboxQueue != "":
 		// Dispatched to the sandbox: its schedule names that queue.
+	case a.OriginKey == "":
+		x.record(tr, x.e.m.HoldForFork(st, schedID, "its key in "+f.WorkflowID+"'s key space is not known", x.now))
 	default:
-		x.record(tr, x.e.m.HoldForFork(st, schedID, heldReason(st.Base.WorkflowID, le), x.now))
+		x.record(tr, x.e.m.HoldForFork(st, schedID, heldReason(f.WorkflowID, le), x.now))
 	}
 }
 

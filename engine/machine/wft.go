@@ -434,6 +434,7 @@ func (t *transition) continueAsNew(c *api.ContinueAsNewCommand, wtc int64) {
 		Parent:            st.Parent,
 		ContinuedFrom:     st.RunID,
 		ExecutionDeadline: st.ExecutionDeadline,
+		ForkOf:            st.Fork(),
 	}
 	r := &next.Request
 	if r.WorkflowType == "" {

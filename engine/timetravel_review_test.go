@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -153,5 +154,27 @@ func TestResetOfForkKeepsItsHold(t *testing.T) {
 	}
 	if held != 1 {
 		t.Fatalf("not held again (with its origin key):\n%s", types(evs))
+	}
+}
+
+// TestForkAcrossShards: in a cluster the router sends ForkWorkflow to the
+// server of the new workflow id; the base is often served by another. The
+// fork must still be made (the base is only read).
+func TestForkAcrossShards(t *testing.T) {
+	a, b, la, lb := twoServers(t)
+	ctx := context.Background()
+	base := "fork-base"
+	bsh := la.Of(base)
+	fork := idInOtherShard(la, "fork-new", bsh)
+	la.take(t, bsh)
+	must(t, a.Acquire(ctx, []int{bsh}))
+	lb.take(t, lb.Of(fork))
+	must(t, b.Acquire(ctx, []int{lb.Of(fork)}))
+	if _, err := a.StartWorkflow(ctx, &api.StartWorkflowRequest{WorkflowID: base, WorkflowType: "W", TaskQueue: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	completeOn(t, a, pollOn(t, a, "q"), completeWF(`"done"`))
+	if _, err := b.ForkWorkflow(ctx, &api.ForkWorkflowRequest{WorkflowID: base, NewWorkflowID: fork, Reason: "try"}); err != nil {
+		t.Fatalf("fork on the new id's server of a base another server serves: %v", err)
 	}
 }

@@ -220,9 +220,46 @@ func checkFork(m *machine.Machine, req *api.ForkWorkflowRequest) (string, error)
 // forkBase reads the base run's state and history, under its lock so that
 // the two agree (the base goes on after that: the fork copies what was).
 func (e *Engine) forkBase(ctx context.Context, req *api.ForkWorkflowRequest) (*machine.RunState, []history.Event, error) {
+	if e.shards != nil && !e.Serves(req.WorkflowID) {
+		// In a cluster the fork is made by the new id's server; the base's
+		// server may be another. Its committed state and history, read from
+		// the shared store, agree (they are committed together).
+		return e.storedBase(ctx, req)
+	}
 	unlock := e.lock(req.WorkflowID)
 	defer unlock()
 	base, _, err := e.loadState(ctx, req.WorkflowID, req.RunID)
+	if err != nil {
+		return nil, nil, err
+	}
+	events, err := e.readRun(ctx, base, 1, int(base.NextEventID-1))
+	if err != nil {
+		return nil, nil, err
+	}
+	return base, events, nil
+}
+
+// storedBase reads a fork's base, served by another server, from the store.
+func (e *Engine) storedBase(ctx context.Context, req *api.ForkWorkflowRequest) (*machine.RunState, []history.Event, error) {
+	runID := req.RunID
+	if runID == "" {
+		cur, err := e.store.Get(ctx, history.SpaceCurrentRun, curKey(req.WorkflowID))
+		if errors.Is(err, history.ErrNotFound) {
+			return nil, nil, api.Errorf(api.ErrNotFound, "workflow %q", req.WorkflowID)
+		}
+		if err != nil {
+			return nil, nil, storeErr(err)
+		}
+		runID = string(cur)
+	}
+	b, err := e.store.Get(ctx, history.SpaceRunState, stateKey(history.RunRef{WorkflowID: req.WorkflowID, RunID: runID}))
+	if errors.Is(err, history.ErrNotFound) {
+		return nil, nil, api.Errorf(api.ErrNotFound, "workflow %q run %q", req.WorkflowID, runID)
+	}
+	if err != nil {
+		return nil, nil, storeErr(err)
+	}
+	base, err := decodeState(b)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -178,3 +178,57 @@ func TestForkAcrossShards(t *testing.T) {
 		t.Fatalf("fork on the new id's server of a base another server serves: %v", err)
 	}
 }
+
+// TestResetPausedOnBaseThenBaseCompletes: a reset while the base's payment
+// is in flight pauses the new run ("outcome is unknown"). The base's
+// attempt then succeeds (a late report: the ledger now says completed).
+// A person resolving the stale pause as "not happened" must not charge
+// again: the ledger knows it happened.
+func TestResetPausedOnBaseThenBaseCompletes(t *testing.T) {
+	h := newHarness(t)
+	h.start("lp", "Flow")
+	h.complete(h.pollWFT("q"), payCmd("1", "INV-9"))
+	pay := h.pollActivity("q")
+	h.signal("lp", "go", `"a"`)
+	h.complete(h.pollWFT("q")) // the point: the payment is in flight
+	r := h.reset(api.ResetWorkflowRequest{WorkflowID: "lp", ToLastTask: true, Reason: "x"})
+	if d := h.describe("lp"); d.Info.Status != api.StatusPaused {
+		t.Fatalf("new run: %s", d.Info.Status)
+	}
+	h.completeActivity(pay, `{"charge":"ch_1"}`) // the terminated base's attempt succeeds
+	h.settleAll()
+	_, err := h.eng.ResolveActivity(h.ctx(), &api.ResolveActivityRequest{WorkflowID: "lp", ActivityID: "1",
+		Resolution: history.ResolvedNotHappened, Identity: "ann"})
+	if err == nil {
+		h.noActivity("q") // charged twice
+	}
+	if evs := h.historyOf("lp", r.RunID); count(evs, history.TypeActivityDeduplicated) != 1 && err == nil {
+		t.Fatalf("the ledger's answer was not used:\n%s", types(evs))
+	}
+}
+
+// TestForkHeldThenBaseCompletesThenPerform: the fork held a payment the
+// base had in flight; the base then completed it. A person's "perform" of
+// the held action would charge a second time; the base's ledger answers.
+func TestForkHeldThenBaseCompletesThenPerform(t *testing.T) {
+	h := newHarness(t)
+	h.start("fb", "Flow")
+	h.complete(h.pollWFT("q"), payCmd("1", "INV-9"))
+	pay := h.pollActivity("q")
+	h.signal("fb", "go", `"a"`)
+	h.complete(h.pollWFT("q")) // the point: the payment is in flight
+	h.fork(api.ForkWorkflowRequest{WorkflowID: "fb", NewWorkflowID: "fb-f"})
+	if d := h.describe("fb-f"); d.Info.Status != api.StatusPaused {
+		t.Fatalf("fork: %s", d.Info.Status)
+	}
+	h.completeActivity(pay, `{"charge":"ch_1"}`) // the base goes on: charged
+	_, err := h.eng.ResolveActivity(h.ctx(), &api.ResolveActivityRequest{WorkflowID: "fb-f", ActivityID: "1",
+		Resolution: history.ResolvedPerform, Identity: "ann"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.noActivity("q")
+	if evs := h.history("fb-f"); count(evs, history.TypeActivityDeduplicated) != 1 {
+		t.Fatalf("the base's ledger was not asked again:\n%s", types(evs))
+	}
+}

@@ -231,4 +231,7 @@ func TestForkHeldThenBaseCompletesThenPerform(t *testing.T) {
 	if evs := h.history("fb-f"); count(evs, history.TypeActivityDeduplicated) != 1 {
 		t.Fatalf("the base's ledger was not asked again:\n%s", types(evs))
 	}
+	if d := h.describe("fb-f"); d.Info.Status != api.StatusRunning {
+		t.Fatalf("fork after the answer: %s", d.Info.Status)
+	}
 }

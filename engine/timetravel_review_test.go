@@ -235,3 +235,35 @@ func TestForkHeldThenBaseCompletesThenPerform(t *testing.T) {
 		t.Fatalf("fork after the answer: %s", d.Info.Status)
 	}
 }
+
+// TestResetRetriedWithoutRunID: the client retries a reset (same request
+// id) that named no run: the current run is now the reset's new run. The
+// retry must return that run, not reset it again (terminating it).
+func TestResetRetriedWithoutRunID(t *testing.T) {
+	h := newHarness(t)
+	h.start("rr", "Flow")
+	h.complete(h.pollWFT("q"), startTimer("t", time.Hour))
+	a := h.reset(api.ResetWorkflowRequest{WorkflowID: "rr", ToFirstTask: true, RequestID: "req-1"})
+	h.complete(h.pollWFT("q"), startTimer("t2", time.Hour)) // the new run goes on
+	b := h.reset(api.ResetWorkflowRequest{WorkflowID: "rr", ToFirstTask: true, RequestID: "req-1"})
+	if a.RunID != b.RunID {
+		t.Fatalf("a reset sent again made run %s, then %s", a.RunID, b.RunID)
+	}
+	if d := h.describe("rr"); d.Info.RunID != a.RunID || !d.Info.Status.Open() {
+		t.Fatalf("current run: %+v", d.Info)
+	}
+}
+
+// TestForkRetriedAfterTheBaseMoved: a fork retried (same request id)
+// after its base run moved on to a new run (here: reset) returns the fork
+// it made, rather than refusing with already-started.
+func TestForkRetriedAfterTheBaseMoved(t *testing.T) {
+	h := newHarness(t)
+	paidRun(h)
+	f := h.fork(api.ForkWorkflowRequest{WorkflowID: "pay-1", NewWorkflowID: "fr", RequestID: "req-f"})
+	h.reset(api.ResetWorkflowRequest{WorkflowID: "pay-1", ToFirstTask: true})
+	g, err := h.eng.ForkWorkflow(h.ctx(), &api.ForkWorkflowRequest{WorkflowID: "pay-1", NewWorkflowID: "fr", RequestID: "req-f"})
+	if err != nil || g.RunID != f.RunID {
+		t.Fatalf("the fork sent again: %+v, %v (first: %s)", g, err, f.RunID)
+	}
+}

@@ -68,6 +68,11 @@ func (x *txn) reset(ctx context.Context, req *api.ResetWorkflowRequest) (*api.Re
 	if req.RequestID != "" && base.ResetRequestID == req.RequestID && base.ResetRunID != "" {
 		return &api.ResetWorkflowResponse{RunID: base.ResetRunID, BaseRunID: base.RunID, AtEventID: base.ResetAt}, nil // a reset sent again
 	}
+	if req.RequestID != "" && req.RunID == "" && base.RequestID == req.RequestID && base.Base != nil && base.Base.Kind == machine.BranchReset {
+		// A reset sent again that named no run: the current run is the one
+		// it made.
+		return &api.ResetWorkflowResponse{RunID: base.RunID, BaseRunID: base.Base.RunID, AtEventID: base.Base.AtEventID}, nil
+	}
 	if base.Parent != nil {
 		return nil, api.Errorf(api.ErrFailedPrecondition, "workflow %q run %q is a child of %q: reset its parent instead", base.WorkflowID, base.RunID,
 			base.Parent.WorkflowID)
@@ -91,6 +96,7 @@ func (x *txn) reset(ctx context.Context, req *api.ResetWorkflowRequest) (*api.Re
 	if err != nil {
 		return nil, err
 	}
+	st.RequestID = req.RequestID
 	if err := x.closeBase(ctx, base, entry, st.RunID, at, req); err != nil {
 		return nil, err
 	}
@@ -165,6 +171,13 @@ func (e *Engine) ForkWorkflow(ctx context.Context, req *api.ForkWorkflowRequest)
 	sandbox, err := checkFork(e.m, req)
 	if err != nil {
 		return nil, err
+	}
+	if req.RequestID != "" {
+		// A fork sent again returns the fork it made, whatever its base
+		// did since.
+		if prev, err := e.forkSentAgain(ctx, req); prev != nil || err != nil {
+			return prev, err
+		}
 	}
 	base, events, err := e.forkBase(ctx, req)
 	if err != nil {
@@ -268,6 +281,27 @@ func (e *Engine) storedBase(ctx context.Context, req *api.ForkWorkflowRequest) (
 		return nil, nil, err
 	}
 	return base, events, nil
+}
+
+// forkSentAgain returns the fork req made, if it was sent before.
+func (e *Engine) forkSentAgain(ctx context.Context, req *api.ForkWorkflowRequest) (*api.ForkWorkflowResponse, error) {
+	if e.shards != nil && !e.Serves(req.NewWorkflowID) {
+		return nil, nil
+	}
+	unlock := e.lock(req.NewWorkflowID)
+	defer unlock()
+	prev, _, err := e.loadState(ctx, req.NewWorkflowID, "")
+	if errors.Is(err, api.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if prev.RequestID == req.RequestID && prev.Base != nil && prev.Base.Kind == machine.BranchFork && prev.Base.WorkflowID == req.WorkflowID &&
+		(req.RunID == "" || req.RunID == prev.Base.RunID) {
+		return &api.ForkWorkflowResponse{WorkflowID: prev.WorkflowID, RunID: prev.RunID, AtEventID: prev.Base.AtEventID}, nil
+	}
+	return nil, nil
 }
 
 // forkExists returns the fork a request sent again made, or refuses a new

@@ -267,3 +267,33 @@ func TestForkRetriedAfterTheBaseMoved(t *testing.T) {
 		t.Fatalf("the fork sent again: %+v, %v (first: %s)", g, err, f.RunID)
 	}
 }
+
+// TestCheckAcceptsForkOfPendingAction: a fork at a point where the base's
+// payment was pending is answered from the base's ledger; the fork's own
+// ledger records the answer under the fork's key. cairn check must accept
+// that entry (the fork's prefix event carries the base's key).
+func TestCheckAcceptsForkOfPendingAction(t *testing.T) {
+	h := newHarness(t)
+	h.start("cp", "Flow")
+	h.complete(h.pollWFT("q"), payCmd("1", "INV-9"))
+	pay := h.pollActivity("q")
+	h.signal("cp", "go", `"a"`)
+	h.complete(h.pollWFT("q")) // the point: the payment is in flight
+	h.completeActivity(pay, `{"charge":"ch_1"}`)
+	h.complete(h.pollWFT("q"), completeWF(`"done"`))
+	var at int64
+	for _, ev := range h.history("cp") {
+		if _, ok := ev.Attrs.(*history.WorkflowTaskCompleted); ok && at == 0 && ev.ID > 4 {
+			at = ev.ID
+		}
+	}
+	h.fork(api.ForkWorkflowRequest{WorkflowID: "cp", AtEventID: at, NewWorkflowID: "cp-f"})
+	if evs := h.history("cp-f"); count(evs, history.TypeActivityDeduplicated) != 1 {
+		t.Fatalf("fork:\n%s", types(evs))
+	}
+	h.close()
+	h.openStoreOnly()
+	if rep := check(t, h); !rep.OK() {
+		t.Fatalf("problems: %+v", rep.Problems)
+	}
+}

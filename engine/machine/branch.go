@@ -478,6 +478,20 @@ func keyIn(wf, src, activityType, key string) string {
 	return idempotencyKey(wf, activityType, []byte(key), 0)
 }
 
+// KeyOf returns, in the key space of workflowID (the run's), the key of
+// an action that event id of the run's prefix recorded under key (the key
+// space of the workflow that stored the event).
+func (b *BaseRef) KeyOf(workflowID string, id int64, activityType, key string) string {
+	src := b.WorkflowID
+	for _, s := range b.Sources {
+		if id >= s.From && id < s.To {
+			src = s.WorkflowID
+			break
+		}
+	}
+	return keyIn(workflowID, src, activityType, key)
+}
+
 // storedBy returns the workflow id whose events hold the prefix's event id.
 func (b *brancher) storedBy(id int64) string {
 	for _, s := range b.p.Base.HistorySources(b.p.AtEventID) {

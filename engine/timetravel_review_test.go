@@ -297,3 +297,21 @@ func TestCheckAcceptsForkOfPendingAction(t *testing.T) {
 		t.Fatalf("problems: %+v", rep.Problems)
 	}
 }
+
+// TestForkChildPaysSilently: a fork's code starts its child under an id of
+// its own (derived from the fork's) and the child pays what the base's
+// child paid. The fork never performs an effect silently; its child does.
+func TestForkChildPaysSilently(t *testing.T) {
+	h := newHarness(t)
+	h.start("cb", "Flow")
+	h.complete(h.pollWFT("q"), childCmd("cb-kid", "Kid", history.ParentCloseAbandon))
+	h.complete(h.pollWFT("q"), payCmd("1", "INV-9")) // the child's task
+	h.completeActivity(h.pollActivity("q"), `{"charge":"ch_1"}`)
+	h.complete(h.pollWFT("q"), completeWF(`"paid"`))
+	h.settleAll()
+	h.complete(h.pollWFT("q"), completeWF(`"done"`))
+	h.fork(api.ForkWorkflowRequest{WorkflowID: "cb", AtEventID: 2, NewWorkflowID: "cb-f"})
+	h.complete(h.pollWFT("q"), childCmd("cb-f-kid", "Kid", history.ParentCloseAbandon))
+	h.complete(h.pollWFT("q"), payCmd("1", "INV-9")) // the fork's child's task
+	h.noActivity("q")
+}

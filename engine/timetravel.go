@@ -344,6 +344,8 @@ func (x *txn) originAnswer(ctx context.Context, tr *txnRun, schedID int64) {
 			WorkflowID: f.WorkflowID, RunID: le.RunID, EventID: le.ScheduledEventID}, x.now))
 	case f.SandboxQueue != "":
 		// Dispatched to the sandbox: its schedule names that queue.
+	case f.WorkflowID == "":
+		x.record(tr, x.e.m.HoldForFork(st, schedID, "a fork's child: no base ledger answers its actions", x.now))
 	case a.OriginKey == "":
 		x.record(tr, x.e.m.HoldForFork(st, schedID, "its key in "+f.WorkflowID+"'s key space is not known", x.now))
 	default:

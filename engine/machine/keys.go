@@ -215,7 +215,7 @@ func (t *transition) nextKey(activityType string, material []byte) (key, okey, o
 		st.occ = map[string]int32{}
 	}
 	st.occ[ok] = n
-	if f := st.Fork(); f != nil {
+	if f := st.Fork(); f != nil && f.WorkflowID != "" {
 		// A fork looks its actions up in its base workflow's ledger too,
 		// under the key the base computed (branch.go).
 		origin = idempotencyKey(f.WorkflowID, activityType, material, n)

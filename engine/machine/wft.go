@@ -411,7 +411,19 @@ func (t *transition) startChild(c *api.StartChildWorkflowCommand, wtc int64, ref
 			ReusePolicy: c.ReusePolicy},
 		RunID:  runID,
 		Parent: &ParentRef{WorkflowID: st.WorkflowID, RunID: st.RunID, InitiatedEventID: id, ParentClosePolicy: c.ParentClosePolicy},
+		ForkOf: childFork(st),
 	}})
+	return nil
+}
+
+// childFork is the fork origin of a child the run starts: a fork's
+// child is a fork's too, with no base ledger to answer it (its base child,
+// if any, has another workflow id) — its effects are held, or sent to the
+// fork's sandbox.
+func childFork(st *RunState) *ForkOrigin {
+	if f := st.Fork(); f != nil {
+		return &ForkOrigin{SandboxQueue: f.SandboxQueue}
+	}
 	return nil
 }
 

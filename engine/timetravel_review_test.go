@@ -277,19 +277,32 @@ func TestCheckAcceptsForkOfPendingAction(t *testing.T) {
 	h.start("cp", "Flow")
 	h.complete(h.pollWFT("q"), payCmd("1", "INV-9"))
 	pay := h.pollActivity("q")
-	h.signal("cp", "go", `"a"`)
-	h.complete(h.pollWFT("q")) // the point: the payment is in flight
+	for _, s := range []string{`"a"`, `"b"`, `"c"`} {
+		h.signal("cp", "go", s)
+		h.complete(h.pollWFT("q")) // X1, X2, X3: the payment is in flight
+	}
 	h.completeActivity(pay, `{"charge":"ch_1"}`)
 	h.complete(h.pollWFT("q"), completeWF(`"done"`))
-	var at int64
+	var x []int64
 	for _, ev := range h.history("cp") {
-		if _, ok := ev.Attrs.(*history.WorkflowTaskCompleted); ok && at == 0 && ev.ID > 4 {
-			at = ev.ID
+		if _, ok := ev.Attrs.(*history.WorkflowTaskCompleted); ok && ev.ID > 2 {
+			x = append(x, ev.ID)
 		}
 	}
-	h.fork(api.ForkWorkflowRequest{WorkflowID: "cp", AtEventID: at, NewWorkflowID: "cp-f"})
+	h.fork(api.ForkWorkflowRequest{WorkflowID: "cp", AtEventID: x[2], NewWorkflowID: "cp-f"})
 	if evs := h.history("cp-f"); count(evs, history.TypeActivityDeduplicated) != 1 {
 		t.Fatalf("fork:\n%s", types(evs))
+	}
+	// A fork of the fork in the base's stretch: answered from the fork's
+	// ledger; and a reset of that one.
+	h.fork(api.ForkWorkflowRequest{WorkflowID: "cp-f", AtEventID: x[1], NewWorkflowID: "cp-ff"})
+	if evs := h.history("cp-ff"); count(evs, history.TypeActivityDeduplicated) != 1 {
+		t.Fatalf("fork of the fork:\n%s", types(evs))
+	}
+	h.reset(api.ResetWorkflowRequest{WorkflowID: "cp-ff", ToEventID: x[0], Reason: "again"})
+	h.noActivity("q")
+	if evs := h.history("cp-ff"); count(evs, history.TypeActivityDeduplicated) != 1 {
+		t.Fatalf("reset of the fork of the fork:\n%s", types(evs))
 	}
 	h.close()
 	h.openStoreOnly()
@@ -314,4 +327,37 @@ func TestForkChildPaysSilently(t *testing.T) {
 	h.complete(h.pollWFT("q"), childCmd("cb-f-kid", "Kid", history.ParentCloseAbandon))
 	h.complete(h.pollWFT("q"), payCmd("1", "INV-9")) // the fork's child's task
 	h.noActivity("q")
+}
+
+// TestResetKeyDecidedAfterThePoint: the base's bill was scheduled as a
+// Read (the declaring worker not yet known) and keyed by the worker after
+// the point; a reset re-dispatches it: keyed again the same way, it is
+// answered from the ledger.
+func TestResetKeyDecidedAfterThePoint(t *testing.T) {
+	h := newHarness(t)
+	h.start("kp", "W")
+	c := schedule("1", "Bill", history.Read, history.ActivityOptions{StartToCloseTimeout: time.Minute})
+	c.ScheduleActivity.Input = jsonPayload(`{"invoice":"INV-5"}`)
+	h.complete(h.pollWFT("q"), c)
+	h.signal("kp", "go", `"a"`)
+	h.complete(h.pollWFT("q")) // the point: the bill waits for its key
+	h.answerKey(h.pollDeclaring("q", billDecl), "INV-5")
+	h.completeActivity(h.pollDeclaring("q", billDecl), `"billed"`)
+	h.complete(h.pollWFT("q"), completeWF(`"done"`))
+	var at int64
+	for _, ev := range h.history("kp") {
+		if _, ok := ev.Attrs.(*history.WorkflowTaskCompleted); ok && ev.ID > 2 && at == 0 {
+			at = ev.ID
+		}
+	}
+	r := h.reset(api.ResetWorkflowRequest{WorkflowID: "kp", ToEventID: at, Reason: "x"})
+	if task := h.pollDeclaring("q", billDecl); task.KeyTask {
+		h.answerKey(task, "INV-5")
+	} else {
+		t.Fatalf("the bill was dispatched for real, key %q", task.IdempotencyKey)
+	}
+	h.noActivity("q")
+	if evs := h.historyOf("kp", r.RunID); count(evs, history.TypeActivityDeduplicated) != 1 {
+		t.Fatalf("not answered:\n%s", types(evs))
+	}
 }

@@ -208,7 +208,27 @@ func (c *checker) history(ctx context.Context, ref history.RunRef, cr *checkedRu
 				base.WorkflowID, base.RunID, err)
 			return nil
 		}
+		types := map[int64]string{}
 		for _, ev := range evs {
+			// Its keys are those of the workflow that stored it: in the
+			// run's own key space, a fork's are derived from its base's.
+			switch a := ev.Attrs.(type) {
+			case *history.ActivityScheduled:
+				if a.IdempotencyKey != "" {
+					c := *a
+					c.IdempotencyKey = base.KeyOf(ref.WorkflowID, ev.ID, a.ActivityType, a.IdempotencyKey)
+					ev.Attrs = &c
+				}
+			case *history.ActivityKeyed:
+				if a.IdempotencyKey != "" {
+					c := *a
+					c.IdempotencyKey = base.KeyOf(ref.WorkflowID, ev.ID, types[a.ScheduledEventID], a.IdempotencyKey)
+					ev.Attrs = &c
+				}
+			}
+			if s, ok := ev.Attrs.(*history.ActivityScheduled); ok {
+				types[ev.ID] = s.ActivityType
+			}
 			cr.see(ev)
 		}
 	}
@@ -278,6 +298,10 @@ func (cr *checkedRun) see(ev history.Event) {
 		set(a.ScheduledEventID, machine.LedgerNotHappened)
 	case *history.ActivityCanceled:
 		set(a.ScheduledEventID, machine.LedgerNotHappened)
+	case *history.ActivityDeduplicated:
+		if a.OriginalWorkflowID != "" { // answered from a fork's base: the fork's ledger records it completed
+			set(a.ScheduledEventID, machine.LedgerCompleted)
+		}
 	case *history.ActivityResolved:
 		if a.Resolution == history.ResolvedHappened {
 			set(a.ScheduledEventID, machine.LedgerCompleted)

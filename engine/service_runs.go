@@ -202,12 +202,50 @@ func (e *Engine) ResolveActivity(ctx context.Context, req *api.ResolveActivityRe
 	}
 	defer e.leave()
 	err := e.onOpenRun(ctx, req.WorkflowID, req.RunID, false, func(x *txn, tr *txnRun) (machine.Output, error) {
+		if out, ok, err := x.ledgerAnswers(ctx, tr, req); ok || err != nil {
+			return out, err
+		}
 		return e.m.Resolve(tr.st, req, x.now)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &api.ResolveActivityResponse{}, nil
+}
+
+// ledgerAnswers answers from the effects ledger an action a person is
+// about to have performed (not-happened, perform) when the ledger has
+// learned since the run paused on it that it completed: an earlier run's
+// late success (the base of a reset, terminated with the attempt in
+// flight), or, for a fork's held action, its base's. Performing it would
+// do it a second time.
+func (x *txn) ledgerAnswers(ctx context.Context, tr *txnRun, req *api.ResolveActivityRequest) (machine.Output, bool, error) {
+	if req.Resolution != history.ResolvedNotHappened && req.Resolution != history.ResolvedPerform {
+		return machine.Output{}, false, nil
+	}
+	st := tr.st
+	a := machine.FindActivity(st, req.ScheduledEventID, req.ActivityID)
+	if a == nil || a.State != api.ActivityStateUnknown || a.IdempotencyKey == "" || len(a.Attempts) > 0 {
+		return machine.Output{}, false, nil // its own attempt's outcome: the person decides
+	}
+	le, err := x.e.ledgerEntry(ctx, st.WorkflowID, a.IdempotencyKey)
+	if err != nil {
+		return machine.Output{}, false, err
+	}
+	if le != nil && le.State == machine.LedgerCompleted && le.RunID != st.RunID {
+		return x.e.m.Deduplicate(st, a.ScheduledEventID, le.Result, le.ResultOmitted, le.RunID, le.ScheduledEventID, x.now), true, nil
+	}
+	if f := st.Fork(); a.ForkHeld && f != nil && a.OriginKey != "" {
+		le, err := x.e.ledgerEntry(ctx, f.WorkflowID, a.OriginKey)
+		if err != nil {
+			return machine.Output{}, false, err
+		}
+		if le != nil && le.State == machine.LedgerCompleted {
+			return x.e.m.DeduplicateFrom(st, a.ScheduledEventID, machine.LedgerAnswer{Result: le.Result, Omitted: le.ResultOmitted,
+				WorkflowID: f.WorkflowID, RunID: le.RunID, EventID: le.ScheduledEventID}, x.now), true, nil
+		}
+	}
+	return machine.Output{}, false, nil
 }
 
 // DescribeWorkflow implements api.Service.

@@ -68,6 +68,11 @@ func (x *txn) reset(ctx context.Context, req *api.ResetWorkflowRequest) (*api.Re
 	if req.RequestID != "" && base.ResetRequestID == req.RequestID && base.ResetRunID != "" {
 		return &api.ResetWorkflowResponse{RunID: base.ResetRunID, BaseRunID: base.RunID, AtEventID: base.ResetAt}, nil // a reset sent again
 	}
+	if req.RequestID != "" && req.RunID == "" && base.RequestID == req.RequestID && base.Base != nil && base.Base.Kind == machine.BranchReset {
+		// A reset sent again that named no run: the current run is the one
+		// it made.
+		return &api.ResetWorkflowResponse{RunID: base.RunID, BaseRunID: base.Base.RunID, AtEventID: base.Base.AtEventID}, nil
+	}
 	if base.Parent != nil {
 		return nil, api.Errorf(api.ErrFailedPrecondition, "workflow %q run %q is a child of %q: reset its parent instead", base.WorkflowID, base.RunID,
 			base.Parent.WorkflowID)
@@ -91,6 +96,7 @@ func (x *txn) reset(ctx context.Context, req *api.ResetWorkflowRequest) (*api.Re
 	if err != nil {
 		return nil, err
 	}
+	st.RequestID = req.RequestID
 	if err := x.closeBase(ctx, base, entry, st.RunID, at, req); err != nil {
 		return nil, err
 	}
@@ -166,6 +172,13 @@ func (e *Engine) ForkWorkflow(ctx context.Context, req *api.ForkWorkflowRequest)
 	if err != nil {
 		return nil, err
 	}
+	if req.RequestID != "" {
+		// A fork sent again returns the fork it made, whatever its base
+		// did since.
+		if prev, err := e.forkSentAgain(ctx, req); prev != nil || err != nil {
+			return prev, err
+		}
+	}
 	base, events, err := e.forkBase(ctx, req)
 	if err != nil {
 		return nil, err
@@ -220,14 +233,15 @@ func checkFork(m *machine.Machine, req *api.ForkWorkflowRequest) (string, error)
 // forkBase reads the base run's state and history, under its lock so that
 // the two agree (the base goes on after that: the fork copies what was).
 func (e *Engine) forkBase(ctx context.Context, req *api.ForkWorkflowRequest) (*machine.RunState, []history.Event, error) {
+	if e.shards != nil && !e.Serves(req.WorkflowID) {
+		// In a cluster the fork is made by the new id's server; the base's
+		// server may be another. Its committed state and history, read from
+		// the shared store, agree (they are committed together).
+		return e.storedBase(ctx, req)
+	}
 	unlock := e.lock(req.WorkflowID)
 	defer unlock()
 	base, _, err := e.loadState(ctx, req.WorkflowID, req.RunID)
-	if errors.Is(err, api.ErrNotOwner) {
-		// In a cluster the base may be served by another server: the fork
-		// only reads it, as it was last committed.
-		base, _, err = e.storedState(ctx, req.WorkflowID, req.RunID)
-	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -236,6 +250,40 @@ func (e *Engine) forkBase(ctx context.Context, req *api.ForkWorkflowRequest) (*m
 		return nil, nil, err
 	}
 	return base, events, nil
+}
+
+// storedBase reads a fork's base, served by another server, from the store.
+func (e *Engine) storedBase(ctx context.Context, req *api.ForkWorkflowRequest) (*machine.RunState, []history.Event, error) {
+	base, _, err := e.storedState(ctx, req.WorkflowID, req.RunID)
+	if err != nil {
+		return nil, nil, err
+	}
+	events, err := e.readRun(ctx, base, 1, int(base.NextEventID-1))
+	if err != nil {
+		return nil, nil, err
+	}
+	return base, events, nil
+}
+
+// forkSentAgain returns the fork req made, if it was sent before.
+func (e *Engine) forkSentAgain(ctx context.Context, req *api.ForkWorkflowRequest) (*api.ForkWorkflowResponse, error) {
+	if e.shards != nil && !e.Serves(req.NewWorkflowID) {
+		return nil, nil
+	}
+	unlock := e.lock(req.NewWorkflowID)
+	defer unlock()
+	prev, _, err := e.loadState(ctx, req.NewWorkflowID, "")
+	if errors.Is(err, api.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if prev.RequestID == req.RequestID && prev.Base != nil && prev.Base.Kind == machine.BranchFork && prev.Base.WorkflowID == req.WorkflowID &&
+		(req.RunID == "" || req.RunID == prev.Base.RunID) {
+		return &api.ForkWorkflowResponse{WorkflowID: prev.WorkflowID, RunID: prev.RunID, AtEventID: prev.Base.AtEventID}, nil
+	}
+	return nil, nil
 }
 
 // forkExists returns the fork a request sent again made, or refuses a new
@@ -254,27 +302,36 @@ func (x *txn) forkExists(ctx context.Context, req *api.ForkWorkflowRequest, base
 	return nil, api.Errorf(api.ErrAlreadyStarted, "workflow %q already exists (run %q): a fork needs a new workflow id", req.NewWorkflowID, prev.RunID)
 }
 
-// originAnswer decides a fork's action that its own ledger does not know:
+// originAnswer decides a fork's action (of any run of a forked workflow:
+// machine.RunState.Fork) that its own ledger does not know:
 // answered from the base workflow's ledger when the base completed it,
 // else sent to the sandbox queue (the schedule went there already), else
 // held for a person.
 func (x *txn) originAnswer(ctx context.Context, tr *txnRun, schedID int64) {
 	st := tr.st
-	a := st.Activities[schedID]
-	if a == nil || a.OriginKey == "" || st.Base == nil || a.State != api.ActivityStateScheduled {
+	a, f := st.Activities[schedID], st.Fork()
+	if a == nil || f == nil || a.State != api.ActivityStateScheduled {
 		return
 	}
-	le, err := x.e.ledgerEntry(ctx, st.Base.WorkflowID, a.OriginKey)
+	var le *machine.LedgerEntry
+	var err error
+	if a.OriginKey != "" {
+		le, err = x.e.ledgerEntry(ctx, f.WorkflowID, a.OriginKey)
+	}
 	switch {
 	case err != nil:
 		x.record(tr, x.e.m.HoldForFork(st, schedID, "the base's ledger entry could not be read: "+err.Error(), x.now))
 	case le != nil && le.State == machine.LedgerCompleted:
 		x.record(tr, x.e.m.DeduplicateFrom(st, schedID, machine.LedgerAnswer{Result: le.Result, Omitted: le.ResultOmitted,
-			WorkflowID: st.Base.WorkflowID, RunID: le.RunID, EventID: le.ScheduledEventID}, x.now))
-	case st.Base.SandboxQueue != "":
+			WorkflowID: f.WorkflowID, RunID: le.RunID, EventID: le.ScheduledEventID}, x.now))
+	case f.SandboxQueue != "":
 		// Dispatched to the sandbox: its schedule names that queue.
+	case f.WorkflowID == "":
+		x.record(tr, x.e.m.HoldForFork(st, schedID, "a fork's child: no base ledger answers its actions", x.now))
+	case a.OriginKey == "":
+		x.record(tr, x.e.m.HoldForFork(st, schedID, "its key in "+f.WorkflowID+"'s key space is not known", x.now))
 	default:
-		x.record(tr, x.e.m.HoldForFork(st, schedID, heldReason(st.Base.WorkflowID, le), x.now))
+		x.record(tr, x.e.m.HoldForFork(st, schedID, heldReason(f.WorkflowID, le), x.now))
 	}
 }
 

@@ -207,10 +207,10 @@ func summary(st *machine.RunState) *api.WorkflowInfo {
 	}
 	if b := st.Base; b != nil {
 		info.Base = &api.BaseRun{Kind: b.Kind, WorkflowID: b.WorkflowID, RunID: b.RunID, AtEventID: b.AtEventID}
-		if b.Kind == machine.BranchFork {
+		if f := st.Fork(); f != nil {
 			info.Base.Effects = "hold"
-			if b.SandboxQueue != "" {
-				info.Base.Effects = "sandbox:" + b.SandboxQueue
+			if f.SandboxQueue != "" {
+				info.Base.Effects = "sandbox:" + f.SandboxQueue
 			}
 		}
 	}

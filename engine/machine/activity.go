@@ -425,6 +425,11 @@ func (t *transition) resolveHeld(a *ActivityInfo, ev *history.ActivityResolved, 
 	return t.out, nil
 }
 
+// FindActivity returns the activity a resolution names (see Resolve).
+func FindActivity(st *RunState, schedID int64, activityID string) *ActivityInfo {
+	return findActivity(st, schedID, activityID)
+}
+
 func findActivity(st *RunState, schedID int64, activityID string) *ActivityInfo {
 	if schedID != 0 {
 		return st.Activities[schedID]

@@ -70,6 +70,27 @@ type HistorySource struct {
 	Stored     int64
 }
 
+// ForkOrigin is what makes a run a fork's: the workflow whose ledger
+// answers the actions its own ledger does not know, and the sandbox queue
+// its actions go to instead of being held ("" holds them).
+type ForkOrigin struct {
+	WorkflowID   string
+	SandboxQueue string `msgpack:",omitempty"`
+}
+
+// Fork returns the fork origin of the run, or nil when the run is not a
+// fork's (nor a reset of one, nor a run it continued as). A fork stored
+// before ForkOf existed is known by its Base.
+func (st *RunState) Fork() *ForkOrigin {
+	if st.ForkOf != nil {
+		return st.ForkOf
+	}
+	if st.Base != nil && st.Base.Kind == BranchFork {
+		return &ForkOrigin{WorkflowID: st.Base.WorkflowID, SandboxQueue: st.Base.SandboxQueue}
+	}
+	return nil
+}
+
 // Ref returns the run whose events the source is.
 func (s HistorySource) Ref() history.RunRef {
 	return history.RunRef{WorkflowID: s.WorkflowID, RunID: s.RunID}
@@ -187,11 +208,16 @@ func (m *Machine) Branch(p BranchParams, now time.Time) (*RunState, Output, erro
 
 // forkEffects is WorkflowReset.Effects for p.
 func forkEffects(p BranchParams) string {
-	switch {
-	case p.Kind != BranchFork:
-		return ""
-	case p.SandboxQueue != "":
-		return "sandbox:" + p.SandboxQueue
+	sandbox := p.SandboxQueue
+	if p.Kind != BranchFork {
+		f := p.Base.Fork()
+		if f == nil {
+			return ""
+		}
+		sandbox = f.SandboxQueue
+	}
+	if sandbox != "" {
+		return "sandbox:" + sandbox
 	}
 	return "hold"
 }
@@ -215,8 +241,17 @@ func branchState(p BranchParams, now time.Time) *RunState {
 		Base: &BaseRef{Kind: p.Kind, WorkflowID: base.WorkflowID, RunID: base.RunID, AtEventID: p.AtEventID, SandboxQueue: p.SandboxQueue,
 			Sources: base.HistorySources(p.AtEventID)},
 	}
-	if p.Kind == BranchReset {
+	switch {
+	case p.Kind == BranchReset:
 		st.FirstRunID = base.FirstRunID
+		// A reset of a fork's run is still the fork: its actions are
+		// answered from the same base ledger, or held, or sandboxed.
+		if f := base.Fork(); f != nil {
+			c := *f
+			st.ForkOf = &c
+		}
+	case p.Kind == BranchFork:
+		st.ForkOf = &ForkOrigin{WorkflowID: base.WorkflowID, SandboxQueue: p.SandboxQueue}
 	}
 	if p.TaskQueue != "" {
 		st.TaskQueue = p.TaskQueue
@@ -272,6 +307,13 @@ func (b *brancher) apply(ev history.Event) error {
 	case *history.ActivityCancelRequested:
 		if act := st.Activities[a.ScheduledEventID]; act != nil {
 			act.CancelRequested = true
+		}
+	case *history.ActivityHeld:
+		// Held by the fork whose run this resets: its key in the base's
+		// key space is the one the hold recorded.
+		if act := st.Activities[a.ScheduledEventID]; act != nil && a.OriginKey != "" && st.Fork() != nil && b.p.Base.Fork() != nil &&
+			st.Fork().WorkflowID == b.p.Base.Fork().WorkflowID {
+			act.OriginKey = a.OriginKey
 		}
 	case *history.ActivityResolved:
 		if a.Resolution == history.ResolvedHappened || a.Resolution == history.ResolvedFailed {
@@ -419,12 +461,49 @@ func (b *brancher) key(a *ActivityInfo, id int64, key, digest string) error {
 		st.occ = map[string]int32{}
 	}
 	st.occ[a.ActivityType+"\x00"+digest]++
-	a.IdempotencyKey = key
-	if b.p.Kind == BranchFork {
-		a.OriginKey = key
-		a.IdempotencyKey = idempotencyKey(st.WorkflowID, a.ActivityType, []byte(key), 0)
+	// The event's key is in the key space of the workflow that stored it:
+	// the new run's own (a reset's prefix), or the base's (a fork's, or a
+	// reset's of a fork, whose history begins with its base's events).
+	src := b.storedBy(id)
+	a.IdempotencyKey = keyIn(st.WorkflowID, src, a.ActivityType, key)
+	if f := st.Fork(); f != nil {
+		a.OriginKey = keyIn(f.WorkflowID, src, a.ActivityType, key)
 	}
 	return nil
+}
+
+// keyIn is the key in workflow wf's key space of an action that workflow
+// src recorded under key: a fork's action copied from its base is keyed
+// hash(fork, type, base's key, 0).
+func keyIn(wf, src, activityType, key string) string {
+	if wf == src {
+		return key
+	}
+	return idempotencyKey(wf, activityType, []byte(key), 0)
+}
+
+// KeyOf returns, in the key space of workflowID (the run's), the key of
+// an action that event id of the run's prefix recorded under key (the key
+// space of the workflow that stored the event).
+func (b *BaseRef) KeyOf(workflowID string, id int64, activityType, key string) string {
+	src := b.WorkflowID
+	for _, s := range b.Sources {
+		if id >= s.From && id < s.To {
+			src = s.WorkflowID
+			break
+		}
+	}
+	return keyIn(workflowID, src, activityType, key)
+}
+
+// storedBy returns the workflow id whose events hold the prefix's event id.
+func (b *brancher) storedBy(id int64) string {
+	for _, s := range b.p.Base.HistorySources(b.p.AtEventID) {
+		if id >= s.From && id < s.To {
+			return s.WorkflowID
+		}
+	}
+	return b.p.Base.WorkflowID
 }
 
 // answerChildren records the outcome of every child still running at the
@@ -506,8 +585,8 @@ func PendingKeyed(st *RunState) []int64 {
 // sandboxQueue is the task queue of an action of the run scheduled on
 // queue: a fork with a sandbox sends its actions there.
 func (st *RunState) sandboxQueue(queue string) string {
-	if st.Base != nil && st.Base.Kind == BranchFork && st.Base.SandboxQueue != "" {
-		return st.Base.SandboxQueue
+	if f := st.Fork(); f != nil && f.SandboxQueue != "" {
+		return f.SandboxQueue
 	}
 	return queue
 }

@@ -215,10 +215,10 @@ func (t *transition) nextKey(activityType string, material []byte) (key, okey, o
 		st.occ = map[string]int32{}
 	}
 	st.occ[ok] = n
-	if st.Base != nil && st.Base.Kind == BranchFork {
+	if f := st.Fork(); f != nil && f.WorkflowID != "" {
 		// A fork looks its actions up in its base workflow's ledger too,
 		// under the key the base computed (branch.go).
-		origin = idempotencyKey(st.Base.WorkflowID, activityType, material, n)
+		origin = idempotencyKey(f.WorkflowID, activityType, material, n)
 	}
 	return idempotencyKey(st.WorkflowID, activityType, material, n), ok, origin
 }

@@ -207,6 +207,8 @@ type StartParams struct {
 	Parent            *ParentRef
 	ContinuedFrom     string
 	ExecutionDeadline time.Time
+	// ForkOf: the next run of a fork's run is the fork's too.
+	ForkOf *ForkOrigin
 }
 
 // Start creates a run's state and its first event.
@@ -227,6 +229,7 @@ func (m *Machine) Start(p StartParams, now time.Time) (*RunState, Output) {
 		NextEventID:      1,
 		Parent:           p.Parent,
 		Budget:           req.Budget,
+		ForkOf:           p.ForkOf,
 	}
 	if st.FirstRunID == "" {
 		st.FirstRunID = p.RunID

@@ -97,6 +97,12 @@ type RunState struct {
 	ResetRequestID string `msgpack:",omitempty"`
 	// LedgerAnswers counts the actions answered from the effects ledger.
 	LedgerAnswers int32 `msgpack:",omitempty"`
+
+	// ForkOf is set on every run of a forked workflow: the fork itself, a
+	// reset of it, its next runs (continue-as-new). Its actions that its
+	// own ledger cannot answer are asked of the base workflow's ledger,
+	// else held or sent to the sandbox (branch.go, RunState.Fork).
+	ForkOf *ForkOrigin `msgpack:",omitempty"`
 }
 
 // MaxSignalRequests bounds RunState.SignalRequests.

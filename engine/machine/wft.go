@@ -428,6 +428,7 @@ func (t *transition) startChild(c *api.StartChildWorkflowCommand, wtc int64, ref
 			ReusePolicy: c.ReusePolicy},
 		RunID:  runID,
 		Parent: &ParentRef{WorkflowID: st.WorkflowID, RunID: st.RunID, InitiatedEventID: id, ParentClosePolicy: c.ParentClosePolicy},
+		ForkOf: childFork(st),
 	}})
 	return nil
 }
@@ -456,6 +457,17 @@ func (t *transition) cancelChild(c *api.RequestCancelChildWorkflowCommand, wtc i
 		Reason: fmt.Sprintf("parent workflow %q run %q requested cancellation (event %d)", t.st.WorkflowID, t.st.RunID, id)})
 }
 
+// childFork is the fork origin of a child the run starts: a fork's
+// child is a fork's too, with no base ledger to answer it (its base child,
+// if any, has another workflow id) — its effects are held, or sent to the
+// fork's sandbox.
+func childFork(st *RunState) *ForkOrigin {
+	if f := st.Fork(); f != nil {
+		return &ForkOrigin{SandboxQueue: f.SandboxQueue}
+	}
+	return nil
+}
+
 func (t *transition) signalExternal(c *api.SignalExternalWorkflowCommand, wtc int64, delivered bool, identity string) {
 	id := t.add(&history.SignalExternalSent{WorkflowID: c.WorkflowID, RunID: c.RunID, Name: c.SignalName, Input: c.Input,
 		Delivered: delivered, WorkflowTaskCompletedEventID: wtc})
@@ -475,6 +487,7 @@ func (t *transition) continueAsNew(c *api.ContinueAsNewCommand, wtc int64) {
 		Parent:            st.Parent,
 		ContinuedFrom:     st.RunID,
 		ExecutionDeadline: st.ExecutionDeadline,
+		ForkOf:            st.Fork(),
 	}
 	r := &next.Request
 	if r.WorkflowType == "" {

@@ -19,7 +19,7 @@ func isCommandEvent(ev *history.Event) bool {
 	case history.TypeActivityScheduled, history.TypeActivityCancelRequested, history.TypeTimerStarted,
 		history.TypeTimerCanceled, history.TypeMarkerRecorded, history.TypeChildWorkflowStarted,
 		history.TypeSignalExternalSent, history.TypeWorkflowCompleted, history.TypeWorkflowFailed,
-		history.TypeWorkflowCanceled, history.TypeWorkflowContinuedAsNew:
+		history.TypeWorkflowCanceled, history.TypeWorkflowContinuedAsNew, history.TypeWorkflowUpdateCompleted:
 		return true
 	}
 	return false
@@ -73,6 +73,9 @@ func commandMatches(c *api.Command, ev *history.Event) bool {
 	case api.CommandSetBudget:
 		b, ok := ev.Attrs.(*history.BudgetUpdated)
 		return ok && b.Budget == c.SetBudget.Budget
+	case api.CommandCompleteUpdate:
+		u, ok := ev.Attrs.(*history.WorkflowUpdateCompleted)
+		return ok && u.UpdateID == c.CompleteUpdate.UpdateID
 	}
 	return false
 }
@@ -116,6 +119,8 @@ func describeCommand(c *api.Command) string {
 		return "WorkflowContinuedAsNew"
 	case api.CommandSetBudget:
 		return fmt.Sprintf("BudgetUpdated %+v", c.SetBudget.Budget)
+	case api.CommandCompleteUpdate:
+		return fmt.Sprintf("WorkflowUpdateCompleted id=%s", c.CompleteUpdate.UpdateID)
 	}
 	return c.Type.String()
 }
@@ -155,6 +160,10 @@ func describeEvent(ev *history.Event) string {
 		return fmt.Sprintf("ChildWorkflowCompleted initiated=%d", a.InitiatedEventID)
 	case *history.ChildWorkflowFailed:
 		return fmt.Sprintf("ChildWorkflowFailed initiated=%d", a.InitiatedEventID)
+	case *history.WorkflowUpdateAccepted:
+		return fmt.Sprintf("WorkflowUpdateAccepted %s id=%s", a.Name, a.UpdateID)
+	case *history.WorkflowUpdateCompleted:
+		return fmt.Sprintf("WorkflowUpdateCompleted id=%s", a.UpdateID)
 	}
 	return ev.Type().String()
 }

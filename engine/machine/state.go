@@ -85,6 +85,31 @@ type RunState struct {
 	// again with the same id is delivered once (a run on another server
 	// of a cluster signalling this one, retried).
 	SignalRequests []string `msgpack:",omitempty"`
+
+	// Updates are the run's accepted updates, oldest first (at most
+	// Limits.MaxUpdates): an update sent again with an id found here is
+	// answered from its record, never applied twice.
+	Updates []UpdateRecord `msgpack:",omitempty"`
+}
+
+// UpdateRecord is an accepted update of a run.
+type UpdateRecord struct {
+	ID              string
+	AcceptedEventID int64
+	// CompletedEventID is its WorkflowUpdateCompleted event (0: the
+	// handler has not returned yet).
+	CompletedEventID int64 `msgpack:",omitempty"`
+}
+
+// Update returns the record of the run's update id, or nil when no
+// update with that id was accepted.
+func (s *RunState) Update(id string) *UpdateRecord {
+	for i := range s.Updates {
+		if s.Updates[i].ID == id {
+			return &s.Updates[i]
+		}
+	}
+	return nil
 }
 
 // MaxSignalRequests bounds RunState.SignalRequests.
@@ -281,6 +306,7 @@ func (s *RunState) Clone() *RunState {
 	c.UsageByModel = slices.Clone(s.UsageByModel)
 	c.Approvals = slices.Clone(s.Approvals)
 	c.SignalRequests = slices.Clip(s.SignalRequests)
+	c.Updates = slices.Clone(s.Updates)
 	// Only a run state of the earlier form has Occurrences (until its
 	// next write), and an installed state has no occ: both are usually nil.
 	c.Occurrences = maps.Clone(s.Occurrences)

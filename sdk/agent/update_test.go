@@ -18,7 +18,7 @@ import (
 // An approval sent as an update answers at once: an unknown call, a
 // value that is not an Approval and a call already decided are rejected
 // (nothing is recorded); an approval that applies answers the decision.
-// The signal path keeps working beside it.
+// Decide sends a decision as the update on request.
 func TestApprovalUpdateAnswersSynchronously(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -73,8 +73,26 @@ func TestApprovalUpdateAnswersSynchronously(t *testing.T) {
 		!strings.Contains(err.Error(), "already approved by ada") {
 		t.Fatalf("deciding %s again: %v", first, err)
 	}
-	must(t, env.Client.SignalWorkflow(ctx, id, "", agent.ApprovalSignal, agent.Approval{CallID: second, Approved: false, By: "bob"}))
+	// Decide sends it as the update when asked to.
+	p, err := agent.Decide(ctx, env.Client.Service(), agent.Decision{WorkflowID: id, Approved: false, By: "bob", Reason: "twice", AsUpdate: true})
+	if err != nil || p.CallID != second {
+		t.Fatalf("Decide as an update: %+v, %v", p, err)
+	}
 	must(t, run.Get(ctx, nil))
+	evs, err := env.Client.GetHistory(ctx, id, "")
+	must(t, err)
+	updates, signals := 0, 0
+	for _, ev := range evs {
+		switch ev.Type() {
+		case history.TypeWorkflowUpdateCompleted:
+			updates++
+		case history.TypeSignalReceived:
+			signals++
+		}
+	}
+	if updates != 2 || signals != 0 {
+		t.Fatalf("%d updates and %d signals decided the calls, want 2 updates", updates, signals)
+	}
 	if n := tl.count("SendPayment"); n != 1 {
 		t.Fatalf("the payment ran %d times", n)
 	}

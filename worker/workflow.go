@@ -89,6 +89,7 @@ func (w *Worker) runWorkflowTask(c *cached, task *api.WorkflowTask) (keep bool) 
 		}
 		return false
 	}
+	w.fitUpdateResults(task, cmds)
 	if reason := commandsOverLimit(task, cmds); reason != "" {
 		w.failForLimit(ctx, task, reason)
 		return false

@@ -56,7 +56,7 @@ type updateHandler struct {
 // without that update's result: wait with
 // Await(ctx, func() bool { return AllHandlersFinished(ctx) }) first.
 func SetUpdateHandler(ctx Context, name string, handler any, opts UpdateHandlerOptions) error {
-	e := mustCtx(ctx).e
+	_, e := mutating(ctx) // not from a query handler or a validator
 	if name == "" {
 		return errors.New("sdk: an update handler needs a name")
 	}

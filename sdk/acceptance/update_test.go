@@ -274,3 +274,40 @@ func TestUpdateSurvivesWorkerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Rolling continues as new on a "next" signal without waiting for its
+// update handlers, whose "stall" update never returns.
+func Rolling(ctx sdk.Context, gen int) (int, error) {
+	if err := sdk.SetUpdateHandler(ctx, "stall", func(ctx sdk.Context) error {
+		return sdk.Await(ctx, func() bool { return false })
+	}, sdk.UpdateHandlerOptions{}); err != nil {
+		return 0, err
+	}
+	if gen > 0 {
+		return gen, nil
+	}
+	sdk.GetSignalChannel[bool](ctx, "next").Receive(ctx)
+	return 0, sdk.NewContinueAsNewError(ctx, Rolling, gen+1)
+}
+
+// An update accepted but unfinished when its run continues as new is not
+// carried over: its caller hears that the run closed first.
+func TestUpdateUnfinishedAtContinueAsNew(t *testing.T) {
+	env := newEnv(t, testenv.Options{})
+	env.RegisterWorkflow(Rolling)
+	env.Start()
+	ctx := testCtx(t)
+	run := start(t, ctx, env, "rolling", Rolling, 0)
+	h, err := env.Client.UpdateWorkflow(ctx, client.UpdateOptions{WorkflowID: "rolling", Name: "stall", WaitForStage: api.UpdateStageAccepted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, env.Client.SignalWorkflow(ctx, "rolling", "", "next", true))
+	if err := h.Get(ctx, nil); !errors.Is(err, api.ErrWorkflowClosed) || !strings.Contains(err.Error(), "before its update") {
+		t.Fatalf("an update unfinished at continue-as-new: %v, want ErrWorkflowClosed", err)
+	}
+	var gen int
+	if err := run.Get(ctx, &gen); err != nil || gen != 1 {
+		t.Fatalf("the next run: %d, %v", gen, err)
+	}
+}

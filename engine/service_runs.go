@@ -287,6 +287,13 @@ func describe(st *machine.RunState) *api.DescribeWorkflowResponse {
 		resp.PendingChildren = append(resp.PendingChildren, api.PendingChild{InitiatedEventID: id, WorkflowID: c.WorkflowID,
 			RunID: c.RunID, WorkflowType: c.WorkflowType})
 	}
+	if st.Status.Open() {
+		for _, u := range st.Updates {
+			if u.CompletedEventID == 0 {
+				resp.PendingUpdates = append(resp.PendingUpdates, api.PendingUpdate{UpdateID: u.ID, Name: u.Name, AcceptedEventID: u.AcceptedEventID})
+			}
+		}
+	}
 	if st.WFT.Scheduled || st.WFT.Started {
 		resp.WorkflowTask = &api.PendingWorkflowTask{Attempt: st.WFT.Attempt, Started: st.WFT.Started,
 			LastFailure: st.WFT.LastFailure, StickyQueue: st.WFT.StickyQueue}

@@ -99,6 +99,8 @@ type UpdateRecord struct {
 	// CompletedEventID is its WorkflowUpdateCompleted event (0: the
 	// handler has not returned yet).
 	CompletedEventID int64 `msgpack:",omitempty"`
+	// Name is the update's name.
+	Name string `msgpack:",omitempty"`
 }
 
 // Update returns the record of the run's update id, or nil when no

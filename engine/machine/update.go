@@ -36,7 +36,7 @@ func (m *Machine) AcceptUpdate(st *RunState, id, name string, input history.Payl
 	}
 	t := m.begin(st, now)
 	ev := t.add(&history.WorkflowUpdateAccepted{UpdateID: id, Name: name, Input: input, Identity: identity})
-	st.Updates = append(st.Updates, UpdateRecord{ID: id, AcceptedEventID: ev})
+	st.Updates = append(st.Updates, UpdateRecord{ID: id, AcceptedEventID: ev, Name: name})
 	t.needWFT()
 	return t.out, nil
 }

@@ -255,6 +255,10 @@ func TestUpdateSurvivesWorkerRestart(t *testing.T) {
 	}
 	// The handler ran and waits for "go"; the worker dies.
 	settled(t, env, "desk", run.RunID())
+	d, err := env.Client.DescribeWorkflow(ctx, "desk", "")
+	if err != nil || len(d.PendingUpdates) != 1 || d.PendingUpdates[0].Name != "decide" || d.PendingUpdates[0].UpdateID != h.UpdateID() {
+		t.Fatalf("describe: pending updates %+v, %v", d.PendingUpdates, err)
+	}
 	env.StopWorker()
 
 	second := env.NewWorker(worker.Options{Identity: "second"})
@@ -269,6 +273,9 @@ func TestUpdateSurvivesWorkerRestart(t *testing.T) {
 	}
 	if second.Stats().FullReplays.Load() == 0 {
 		t.Fatal("the second worker did not replay the run")
+	}
+	if d, err := env.Client.DescribeWorkflow(ctx, "desk", ""); err != nil || len(d.PendingUpdates) != 0 {
+		t.Fatalf("describe after the update completed: %+v, %v", d.PendingUpdates, err)
 	}
 	if err := run.Get(ctx, nil); err != nil {
 		t.Fatal(err)

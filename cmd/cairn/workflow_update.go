@@ -1,6 +1,10 @@
 package main
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -66,6 +70,9 @@ then updated.`,
 		if err != nil {
 			return err
 		}
+		if updateID == "" {
+			updateID = newUpdateID() // named here, so that a message can name it
+		}
 		opts := client.UpdateOptions{WorkflowID: args[0], RunID: runID, UpdateID: updateID, Name: name, Args: in}
 		if noWait {
 			opts.WaitForStage = api.UpdateStageAccepted
@@ -78,15 +85,15 @@ then updated.`,
 			}
 			h, err = c.UpdateWithStartWorkflow(ctx, client.StartOptions{ID: args[0], TaskQueue: queue}, typ, sin, opts)
 			if err != nil {
-				return gaveUp(cmd.Context(), err, args[0], timeout)
+				return updateGaveUp(cmd.Context(), err, args[0], updateID, timeout)
 			}
 		} else if h, err = c.UpdateWorkflow(ctx, opts); err != nil {
-			return gaveUp(cmd.Context(), err, args[0], timeout)
+			return updateGaveUp(cmd.Context(), err, args[0], updateID, timeout)
 		}
 		out := updateOut{WorkflowID: args[0], RunID: h.RunID(), UpdateID: h.UpdateID(), Update: name, Stage: api.UpdateStageAccepted.String()}
 		if !noWait {
 			if err := h.Get(ctx, &out.Result); err != nil {
-				return gaveUp(cmd.Context(), err, args[0], timeout)
+				return updateGaveUp(cmd.Context(), err, args[0], updateID, timeout)
 			}
 			out.Stage = api.UpdateStageCompleted.String()
 		}
@@ -109,4 +116,21 @@ then updated.`,
 	timeoutFlag(cmd, &timeout)
 	_ = cmd.MarkFlagRequired("name")
 	return cmd
+}
+
+// updateGaveUp explains an update whose wait --timeout ended: an update
+// already accepted goes on (ask again with its --update-id).
+func updateGaveUp(parent context.Context, err error, workflowID, updateID string, timeout time.Duration) error {
+	if timeout <= 0 || !errors.Is(err, context.DeadlineExceeded) || parent.Err() != nil {
+		return err
+	}
+	return fmt.Errorf("update %s of %s did not complete within --timeout %s; if it was accepted it goes on "+
+		"(its outcome: the same command with --update-id %s): %w", updateID, workflowID, timeout, updateID, err)
+}
+
+// newUpdateID returns a random update id.
+func newUpdateID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

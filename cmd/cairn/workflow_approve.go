@@ -74,8 +74,12 @@ rather than recorded as ignored. It needs a running worker.`,
 				return decideError(err, args[0])
 			}
 			out := decideOut{WorkflowID: args[0], CallID: p.CallID, Tool: p.Tool, Approved: approve, Signal: p.Signal}
+			via := "signal"
+			if asUpdate {
+				via = "update"
+			}
 			return g.emit(out, func(w io.Writer) {
-				fmt.Fprintf(w, "%s %s call %s of %s (signal %s)\n", done, orUnknown(p.Tool, "the tool"), p.CallID, args[0], p.Signal)
+				fmt.Fprintf(w, "%s %s call %s of %s (%s %s)\n", done, orUnknown(p.Tool, "the tool"), p.CallID, args[0], via, p.Signal)
 			})
 		},
 	}

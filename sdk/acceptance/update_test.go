@@ -235,6 +235,17 @@ func TestUpdateWithStart(t *testing.T) {
 	if err := env.Client.GetWorkflow(ctx, "desk", h.RunID()).Get(ctx, &n); err != nil || n != 2 {
 		t.Fatalf("result %d, %v", n, err)
 	}
+	// A rejected update-with-start leaves the run it started (as in
+	// Temporal): started, without the update.
+	_, err = env.Client.UpdateWithStartWorkflow(ctx, client.StartOptions{ID: "desk-2", TaskQueue: env.TaskQueue()}, Desk, []string{"pay"},
+		client.UpdateOptions{Name: "decide", Args: Decision{Call: "refund", OK: true}})
+	if !errors.Is(err, api.ErrUpdateRejected) {
+		t.Fatalf("a rejected update-with-start: %v", err)
+	}
+	evs := settled(t, env, "desk-2", "")
+	if evs[0].Type() != history.TypeWorkflowStarted || count(evs, history.TypeWorkflowUpdateAccepted) != 0 {
+		t.Fatalf("after a rejected update-with-start: %v", typesOf(evs))
+	}
 }
 
 func TestUpdateSurvivesWorkerRestart(t *testing.T) {

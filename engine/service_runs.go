@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairnflow/cairn/engine/api"
@@ -324,6 +325,13 @@ func describe(st *machine.RunState) *api.DescribeWorkflowResponse {
 		resp.PendingChildren = append(resp.PendingChildren, api.PendingChild{InitiatedEventID: id, WorkflowID: c.WorkflowID,
 			RunID: c.RunID, WorkflowType: c.WorkflowType, CancelRequested: c.CancelRequested})
 	}
+	if st.Status.Open() {
+		for _, u := range st.Updates {
+			if u.CompletedEventID == 0 {
+				resp.PendingUpdates = append(resp.PendingUpdates, api.PendingUpdate{UpdateID: u.ID, Name: u.Name, AcceptedEventID: u.AcceptedEventID})
+			}
+		}
+	}
 	if st.WFT.Scheduled || st.WFT.Started {
 		resp.WorkflowTask = &api.PendingWorkflowTask{Attempt: st.WFT.Attempt, Started: st.WFT.Started,
 			LastFailure: st.WFT.LastFailure, StickyQueue: st.WFT.StickyQueue}
@@ -635,6 +643,9 @@ type pendingQuery struct {
 	id    string
 	query api.WorkflowQuery
 	done  chan *api.RespondQueryTaskRequest
+	// at is the run's NextEventID in the state the query task carries
+	// (set when it is dispatched): the state the answer is about.
+	at atomic.Int64
 }
 
 // QueryWorkflow implements api.Service: the query goes to a worker as a
@@ -651,33 +662,14 @@ func (e *Engine) QueryWorkflow(ctx context.Context, req *api.QueryWorkflowReques
 	if err != nil {
 		return nil, err
 	}
-	// The query's id is its task token: it names the workflow id, so that a
-	// router sends the answer to the server the query waits on.
-	id := string(encodeToken(queryToken{W: req.WorkflowID, Q: randomID()}))
-	q := &pendingQuery{id: id, query: api.WorkflowQuery{QueryType: req.QueryType, Args: req.Args}, done: make(chan *api.RespondQueryTaskRequest, 1)}
-	q.query.QueryID = q.id
-	e.queriesMu.Lock()
-	e.queries[q.id] = q
-	e.queriesMu.Unlock()
-	defer func() {
-		e.queriesMu.Lock()
-		delete(e.queries, q.id)
-		e.queriesMu.Unlock()
-	}()
-	e.wftQ.Push(st.TaskQueue, wftItem{ref: st.Ref(), query: q})
-	ctx, cancel := context.WithTimeout(ctx, e.opts.PollTimeout)
-	defer cancel()
-	select {
-	case r := <-q.done:
-		if r.Failure != nil {
-			return nil, api.Errorf(api.ErrQueryFailed, "%s", r.Failure.Error())
-		}
-		return &api.QueryWorkflowResponse{Result: r.Result}, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: no worker answered the query: %w", api.ErrUnavailable, ctx.Err())
-	case <-e.stop:
-		return nil, ErrClosed
+	r, _, err := e.askWorker(ctx, st, api.WorkflowQuery{QueryType: req.QueryType, Args: req.Args})
+	if err != nil {
+		return nil, err
 	}
+	if r.Failure != nil {
+		return nil, api.Errorf(api.ErrQueryFailed, "%s", r.Failure.Error())
+	}
+	return &api.QueryWorkflowResponse{Result: r.Result}, nil
 }
 
 // RespondQueryTask implements api.Service.

@@ -226,6 +226,7 @@ func (e *Engine) queryTask(ctx context.Context, item wftItem) (*api.WorkflowTask
 	if err != nil {
 		return nil, e.settle(damaged(item.ref, true, err))
 	}
+	item.query.at.Store(st.NextEventID)
 	q := item.query.query
 	return &api.WorkflowTask{TaskToken: []byte(item.query.id), WorkflowID: st.WorkflowID, RunID: st.RunID,
 		WorkflowType: st.WorkflowType, TaskQueue: st.TaskQueue, FirstEventID: 1, NextEventID: st.NextEventID, Events: evs, Query: &q}, nil

@@ -51,8 +51,15 @@
 // difference is a *NondeterminismError naming the event id, what history
 // recorded and what the code produced.
 //
+// An accepted update (SetUpdateHandler) runs its handler in a coroutine of
+// its own, started when the code reaches the update's
+// WorkflowUpdateAccepted event, like a signal delivered in history order;
+// its validator runs between tasks, as a query does, and must not block or
+// issue commands.
+//
 // Workers drive the runtime through Execution: NewExecution, ProcessTask for
-// every workflow task, Query between tasks, Close on eviction.
+// every workflow task, Query and ValidateUpdate between tasks, Close on
+// eviction.
 //
 // Canceling the context a child workflow was started with cancels the
 // child: one not sent yet is withdrawn, a started one is asked to cancel

@@ -146,6 +146,8 @@ type Execution struct {
 	children        map[int64]*childState    // by initiated event id; nil once resolved
 	signals         map[string]*signalChannel
 	queries         map[string]*queryHandler
+	updates         map[string]*updateHandler
+	updatesRunning  int // accepted updates whose handler has not returned
 	versions        map[string]Version
 	mutables        map[string]history.Payload
 	actDefs         map[string]*ActivityDefinition // registry lookups, misses included
@@ -197,6 +199,7 @@ func NewExecution(reg *Registry, task *api.WorkflowTask, opts ExecutionOptions) 
 		children:   map[int64]*childState{},
 		signals:    map[string]*signalChannel{},
 		queries:    map[string]*queryHandler{},
+		updates:    map[string]*updateHandler{},
 		versions:   map[string]Version{},
 		mutables:   map[string]history.Payload{},
 		actDefs:    map[string]*ActivityDefinition{},

@@ -81,6 +81,8 @@ func (e *Execution) apply(ev *history.Event) {
 	case *history.SignalReceived:
 		ch := e.signalChannel(a.Name)
 		ch.buf = append(ch.buf, a.Input)
+	case *history.WorkflowUpdateAccepted:
+		e.startUpdate(a)
 	case *history.WorkflowCancelRequested:
 		e.cancelRequested = true
 		e.rootScope.cancel()

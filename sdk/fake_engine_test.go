@@ -32,6 +32,7 @@ type fakeEngine struct {
 	acts      map[string]int64 // activity id → ActivityScheduled event id
 	timers    map[string]int64 // timer id → TimerStarted event id
 	children  map[string]int64 // child workflow id → ChildWorkflowStarted event id
+	updates   map[string]int64 // update id → WorkflowUpdateAccepted event id
 	closed    bool
 }
 
@@ -168,6 +169,10 @@ func (f *fakeEngine) complete(seen int64, cmds []api.Command) {
 			s := c.ContinueAsNew
 			f.add(&history.WorkflowContinuedAsNew{NewRunID: "run-2", WorkflowType: s.WorkflowType, Input: s.Input, WorkflowTaskCompletedEventID: wtc})
 			f.closed = true
+		case api.CommandCompleteUpdate:
+			u := c.CompleteUpdate
+			f.add(&history.WorkflowUpdateCompleted{UpdateID: u.UpdateID, AcceptedEventID: f.updates[u.UpdateID], Result: u.Result,
+				Failure: u.Failure, WorkflowTaskCompletedEventID: wtc})
 		default:
 			f.t.Fatalf("unknown command %v", c.Type)
 		}
@@ -213,6 +218,14 @@ func (f *fakeEngine) fireTimer(timerID string) {
 
 func (f *fakeEngine) signal(name string, v any) {
 	f.add(&history.SignalReceived{Name: name, Input: f.payload(v)})
+}
+
+// update records an accepted update.
+func (f *fakeEngine) update(id, name string, v any) {
+	if f.updates == nil {
+		f.updates = map[string]int64{}
+	}
+	f.updates[id] = f.add(&history.WorkflowUpdateAccepted{UpdateID: id, Name: name, Input: f.payload(v)})
 }
 
 func (f *fakeEngine) requestCancel() { f.add(&history.WorkflowCancelRequested{Reason: "test"}) }

@@ -19,7 +19,8 @@ func isCommandEvent(ev *history.Event) bool {
 	case history.TypeActivityScheduled, history.TypeActivityCancelRequested, history.TypeTimerStarted,
 		history.TypeTimerCanceled, history.TypeMarkerRecorded, history.TypeChildWorkflowStarted,
 		history.TypeSignalExternalSent, history.TypeWorkflowCompleted, history.TypeWorkflowFailed,
-		history.TypeWorkflowCanceled, history.TypeWorkflowContinuedAsNew, history.TypeChildWorkflowCancelRequested:
+		history.TypeWorkflowCanceled, history.TypeWorkflowContinuedAsNew, history.TypeChildWorkflowCancelRequested,
+		history.TypeWorkflowUpdateCompleted:
 		return true
 	}
 	return false
@@ -76,6 +77,9 @@ func commandMatches(c *api.Command, ev *history.Event) bool {
 	case api.CommandSetBudget:
 		b, ok := ev.Attrs.(*history.BudgetUpdated)
 		return ok && b.Budget == c.SetBudget.Budget
+	case api.CommandCompleteUpdate:
+		u, ok := ev.Attrs.(*history.WorkflowUpdateCompleted)
+		return ok && u.UpdateID == c.CompleteUpdate.UpdateID
 	}
 	return false
 }
@@ -121,6 +125,8 @@ func describeCommand(c *api.Command) string {
 		return "WorkflowContinuedAsNew"
 	case api.CommandSetBudget:
 		return fmt.Sprintf("BudgetUpdated %+v", c.SetBudget.Budget)
+	case api.CommandCompleteUpdate:
+		return fmt.Sprintf("WorkflowUpdateCompleted id=%s", c.CompleteUpdate.UpdateID)
 	}
 	return c.Type.String()
 }
@@ -162,6 +168,10 @@ func describeEvent(ev *history.Event) string {
 		return fmt.Sprintf("ChildWorkflowCompleted initiated=%d", a.InitiatedEventID)
 	case *history.ChildWorkflowFailed:
 		return fmt.Sprintf("ChildWorkflowFailed initiated=%d", a.InitiatedEventID)
+	case *history.WorkflowUpdateAccepted:
+		return fmt.Sprintf("WorkflowUpdateAccepted %s id=%s", a.Name, a.UpdateID)
+	case *history.WorkflowUpdateCompleted:
+		return fmt.Sprintf("WorkflowUpdateCompleted id=%s", a.UpdateID)
 	}
 	return ev.Type().String()
 }

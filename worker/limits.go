@@ -7,6 +7,7 @@ import (
 
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/sdk"
 )
 
 // The engine's limits, checked before sending: what the engine would refuse
@@ -59,6 +60,41 @@ func (h *heartbeater) fitHeartbeat(p history.Payload) history.Payload {
 		return history.Payload{}
 	}
 	return p
+}
+
+// fitUpdateResults turns an update's result over the engine's limit into
+// the update's failure (ResultTooLarge), and drops failure details over
+// it: the update fails, not the run (a refused command would fail the
+// workflow task, and the run after a few). Replay matches an update's
+// completion by its id only, so the recorded failure replays.
+func (w *Worker) fitUpdateResults(task *api.WorkflowTask, cmds []api.Command) {
+	max := task.MaxPayloadBytes
+	if max <= 0 {
+		return
+	}
+	for i := range cmds {
+		u := cmds[i].CompleteUpdate
+		if u == nil {
+			continue
+		}
+		fit := *u
+		if n := len(fit.Result.Data); n > max {
+			fit.Result = history.Payload{}
+			fit.Failure = &history.Failure{Type: sdk.FailureTypeResultTooLarge, NonRetryable: true,
+				Message: fmt.Sprintf("the update's result is %d bytes, over the limit of %d (the engine's MaxPayloadBytes)", n, max)}
+		}
+		if f := fit.Failure; f != nil && len(f.Details.Data) > max {
+			g := *f
+			g.Message += fmt.Sprintf(" (failure details of %d bytes dropped: over the limit of %d)", len(g.Details.Data), max)
+			g.Details = history.Payload{}
+			fit.Failure = &g
+		}
+		if fit.Failure != u.Failure || len(fit.Result.Data) != len(u.Result.Data) {
+			log := w.taskLog(task)
+			log.Warn().Str("update_id", u.UpdateID).Msg("update result over the payload limit: the update fails with ResultTooLarge")
+			cmds[i].CompleteUpdate = &fit
+		}
+	}
 }
 
 // commandsOverLimit names the first command payload over the engine's

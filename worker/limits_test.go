@@ -95,6 +95,45 @@ func TestOversizedWorkflowResultEndsTheRun(t *testing.T) {
 	checkTerminatedForLimit(t, ctx, env.Client, "big", err)
 }
 
+// Echo answers its "echo" update with n bytes: over the limit, the
+// update fails with ResultTooLarge and the run goes on.
+func Echo(ctx sdk.Context) (string, error) {
+	done := false
+	if err := sdk.SetUpdateHandler(ctx, "echo", func(ctx sdk.Context, n int) (string, error) {
+		done = n == 0
+		return strings.Repeat("e", n), nil
+	}, sdk.UpdateHandlerOptions{}); err != nil {
+		return "", err
+	}
+	err := sdk.Await(ctx, func() bool { return done })
+	return "done", err
+}
+
+func TestOversizedUpdateResultFailsTheUpdate(t *testing.T) {
+	env := newEnv(t, testenv.Options{Engine: engine.Options{Limits: engine.Limits{MaxPayloadBytes: 1024}}})
+	env.RegisterWorkflow(Echo)
+	env.Start()
+	ctx := testCtx(t)
+	run, err := env.Client.StartWorkflow(ctx, client.StartOptions{ID: "echo", TaskQueue: env.TaskQueue()}, Echo, nil)
+	must(t, err)
+	update := func(n int) error {
+		h, err := env.Client.UpdateWorkflow(ctx, client.UpdateOptions{WorkflowID: "echo", Name: "echo", Args: n})
+		if err != nil {
+			return err
+		}
+		return h.Get(ctx, nil)
+	}
+	var app *sdk.ApplicationError
+	if err := update(3000); !errors.As(err, &app) || app.Type != sdk.FailureTypeResultTooLarge {
+		t.Fatalf("an oversized update result: %v", err)
+	}
+	must(t, update(0))
+	var got string
+	if err := run.Get(ctx, &got); err != nil || got != "done" {
+		t.Fatalf("the run after an oversized update result: %q, %v", got, err)
+	}
+}
+
 func checkTerminatedForLimit(t *testing.T, ctx context.Context, c client.Client, id string, err error) {
 	t.Helper()
 	if !errors.Is(err, client.ErrTerminated) || !strings.Contains(err.Error(), "limit") {

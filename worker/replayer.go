@@ -247,6 +247,10 @@ func describeEvent(ev history.Event) string {
 		return fmt.Sprintf("%s %s", ev.Type(), a.TimerID)
 	case *history.SignalReceived:
 		return fmt.Sprintf("%s %s", ev.Type(), a.Name)
+	case *history.WorkflowUpdateAccepted:
+		return fmt.Sprintf("%s %s (id %s)", ev.Type(), a.Name, a.UpdateID)
+	case *history.WorkflowUpdateCompleted:
+		return fmt.Sprintf("%s %s (accepted at %d)", ev.Type(), a.UpdateID, a.AcceptedEventID)
 	case *history.ChildWorkflowCompleted:
 		return fmt.Sprintf("%s of %d", ev.Type(), a.InitiatedEventID)
 	case *history.ChildWorkflowCancelRequested:
@@ -281,6 +285,8 @@ func describeCommand(c api.Command) string {
 		return fmt.Sprintf("%s %s to %s", c.Type, c.SignalExternalWorkflow.SignalName, c.SignalExternalWorkflow.WorkflowID)
 	case c.ContinueAsNew != nil:
 		return fmt.Sprintf("%s %s", c.Type, c.ContinueAsNew.WorkflowType)
+	case c.CompleteUpdate != nil:
+		return fmt.Sprintf("%s %s", c.Type, c.CompleteUpdate.UpdateID)
 	}
 	return c.Type.String()
 }

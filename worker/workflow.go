@@ -89,6 +89,7 @@ func (w *Worker) runWorkflowTask(c *cached, task *api.WorkflowTask) (keep bool) 
 		}
 		return false
 	}
+	w.fitUpdateResults(task, cmds)
 	if reason := commandsOverLimit(task, cmds); reason != "" {
 		w.failForLimit(ctx, task, reason)
 		return false
@@ -220,11 +221,30 @@ func (w *Worker) fullTask(ctx context.Context, task *api.WorkflowTask) (*api.Wor
 	return &full, nil
 }
 
-// answerQuery answers a query task from the cached Execution when it is up
+// answerQuery answers a query task — or an update's validation
+// (api.WorkflowQuery.Update) — from the cached Execution when it is up
 // to date, else from a fresh replay of the full history.
 func (w *Worker) answerQuery(ctx context.Context, task *api.WorkflowTask) {
-	result, err := w.query(task)
-	req := &api.RespondQueryTaskRequest{TaskToken: task.TaskToken, Result: result}
+	q := task.Query
+	req := &api.RespondQueryTaskRequest{TaskToken: task.TaskToken}
+	var err error
+	if q.Update {
+		var rejected error
+		err = w.withState(task, func(exec *sdk.Execution) error {
+			var err error
+			rejected, err = exec.ValidateUpdate(q.QueryType, q.Args)
+			return err
+		})
+		if err == nil && rejected != nil {
+			err, req.Rejected = rejected, true
+		}
+	} else {
+		err = w.withState(task, func(exec *sdk.Execution) error {
+			var err error
+			req.Result, err = exec.Query(q.QueryType, q.Args)
+			return err
+		})
+	}
 	if err != nil {
 		f := sdk.ErrorToFailure(err)
 		req.Failure = &f
@@ -234,17 +254,18 @@ func (w *Worker) answerQuery(ctx context.Context, task *api.WorkflowTask) {
 	}
 }
 
-func (w *Worker) query(task *api.WorkflowTask) (history.Payload, error) {
-	q := task.Query
+// withState calls fn with an Execution in the state of the query task's
+// run: the cached one when it is up to date, else a throwaway replay.
+func (w *Worker) withState(task *api.WorkflowTask, fn func(exec *sdk.Execution) error) error {
 	if err := sdk.ResolveEventPayloads(context.Background(), w.chunks, task.Events); err != nil {
-		return history.Payload{}, err
+		return err
 	}
 	if w.cache != nil {
 		if c, ok := w.cache.Peek(runKey(task)); ok {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			if c.exec != nil && c.exec.LastEventID() == task.NextEventID-1 {
-				return c.exec.Query(q.QueryType, q.Args)
+				return fn(c.exec)
 			}
 		}
 	}
@@ -252,11 +273,11 @@ func (w *Worker) query(task *api.WorkflowTask) (history.Payload, error) {
 	exec, err := sdk.NewExecution(w.reg, task, sdk.ExecutionOptions{Converter: w.opts.Converter,
 		DeadlockTimeout: w.opts.DeadlockTimeout})
 	if err != nil {
-		return history.Payload{}, err
+		return err
 	}
 	defer exec.Close()
 	if _, err := exec.ProcessTask(task); err != nil {
-		return history.Payload{}, err
+		return err
 	}
-	return exec.Query(q.QueryType, q.Args)
+	return fn(exec)
 }

@@ -150,19 +150,20 @@ func TestApproveAndRejectFromTheCLI(t *testing.T) {
 		t.Fatalf("the history does not say who approved and why:\n%s", out)
 	}
 
-	// Another run's payment is rejected: the tool does not run, the model
-	// is told why.
+	// Another run's payment is rejected, as an update: the tool does not
+	// run, the model is told why.
 	s.must(t, "workflow", "start", "--type", "PayInvoiceAgent", "--id", "pay-INV-9-again", "--task-queue", payables.TaskQueue,
 		"--input", `{"InvoiceID":"INV-9"}`)
 	s.waitApproval(t, "pay-INV-9-again")
-	if out := s.must(t, "workflow", "reject", "pay-INV-9-again", "--by", "bob", "--reason", "paid already"); !strings.Contains(out, "rejected SendPayment call") {
-		t.Fatalf("reject: %s", out)
+	if out := s.must(t, "workflow", "reject", "pay-INV-9-again", "--by", "bob", "--reason", "paid already", "--as-update"); !strings.Contains(out, "rejected SendPayment call") ||
+		!strings.Contains(out, "(update approve)") {
+		t.Fatalf("reject --as-update: %s", out)
 	}
 	s.result(t, "pay-INV-9-again")
 	if p, _ := tools.Payments(); len(p) != 1 {
 		t.Fatalf("payments after the rejection: %v, want the first only", p)
 	}
-	if out := s.must(t, "workflow", "show", "pay-INV-9-again"); !strings.Contains(out, "rejected by bob: paid already") {
+	if out := s.must(t, "workflow", "show", "pay-INV-9-again"); !strings.Contains(out, "rejected by bob: paid already") || !strings.Contains(out, "WorkflowUpdateCompleted") {
 		t.Fatalf("the history does not say who rejected and why:\n%s", out)
 	}
 }

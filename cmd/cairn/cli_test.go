@@ -30,11 +30,25 @@ import (
 
 const testQueue = "cli"
 
-// Hold waits for a "go" signal, answering the "status" query meanwhile,
-// then returns its input with the signal's argument.
+// Hold waits for a "go" signal, answering the "status" query and the
+// "relabel" update meanwhile, then returns its input with the signal's
+// argument.
 func Hold(ctx sdk.Context, in string) (string, error) {
 	status := "holding " + in
 	if err := sdk.SetQueryHandler(ctx, "status", func() (string, error) { return status, nil }); err != nil {
+		return "", err
+	}
+	err := sdk.SetUpdateHandler(ctx, "relabel", func(ctx sdk.Context, label string) (string, error) {
+		was := status
+		status = "holding " + label
+		return was, nil
+	}, sdk.UpdateHandlerOptions{Validator: func(ctx sdk.Context, label string) error {
+		if label == "" {
+			return errors.New("an empty label")
+		}
+		return nil
+	}})
+	if err != nil {
 		return "", err
 	}
 	by := sdk.GetSignalChannel[string](ctx, "go").Receive(ctx)

@@ -83,6 +83,8 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 		fails(1, "not_found", "workflow", "query", "nobody", "--type", "status"),
 		ok("workflow", "stack", "hold-1"),
 		fails(1, "not_found", "workflow", "stack", "nobody"),
+		ok("workflow", "update", "hold-1", "--name", "relabel", "--input", `"box"`),
+		fails(1, "update_rejected", "workflow", "update", "hold-1", "--name", "relabel", "--input", `""`),
 		ok("workflow", "signal", "hold-1", "--name", "go", "--input", `"ann"`),
 		fails(1, "not_found", "workflow", "signal", "nobody", "--name", "go"),
 		ok("workflow", "signal", "sws-1", "--name", "go", "--input", `"ann"`, "--start", "--type", "Hold", "--task-queue", testQueue),

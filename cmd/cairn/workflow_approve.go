@@ -37,6 +37,7 @@ func decideCommand(g *globals, approve bool) *cobra.Command {
 		short = "Reject an agent's tool call that awaits a person's approval (the tool does not run)"
 	}
 	var run, call, by, reason string
+	var asUpdate bool
 	cmd := &cobra.Command{
 		Use:   verb + " WORKFLOW_ID [--call CALL_ID] [--by NAME] [--reason WHY]",
 		Short: short,
@@ -50,7 +51,11 @@ rejected, with --reason, and the tool does not run.
 one call awaits. The decision goes to the run on the signal its agent takes
 approvals from, as an agent.Approval; who decided (--by, default $USER) and
 why (--reason, required to reject) go into the history. A run that awaits no
-approval, or a call that does not await one, is refused and nothing is sent.`,
+approval, or a call that does not await one, is refused and nothing is sent.
+
+--as-update sends the decision as the agent's approval update instead: the
+agent answers at once, so a call someone else decided meanwhile is refused
+rather than recorded as ignored. It needs a running worker.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !approve && strings.TrimSpace(reason) == "" {
@@ -64,13 +69,17 @@ approval, or a call that does not await one, is refused and nothing is sent.`,
 				return err
 			}
 			p, err := agent.Decide(cmd.Context(), c.Service(), agent.Decision{WorkflowID: args[0], RunID: runID, CallID: call,
-				Approved: approve, By: by, Reason: reason, Identity: cliIdentity()})
+				Approved: approve, By: by, Reason: reason, Identity: cliIdentity(), AsUpdate: asUpdate})
 			if err != nil {
 				return decideError(err, args[0])
 			}
 			out := decideOut{WorkflowID: args[0], CallID: p.CallID, Tool: p.Tool, Approved: approve, Signal: p.Signal}
+			via := "signal"
+			if asUpdate {
+				via = "update"
+			}
 			return g.emit(out, func(w io.Writer) {
-				fmt.Fprintf(w, "%s %s call %s of %s (signal %s)\n", done, orUnknown(p.Tool, "the tool"), p.CallID, args[0], p.Signal)
+				fmt.Fprintf(w, "%s %s call %s of %s (%s %s)\n", done, orUnknown(p.Tool, "the tool"), p.CallID, args[0], via, p.Signal)
 			})
 		},
 	}
@@ -79,6 +88,7 @@ approval, or a call that does not await one, is refused and nothing is sent.`,
 	f.StringVar(&call, "call", "", "the tool call's id (default: the one call awaiting approval)")
 	f.StringVar(&by, "by", os.Getenv("USER"), "who decided (recorded)")
 	f.StringVar(&reason, "reason", "", "why (recorded; the model is told it on a rejection)")
+	f.BoolVar(&asUpdate, "as-update", false, "send the decision as the agent's approval update (answered at once; needs a running worker)")
 	return cmd
 }
 

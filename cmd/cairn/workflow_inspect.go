@@ -152,6 +152,12 @@ func printDescribe(g *globals, w io.Writer, out describeOut) {
 			fmt.Fprintf(w, "  %s (%s) run %s%s\n", ch.WorkflowID, ch.WorkflowType, ch.RunID, cancel)
 		}
 	}
+	if len(d.PendingUpdates) > 0 {
+		fmt.Fprintln(w, "\nUpdates in progress (accepted, handler running):")
+		for _, u := range d.PendingUpdates {
+			fmt.Fprintf(w, "  %s (%s) accepted at event %d\n", u.UpdateID, u.Name, u.AcceptedEventID)
+		}
+	}
 	if t := d.WorkflowTask; t != nil && t.LastFailure != nil {
 		fmt.Fprintf(w, "\nWorkflow task failing (attempt %d): %s\n", t.Attempt, t.LastFailure.Error())
 	}

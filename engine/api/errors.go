@@ -36,6 +36,10 @@ var (
 	ErrNotPaused = errors.New("cairn: not paused")
 	// ErrQueryFailed: the query handler returned an error or does not exist.
 	ErrQueryFailed = errors.New("cairn: query failed")
+	// ErrUpdateRejected: the run's update validator rejected the update,
+	// or the run has no handler for it. Nothing was written: the message
+	// carries the validator's reason.
+	ErrUpdateRejected = errors.New("cairn: update rejected")
 	// ErrUnavailable: the service is shutting down or cannot serve now;
 	// retry later.
 	ErrUnavailable = errors.New("cairn: unavailable")
@@ -84,7 +88,9 @@ const (
 	CodeWorkflowClosed  Code = "workflow_closed"
 	CodeNotPaused       Code = "not_paused"
 	CodeQueryFailed     Code = "query_failed"
-	CodeUnavailable     Code = "unavailable"
+	// CodeUpdateRejected: ErrUpdateRejected.
+	CodeUpdateRejected Code = "update_rejected"
+	CodeUnavailable    Code = "unavailable"
 	// CodeNotOwner: ErrNotOwner.
 	CodeNotOwner         Code = "not_owner"
 	CodeUnauthenticated  Code = "unauthenticated"
@@ -111,6 +117,7 @@ var codeErrors = []struct {
 	{CodeWorkflowClosed, ErrWorkflowClosed},
 	{CodeNotPaused, ErrNotPaused},
 	{CodeQueryFailed, ErrQueryFailed},
+	{CodeUpdateRejected, ErrUpdateRejected},
 	{CodeNotOwner, ErrNotOwner}, // before unavailable, which it wraps
 	{CodeUnavailable, ErrUnavailable},
 	{CodeUnauthenticated, ErrUnauthenticated},

@@ -58,6 +58,13 @@ type Service interface {
 	// QueryWorkflow asks a worker to answer a query against the run's state.
 	// Nothing is written to history.
 	QueryWorkflow(ctx context.Context, req *QueryWorkflowRequest) (*QueryWorkflowResponse, error)
+	// UpdateWorkflow asks the run's update handler to change the run and
+	// answer, after its validator accepted the update (a worker validates
+	// against the run's current state). Rejected: ErrUpdateRejected and
+	// nothing is written. Accepted: recorded durably, once per UpdateID,
+	// and the call waits for the stage the request asks for.
+	// ErrNotFound, ErrWorkflowClosed, ErrLimitExceeded.
+	UpdateWorkflow(ctx context.Context, req *UpdateWorkflowRequest) (*UpdateWorkflowResponse, error)
 	// ResolveActivity decides an activity whose outcome is unknown (the run
 	// is paused on it): happened, not happened, or failed.
 	ResolveActivity(ctx context.Context, req *ResolveActivityRequest) (*ResolveActivityResponse, error)

@@ -58,6 +58,12 @@ type WorkflowQuery struct {
 	QueryID   string
 	QueryType string
 	Args      Payload
+	// Update asks for the validation of an update instead: QueryType is
+	// the update's name and Args its input. The worker runs the update's
+	// validator against the run's state (writing nothing) and answers
+	// with RespondQueryTaskRequest.Rejected when it, or the lack of a
+	// handler, rejects the update.
+	Update bool
 }
 
 // CommandType names a command.
@@ -79,11 +85,12 @@ const (
 	CommandContinueAsNew
 	CommandSetBudget
 	CommandRequestCancelChildWorkflow
+	CommandCompleteUpdate
 	commandCount
 )
 
 var commandNames = [commandCount]string{"Unspecified", "ScheduleActivity", "RequestCancelActivity", "StartTimer", "CancelTimer", "RecordMarker", "StartChildWorkflow", "SignalExternalWorkflow", "CompleteWorkflow", "FailWorkflow", "CancelWorkflow", "ContinueAsNew", "SetBudget",
-	"RequestCancelChildWorkflow"}
+	"RequestCancelChildWorkflow", "CompleteUpdate"}
 
 // String returns the command type's name.
 func (t CommandType) String() string {
@@ -110,9 +117,18 @@ type Command struct {
 	CancelWorkflow         *CancelWorkflowCommand         `msgpack:",omitempty" json:",omitempty"`
 	ContinueAsNew          *ContinueAsNewCommand          `msgpack:",omitempty" json:",omitempty"`
 	SetBudget              *SetBudgetCommand              `msgpack:",omitempty" json:",omitempty"`
-	// RequestCancelChildWorkflow is last: fields are appended, never
+	// RequestCancelChildWorkflow and CompleteUpdate are last: fields are appended, never
 	// reordered (the msgpack field-order golden).
 	RequestCancelChildWorkflow *RequestCancelChildWorkflowCommand `msgpack:",omitempty" json:",omitempty"`
+	CompleteUpdate *CompleteUpdateCommand `msgpack:",omitempty" json:",omitempty"`
+}
+
+// CompleteUpdateCommand records the outcome of an accepted update's
+// handler (→ WorkflowUpdateCompleted): its result, or its failure.
+type CompleteUpdateCommand struct {
+	UpdateID string
+	Result   Payload
+	Failure  *Failure
 }
 
 // SetBudgetCommand sets the run's budget from workflow code
@@ -288,6 +304,11 @@ type RespondQueryTaskRequest struct {
 	TaskToken []byte
 	Result    Payload
 	Failure   *Failure // the query handler failed
+	// Rejected answers an update's validation (WorkflowQuery.Update):
+	// the validator rejected the update, or the run has no handler for
+	// it; Failure says why. A Failure without Rejected means the worker
+	// could not validate (it could not replay the run, for instance).
+	Rejected bool
 }
 
 // RespondQueryTaskResponse is empty.

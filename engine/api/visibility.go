@@ -237,6 +237,16 @@ type DescribeWorkflowResponse struct {
 	// none has for UnpolledAfter, or since the engine started. Empty when
 	// every waiting task's queue is polled.
 	Unpolled []UnpolledQueue `json:",omitempty"`
+	// PendingUpdates are the updates the run accepted whose handler has
+	// not returned yet, oldest first.
+	PendingUpdates []PendingUpdate `json:",omitempty"`
+}
+
+// PendingUpdate is an accepted update whose handler runs.
+type PendingUpdate struct {
+	UpdateID        string
+	Name            string
+	AcceptedEventID int64
 }
 
 // UnpolledAfter is how long a task queue a run's task waits on must have

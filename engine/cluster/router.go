@@ -240,6 +240,17 @@ func (r *Router) QueryWorkflow(ctx context.Context, req *api.QueryWorkflowReques
 	return route(r, ctx, req.WorkflowID, req, api.Service.QueryWorkflow)
 }
 
+// UpdateWorkflow implements api.Service: the run's owner validates,
+// accepts and waits (an update-with-start names its workflow in Start
+// when WorkflowID is empty).
+func (r *Router) UpdateWorkflow(ctx context.Context, req *api.UpdateWorkflowRequest) (*api.UpdateWorkflowResponse, error) {
+	id := req.WorkflowID
+	if id == "" && req.Start != nil {
+		id = req.Start.WorkflowID
+	}
+	return route(r, ctx, id, req, api.Service.UpdateWorkflow)
+}
+
 // ResolveActivity implements api.Service.
 func (r *Router) ResolveActivity(ctx context.Context, req *api.ResolveActivityRequest) (*api.ResolveActivityResponse, error) {
 	return route(r, ctx, req.WorkflowID, req, api.Service.ResolveActivity)

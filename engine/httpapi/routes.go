@@ -42,6 +42,7 @@ var routes = map[string]endpoint{
 	"GetResult":               route(true, api.Service.GetResult),
 	"ListWorkflows":           route(false, api.Service.ListWorkflows),
 	"QueryWorkflow":           route(true, api.Service.QueryWorkflow),
+	"UpdateWorkflow":          route(true, api.Service.UpdateWorkflow),
 	"ResolveActivity":         route(false, api.Service.ResolveActivity),
 	"CountWorkflows":          route(false, api.Service.CountWorkflows),
 	"DescribeTaskQueue":       route(false, api.Service.DescribeTaskQueue),

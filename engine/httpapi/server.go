@@ -399,7 +399,7 @@ func StatusOf(code api.Code) int {
 		return http.StatusConflict
 	case api.CodeInvalidArgument:
 		return http.StatusBadRequest
-	case api.CodeLimitExceeded, api.CodeQueryFailed:
+	case api.CodeLimitExceeded, api.CodeQueryFailed, api.CodeUpdateRejected:
 		return http.StatusUnprocessableEntity
 	case api.CodeUnavailable, api.CodeNotOwner:
 		return http.StatusServiceUnavailable

@@ -172,6 +172,10 @@ func (s *stubService) DescribeCluster(_ context.Context, req *api.DescribeCluste
 	return stubCall[api.DescribeClusterResponse](s, "DescribeCluster", req)
 }
 
+func (s *stubService) UpdateWorkflow(_ context.Context, req *api.UpdateWorkflowRequest) (*api.UpdateWorkflowResponse, error) {
+	return stubCall[api.UpdateWorkflowResponse](s, "UpdateWorkflow", req)
+}
+
 func (s *stubService) NotifyChildClosed(_ context.Context, req *api.NotifyChildClosedRequest) (*api.NotifyChildClosedResponse, error) {
 	return stubCall[api.NotifyChildClosedResponse](s, "NotifyChildClosed", req)
 }

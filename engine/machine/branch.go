@@ -347,6 +347,12 @@ func (b *brancher) apply(ev history.Event) error {
 		}
 		st.Children[ev.ID] = &ChildInfo{InitiatedEventID: ev.ID, WorkflowID: a.WorkflowID, RunID: a.RunID, WorkflowType: a.WorkflowType,
 			ParentClosePolicy: a.ParentClosePolicy}
+	case *history.WorkflowUpdateAccepted:
+		st.Updates = append(st.Updates, UpdateRecord{ID: a.UpdateID, AcceptedEventID: ev.ID, Name: a.Name})
+	case *history.WorkflowUpdateCompleted:
+		if u := st.Update(a.UpdateID); u != nil {
+			u.CompletedEventID = ev.ID
+		}
 	case *history.ChildWorkflowCancelRequested:
 		if c := st.Children[a.InitiatedEventID]; c != nil {
 			c.CancelRequested = true

@@ -39,6 +39,10 @@ type Limits struct {
 	MaxIDBytes int
 	// MaxSignals bounds the signals one run may receive. Default 10,000.
 	MaxSignals int
+	// MaxUpdates bounds the updates one run may accept (each is
+	// remembered in the run's state, to deduplicate update ids). Default
+	// 1,000: a run that takes more should continue as new.
+	MaxUpdates int
 	// MaxWorkflowTaskRefusals is how many workflow tasks in a row may be
 	// refused for breaking a limit (or fail with api.CauseLimitExceeded or
 	// api.CauseBadCommands) before the run is terminated with that reason:
@@ -60,6 +64,7 @@ func DefaultLimits() Limits {
 		MaxIDBytes:              1000,
 		MaxSignals:              10000,
 		MaxWorkflowTaskRefusals: 3,
+		MaxUpdates:              1000,
 	}
 }
 
@@ -97,13 +102,16 @@ func (l *Limits) FillDefaults() {
 	if l.MaxWorkflowTaskRefusals == 0 {
 		l.MaxWorkflowTaskRefusals = d.MaxWorkflowTaskRefusals
 	}
+	if l.MaxUpdates == 0 {
+		l.MaxUpdates = d.MaxUpdates
+	}
 }
 
 // Validate reports limits that cannot work.
 func (l Limits) Validate() error {
 	if l.MaxPayloadBytes < 0 || l.InlinePayloadBytes < 0 || l.MaxHistoryEvents < 0 || l.SuggestContinueAsNewAt < 0 ||
 		l.MaxPendingActivities < 0 || l.MaxPendingChildren < 0 || l.MaxPendingTimers < 0 || l.MaxIDBytes < 0 ||
-		l.MaxSignals < 0 || l.MaxWorkflowTaskRefusals < 0 {
+		l.MaxSignals < 0 || l.MaxWorkflowTaskRefusals < 0 || l.MaxUpdates < 0 {
 		return fmt.Errorf("%w: limits must not be negative", api.ErrInvalidArgument)
 	}
 	return nil

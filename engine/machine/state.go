@@ -103,6 +103,33 @@ type RunState struct {
 	// own ledger cannot answer are asked of the base workflow's ledger,
 	// else held or sent to the sandbox (branch.go, RunState.Fork).
 	ForkOf *ForkOrigin `msgpack:",omitempty"`
+
+	// Updates are the run's accepted updates, oldest first (at most
+	// Limits.MaxUpdates): an update sent again with an id found here is
+	// answered from its record, never applied twice.
+	Updates []UpdateRecord `msgpack:",omitempty"`
+}
+
+// UpdateRecord is an accepted update of a run.
+type UpdateRecord struct {
+	ID              string
+	AcceptedEventID int64
+	// CompletedEventID is its WorkflowUpdateCompleted event (0: the
+	// handler has not returned yet).
+	CompletedEventID int64 `msgpack:",omitempty"`
+	// Name is the update's name.
+	Name string `msgpack:",omitempty"`
+}
+
+// Update returns the record of the run's update id, or nil when no
+// update with that id was accepted.
+func (s *RunState) Update(id string) *UpdateRecord {
+	for i := range s.Updates {
+		if s.Updates[i].ID == id {
+			return &s.Updates[i]
+		}
+	}
+	return nil
 }
 
 // MaxSignalRequests bounds RunState.SignalRequests.
@@ -309,6 +336,7 @@ func (s *RunState) Clone() *RunState {
 	c.UsageByModel = slices.Clone(s.UsageByModel)
 	c.Approvals = slices.Clone(s.Approvals)
 	c.SignalRequests = slices.Clip(s.SignalRequests)
+	c.Updates = slices.Clone(s.Updates)
 	// Only a run state of the earlier form has Occurrences (until its
 	// next write), and an installed state has no occ: both are usually nil.
 	c.Occurrences = maps.Clone(s.Occurrences)

@@ -182,6 +182,7 @@ func (m *Machine) FailWFT(st *RunState, cause string, f history.Failure, identit
 func (m *Machine) validateCommands(st *RunState, cmds []api.Command) error {
 	acts, timers, children := len(st.Activities), len(st.Timers), len(st.Children)
 	running := map[string]bool{} // timer ids started (true) or canceled (false) by these commands
+	var updated map[string]bool  // update ids these commands complete
 	for i := range cmds {
 		c := &cmds[i]
 		if i < len(cmds)-1 && closes(cmds[i:i+1]) {
@@ -216,6 +217,15 @@ func (m *Machine) validateCommands(st *RunState, cmds []api.Command) error {
 				return api.Errorf(api.ErrInvalidArgument, "command %d (%s): the child started at event %d is %q run %q, not %q run %q",
 					i, c.Type, r.InitiatedEventID, ch.WorkflowID, ch.RunID, r.WorkflowID, r.RunID)
 			}
+		case api.CommandCompleteUpdate:
+			id := c.CompleteUpdate.UpdateID
+			if u := st.Update(id); u == nil || u.CompletedEventID != 0 || updated[id] {
+				return api.Errorf(api.ErrInvalidArgument, "command %d (%s): update %q is not accepted, or already completed", i, c.Type, id)
+			}
+			if updated == nil {
+				updated = map[string]bool{}
+			}
+			updated[id] = true
 		case api.CommandStartChildWorkflow:
 			children++
 			if children > m.Limits.MaxPendingChildren {
@@ -311,6 +321,12 @@ func (m *Machine) validateCommand(i int, c *api.Command) error {
 		if b := c.SetBudget.Budget; b.MaxTokens < 0 || b.MaxTurns < 0 || b.MaxCostUSD < 0 {
 			return bad("a budget must not be negative")
 		}
+	case api.CommandCompleteUpdate:
+		u := c.CompleteUpdate
+		if u == nil {
+			return bad("missing attributes")
+		}
+		return firstErr(m.CheckID("update id", u.UpdateID, true), m.CheckPayload("update result", u.Result))
 	default:
 		return bad("unknown command type")
 	}
@@ -374,6 +390,8 @@ func (t *transition) command(i int, c *api.Command, wtc int64, wc *WFTCompletion
 		t.continueAsNew(c.ContinueAsNew, wtc)
 	case api.CommandSetBudget:
 		t.setBudget(c.SetBudget, wtc)
+	case api.CommandCompleteUpdate:
+		t.completeUpdate(c.CompleteUpdate, wtc)
 	}
 	return nil
 }

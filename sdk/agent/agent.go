@@ -536,6 +536,7 @@ func (a *Agent) listen(ctx sdk.Context) {
 	// fail every workflow task of the run (the SDK panics on a payload
 	// that does not decode into the channel's type).
 	ch := sdk.GetSignalChannel[any](ctx, a.opts.ApprovalSignal)
+	a.registerApprovalUpdate(ctx)
 	sdk.GoNamed(ctx, "agent-approvals", func(ctx sdk.Context) {
 		for {
 			if sdk.Await(ctx, func() bool { return a.active && ch.Len() > 0 }) != nil {

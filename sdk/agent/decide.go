@@ -8,6 +8,7 @@ import (
 
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/sdk"
+	"github.com/cairnflow/cairn/sdk/client"
 )
 
 // Errors of Decide and Awaited: the decision applies to no call the run
@@ -34,6 +35,13 @@ type Decision struct {
 	By         string
 	Reason     string
 	Identity   string
+	// AsUpdate sends the decision as the agent's approval update instead
+	// of its signal: the agent itself answers at once — a call decided by
+	// someone else between Decide's check and the send is refused
+	// (ErrCallNotAwaited, wrapping api.ErrUpdateRejected) instead of being
+	// recorded as ignored. It needs a worker to validate the update; an
+	// agent whose code predates the update (no handler) gets the signal.
+	AsUpdate bool
 }
 
 // Decide sends d as the approval of a call the run awaits, from outside
@@ -64,9 +72,35 @@ func Decide(ctx context.Context, svc api.Service, d Decision) (api.PendingApprov
 	if identity == "" {
 		identity = d.By
 	}
+	if d.AsUpdate {
+		sent, err := decideByUpdate(ctx, svc, desc.Info.RunID, p, d, in, identity)
+		if sent || err != nil {
+			return p, err
+		}
+	}
 	_, err = svc.SignalWorkflow(ctx, &api.SignalWorkflowRequest{WorkflowID: d.WorkflowID, RunID: desc.Info.RunID, SignalName: p.Signal,
 		Input: in, Identity: identity})
 	return p, err
+}
+
+// decideByUpdate sends the decision as the approval update; sent is false
+// (and err nil) when the run's code has no such update: the caller
+// signals instead.
+func decideByUpdate(ctx context.Context, svc api.Service, runID string, p api.PendingApproval, d Decision, in api.Payload, identity string) (sent bool, err error) {
+	c := client.NewLocal(svc, client.Options{Identity: identity})
+	h, err := c.UpdateWorkflow(ctx, client.UpdateOptions{WorkflowID: d.WorkflowID, RunID: runID, Name: p.Signal, Args: in})
+	if errors.Is(err, api.ErrUpdateRejected) && strings.Contains(err.Error(), sdk.ErrUnknownUpdate.Error()) {
+		return false, nil // an agent built before approvals were updates
+	}
+	if err == nil {
+		var out ApprovalOutcome
+		err = h.Get(ctx, &out)
+	}
+	var app *sdk.ApplicationError
+	if errors.Is(err, api.ErrUpdateRejected) || errors.As(err, &app) {
+		return true, fmt.Errorf("%w: %w", ErrCallNotAwaited, err)
+	}
+	return true, err
 }
 
 // Awaited returns the call among pending (DescribeWorkflowResponse's

@@ -41,6 +41,16 @@ type Client interface {
 	// QueryWorkflow asks a run a question; the answer is decoded into
 	// valuePtr.
 	QueryWorkflow(ctx context.Context, workflowID, runID, queryType string, args any, valuePtr any) error
+	// UpdateWorkflow sends an update to a run: its validator, if any,
+	// accepts it or rejects it (an error wrapping api.ErrUpdateRejected;
+	// nothing is recorded), then its handler runs as workflow code. It
+	// returns once the update reaches opts.WaitForStage (by default, once
+	// the handler completed: UpdateHandle.Get returns at once).
+	UpdateWorkflow(ctx context.Context, opts UpdateOptions) (UpdateHandle, error)
+	// UpdateWithStartWorkflow updates the open run of start.ID, or starts
+	// one (workflow, input) and updates it. A run it started stays
+	// started if the update is rejected.
+	UpdateWithStartWorkflow(ctx context.Context, start StartOptions, workflow any, input any, opts UpdateOptions) (UpdateHandle, error)
 	// CancelWorkflow asks a run to cancel; the workflow code decides how.
 	CancelWorkflow(ctx context.Context, workflowID, runID, reason string) error
 	// TerminateWorkflow closes a run at once.

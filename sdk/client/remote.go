@@ -396,6 +396,15 @@ func (r *RemoteService) FailWorkflowTask(ctx context.Context, req *api.FailWorkf
 	return call[api.FailWorkflowTaskRequest, api.FailWorkflowTaskResponse](ctx, r, "FailWorkflowTask", req)
 }
 
+// UpdateWorkflow implements api.Service.
+func (r *RemoteService) UpdateWorkflow(ctx context.Context, req *api.UpdateWorkflowRequest) (*api.UpdateWorkflowResponse, error) {
+	id := req.WorkflowID
+	if id == "" && req.Start != nil {
+		id = req.Start.WorkflowID
+	}
+	return callAbout[api.UpdateWorkflowRequest, api.UpdateWorkflowResponse](ctx, r, "UpdateWorkflow", id, req)
+}
+
 // RespondQueryTask implements api.Service.
 func (r *RemoteService) RespondQueryTask(ctx context.Context, req *api.RespondQueryTaskRequest) (*api.RespondQueryTaskResponse, error) {
 	return call[api.RespondQueryTaskRequest, api.RespondQueryTaskResponse](ctx, r, "RespondQueryTask", req)

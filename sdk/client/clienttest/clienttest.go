@@ -62,6 +62,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 		{"Signal", testSignal},
 		{"SignalWithStart", testSignalWithStart},
 		{"Query", testQuery},
+		{"Update", testUpdate},
 		{"Cancel", testCancel},
 		{"Terminate", testTerminate},
 		{"DescribePendingActivity", testDescribe},

@@ -261,6 +261,60 @@ func testQuery(t *testing.T, s *suite) {
 	}
 }
 
+func testUpdate(t *testing.T, s *suite) {
+	s.startWorker()
+	r := s.start(s.opts("upd"), Accumulate, 3)
+	update := func(id string, n int) (int, error) {
+		h, err := s.c.UpdateWorkflow(s.ctx, client.UpdateOptions{WorkflowID: "upd", UpdateID: id, Name: "add", Args: n})
+		if err != nil {
+			return 0, err
+		}
+		var total int
+		err = h.Get(s.ctx, &total)
+		return total, err
+	}
+	if total, err := update("u1", 4); err != nil || total != 7 {
+		t.Fatalf("update: %d, %v; want 7", total, err)
+	}
+	if total, err := update("u1", 4); err != nil || total != 7 {
+		t.Fatalf("the same update id again: %d, %v; want 7, applied once", total, err)
+	}
+	before, err := s.c.GetHistory(s.ctx, "upd", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = update("", -1)
+	wantCode(t, "a rejected update", err, api.ErrUpdateRejected)
+	_, err = update("", 0)
+	wantCode(t, "a rejected update", err, api.ErrUpdateRejected)
+	after, err := s.c.GetHistory(s.ctx, "upd", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) {
+		t.Fatalf("rejected updates wrote history: %d events, then %d", len(before), len(after))
+	}
+	_, err = s.c.UpdateWorkflow(s.ctx, client.UpdateOptions{WorkflowID: "no-such-workflow", Name: "add", Args: 1})
+	wantCode(t, "update a missing workflow", err, api.ErrNotFound)
+	// Update-with-start on the open run updates it.
+	h, err := s.c.UpdateWithStartWorkflow(s.ctx, s.opts("upd"), Accumulate, 1000, client.UpdateOptions{Name: "add", Args: 1})
+	if err != nil || h.RunID() != r.RunID() {
+		t.Fatalf("update-with-start on the open run: %v", err)
+	}
+	var total int
+	if err := h.Get(s.ctx, &total); err != nil || total != 8 {
+		t.Fatalf("update-with-start: %d, %v; want 8", total, err)
+	}
+	if err := s.c.SignalWorkflow(s.ctx, "upd", "", "done", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Get(s.ctx, &total); err != nil || total != 8 {
+		t.Fatalf("result %d, %v", total, err)
+	}
+	_, err = update("u9", 1)
+	wantCode(t, "update a closed run", err, api.ErrWorkflowClosed)
+}
+
 func testCancel(t *testing.T, s *suite) {
 	s.startWorker()
 	r := s.start(s.opts("cancel"), WaitForCancel, nil)

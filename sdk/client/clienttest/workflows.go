@@ -53,10 +53,24 @@ func Decline(_ sdk.Context, reason string) (string, error) {
 }
 
 // Accumulate adds the ints signalled on "add" to start until a "done"
-// signal arrives, and answers the "total" query with the running sum.
+// signal arrives, and answers the "total" query with the running sum. Its
+// "add" update adds a positive int (a validator rejects the others) and
+// answers the new sum.
 func Accumulate(ctx sdk.Context, start int) (int, error) {
 	total := start
 	if err := sdk.SetQueryHandler(ctx, "total", func() (int, error) { return total, nil }); err != nil {
+		return 0, err
+	}
+	err := sdk.SetUpdateHandler(ctx, "add", func(ctx sdk.Context, n int) (int, error) {
+		total += n
+		return total, nil
+	}, sdk.UpdateHandlerOptions{Validator: func(ctx sdk.Context, n int) error {
+		if n <= 0 {
+			return fmt.Errorf("add %d: only positive amounts", n)
+		}
+		return nil
+	}})
+	if err != nil {
 		return 0, err
 	}
 	add := sdk.GetSignalChannel[int](ctx, "add")

@@ -424,3 +424,33 @@ func TestForkOfAPausedPaymentHoldsIt(t *testing.T) {
 		t.Fatalf("held: %+v", held)
 	}
 }
+
+// TestResetKeepsTheUpdatesOfItsPrefix: an update accepted and completed
+// before the point belongs to the new run too: sent again with its id, it
+// is answered from the record (its completion read from the base's
+// stored events), not applied a second time.
+func TestResetKeepsTheUpdatesOfItsPrefix(t *testing.T) {
+	h := newHarness(t)
+	h.start("up", "W")
+	h.complete(h.pollWFT("q"), startTimer("t", time.Hour))
+	ch := async(func() (*api.UpdateWorkflowResponse, error) {
+		return h.eng.UpdateWorkflow(h.ctx(), &api.UpdateWorkflowRequest{WorkflowID: "up", UpdateID: "u1", Name: "decide"})
+	})
+	h.respondValidation("decide", "")
+	h.complete(h.pollWFT("q"), completeUpdate("u1", `"yes"`))
+	if r := <-ch; r.err != nil || string(r.v.Result.Data) != `"yes"` {
+		t.Fatalf("update: %+v %v", r.v, r.err)
+	}
+	h.signal("up", "poke", `1`)
+	task := h.pollWFT("q") // its completion is the point
+	h.complete(task)
+	last := h.history("up")
+	r := h.reset(api.ResetWorkflowRequest{WorkflowID: "up", ToEventID: last[len(last)-1].ID})
+	again, err := h.eng.UpdateWorkflow(h.ctx(), &api.UpdateWorkflowRequest{WorkflowID: "up", RunID: r.RunID, UpdateID: "u1", Name: "decide"})
+	if err != nil || string(again.Result.Data) != `"yes"` {
+		t.Fatalf("the update sent again to the new run: %+v %v", again, err)
+	}
+	if n := count(h.historyOf("up", r.RunID), history.TypeWorkflowUpdateAccepted); n != 1 {
+		t.Fatalf("%d acceptances in the new run's history, want the prefix's one", n)
+	}
+}

@@ -120,7 +120,7 @@ type Command struct {
 	// RequestCancelChildWorkflow and CompleteUpdate are last: fields are appended, never
 	// reordered (the msgpack field-order golden).
 	RequestCancelChildWorkflow *RequestCancelChildWorkflowCommand `msgpack:",omitempty" json:",omitempty"`
-	CompleteUpdate *CompleteUpdateCommand `msgpack:",omitempty" json:",omitempty"`
+	CompleteUpdate             *CompleteUpdateCommand             `msgpack:",omitempty" json:",omitempty"`
 }
 
 // CompleteUpdateCommand records the outcome of an accepted update's

@@ -253,7 +253,12 @@ func (x *txn) commit(ctx context.Context) error {
 		// A task handed off is now stale: its completion finds the run as
 		// it was and is refused. A commit that may have been applied all
 		// the same leaves the runs to be read back (resync.go).
-		if ambiguousCommit(err) {
+		if ambiguousCommit(err) || errors.Is(err, history.ErrConflict) {
+			// A conflict means the store holds events this engine's copy of
+			// the run does not know: it is stale (another server of a
+			// cluster served the run meanwhile). Left as it was, every
+			// later transition of the run would conflict again, forever;
+			// read back, the next one starts from the truth.
 			x.resyncAll(ctx)
 		}
 		return storeErr(err)

@@ -1,0 +1,364 @@
+// Package vet holds workflowcheck, the analyzer behind `cairn vet` and
+// cmd/cairn-vet (go vet -vettool): it flags what makes workflow code
+// nondeterministic on replay, each finding with the SDK call to use
+// instead.
+//
+// Workflow code is every function whose first parameter is sdk.Context
+// (the named type Context of package github.com/cairnflow/cairn/sdk,
+// by type identity), function literals of that shape included, and every
+// function of the same package such code calls, transitively. Functions
+// whose first parameter is context.Context (activities), and functions
+// given to sdk.SideEffect or sdk.MutableSideEffect, are not workflow code.
+//
+// A finding is suppressed by the directive //cairn:nondeterministic-ok on
+// its line or on the line above.
+package vet
+
+import (
+	"go/ast"
+	"go/token"
+	"go/types"
+	"strings"
+
+	"golang.org/x/tools/go/analysis"
+	"golang.org/x/tools/go/types/typeutil"
+)
+
+// SDKPath is the import path of the package whose Context marks workflow
+// code.
+const SDKPath = "github.com/cairnflow/cairn/sdk"
+
+// Directive, in a comment on a finding's line or the line above it,
+// suppresses that finding.
+const Directive = "//cairn:nondeterministic-ok"
+
+// Analyzer is workflowcheck: the determinism checker for workflow code.
+var Analyzer = &analysis.Analyzer{
+	Name: "workflowcheck",
+	Doc: `check Cairn workflow code for nondeterminism
+
+Workflow functions (first parameter sdk.Context) and the functions of their
+package they call must replay deterministically: no time.Now or time.Sleep,
+no go statements, channels or select, no iteration over maps, no math/rand
+or crypto/rand, no writes to package-level variables, no I/O. Each finding
+names the SDK call to use instead. ` + Directive + ` on the line (or the
+line above) suppresses a finding.`,
+	URL: "https://github.com/cairnflow/cairn/blob/main/docs/sdk.md#checking-workflow-code-cairn-vet",
+	Run: run,
+}
+
+// checker is the state of one pass.
+type checker struct {
+	pass     *analysis.Pass
+	decls    map[*types.Func]*ast.FuncDecl // the package's functions with bodies
+	exempt   map[ast.Node]bool             // function literals that are not workflow code
+	exemptFn map[*types.Func]bool          // functions given to SideEffect
+	ok       map[string]map[int]bool       // file name → lines the directive covers
+	reported map[token.Pos]bool
+	seen     map[*types.Func]bool
+}
+
+// work is a function body to check and why it is workflow code.
+type work struct {
+	body *ast.BlockStmt
+	name string // the function's name
+	root string // the workflow function it was reached from, "" for a root
+}
+
+func run(pass *analysis.Pass) (any, error) {
+	if !importsSDK(pass.Pkg) {
+		return nil, nil
+	}
+	c := &checker{pass: pass, decls: map[*types.Func]*ast.FuncDecl{}, exempt: map[ast.Node]bool{},
+		exemptFn: map[*types.Func]bool{}, ok: map[string]map[int]bool{}, reported: map[token.Pos]bool{}, seen: map[*types.Func]bool{}}
+	for _, f := range pass.Files {
+		c.directives(f)
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && fd.Body != nil {
+				if fn, ok := pass.TypesInfo.Defs[fd.Name].(*types.Func); ok {
+					c.decls[fn] = fd
+				}
+			}
+		}
+		c.markExempt(f)
+	}
+	var queue []work
+	for _, f := range pass.Files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.FuncDecl:
+				fn, _ := pass.TypesInfo.Defs[n.Name].(*types.Func)
+				if n.Body != nil && fn != nil && !c.exemptFn[fn] && c.firstParamIsSDKContext(n.Type) {
+					c.seen[fn] = true
+					queue = append(queue, work{body: n.Body, name: n.Name.Name})
+				}
+			case *ast.FuncLit:
+				if c.exempt[n] {
+					return false
+				}
+				if c.firstParamIsSDKContext(n.Type) {
+					queue = append(queue, work{body: n.Body, name: "func literal"})
+				}
+			}
+			return true
+		})
+	}
+	for len(queue) > 0 {
+		w := queue[0]
+		queue = queue[1:]
+		queue = append(queue, c.check(w)...)
+	}
+	return nil, nil
+}
+
+func importsSDK(pkg *types.Package) bool {
+	if pkg.Path() == SDKPath {
+		return false // the SDK itself implements the replacements
+	}
+	for _, imp := range pkg.Imports() {
+		if imp.Path() == SDKPath {
+			return true
+		}
+	}
+	return false
+}
+
+// directives records the lines each //cairn:nondeterministic-ok covers.
+func (c *checker) directives(f *ast.File) {
+	for _, cg := range f.Comments {
+		for _, cm := range cg.List {
+			if !strings.HasPrefix(cm.Text, Directive) {
+				continue
+			}
+			p := c.pass.Fset.Position(cm.Slash)
+			if c.ok[p.Filename] == nil {
+				c.ok[p.Filename] = map[int]bool{}
+			}
+			c.ok[p.Filename][p.Line] = true
+			c.ok[p.Filename][p.Line+1] = true
+		}
+	}
+}
+
+// markExempt finds the function literals that are not workflow code:
+// activities (first parameter context.Context) and what sdk.SideEffect
+// and sdk.MutableSideEffect run.
+func (c *checker) markExempt(f *ast.File) {
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.FuncLit:
+			if c.firstParamIs(n.Type, "context", "Context") {
+				c.exempt[n] = true
+			}
+		case *ast.CallExpr:
+			fn := typeutil.StaticCallee(c.pass.TypesInfo, n)
+			if fn == nil || fn.Pkg() == nil || fn.Pkg().Path() != SDKPath || (fn.Name() != "SideEffect" && fn.Name() != "MutableSideEffect") {
+				return true
+			}
+			for _, a := range n.Args {
+				switch a := ast.Unparen(a).(type) {
+				case *ast.FuncLit:
+					c.exempt[a] = true
+				case *ast.Ident, *ast.SelectorExpr:
+					if g, ok := c.pass.TypesInfo.Uses[identOf(a)].(*types.Func); ok {
+						c.exemptFn[g.Origin()] = true
+					}
+				}
+			}
+		}
+		return true
+	})
+}
+
+func identOf(e ast.Expr) *ast.Ident {
+	switch e := e.(type) {
+	case *ast.Ident:
+		return e
+	case *ast.SelectorExpr:
+		return e.Sel
+	}
+	return nil
+}
+
+func (c *checker) firstParamIsSDKContext(ft *ast.FuncType) bool {
+	return c.firstParamIs(ft, SDKPath, "Context")
+}
+
+// firstParamIs reports whether the function type's first parameter is the
+// named type pkg.name.
+func (c *checker) firstParamIs(ft *ast.FuncType, pkg, name string) bool {
+	if ft.Params == nil || len(ft.Params.List) == 0 {
+		return false
+	}
+	t := c.pass.TypesInfo.TypeOf(ft.Params.List[0].Type)
+	if t == nil {
+		return false
+	}
+	n, ok := types.Unalias(t).(*types.Named)
+	return ok && n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == pkg && n.Obj().Name() == name
+}
+
+// check reports the findings of one function body and returns the
+// functions of the package it calls that are not checked yet.
+func (c *checker) check(w work) []work {
+	root := w.root
+	if root == "" {
+		root = w.name
+	}
+	var next []work
+	info := c.pass.TypesInfo
+	report := func(pos token.Pos, what, instead string) {
+		p := c.pass.Fset.Position(pos)
+		if c.reported[pos] || c.ok[p.Filename][p.Line] {
+			return
+		}
+		c.reported[pos] = true
+		where := "workflow " + w.name
+		if w.root != "" {
+			where = w.name + ", called from workflow " + w.root
+		}
+		c.pass.Reportf(pos, "%s in %s: %s", what, where, instead)
+	}
+	ast.Inspect(w.body, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.FuncLit:
+			return !c.exempt[n]
+		case *ast.GoStmt:
+			report(n.Pos(), "go statement", "use sdk.Go(ctx, fn)")
+		case *ast.SelectStmt:
+			report(n.Pos(), "select statement", "use sdk.NewSelector(ctx)")
+		case *ast.SendStmt:
+			report(n.Pos(), "channel send", "use an sdk.Channel (sdk.NewChannel) and its Send(ctx, v)")
+		case *ast.UnaryExpr:
+			if n.Op == token.ARROW {
+				report(n.Pos(), "channel receive", "use an sdk.Channel's Receive(ctx) (sdk.NewChannel, sdk.GetSignalChannel) or sdk.NewSelector")
+			}
+		case *ast.RangeStmt:
+			c.checkRange(n, report)
+		case *ast.AssignStmt:
+			if n.Tok != token.DEFINE {
+				for _, l := range n.Lhs {
+					c.checkWrite(l, report)
+				}
+			}
+		case *ast.IncDecStmt:
+			c.checkWrite(n.X, report)
+		case *ast.CallExpr:
+			if tv, ok := info.Types[n.Fun]; ok && tv.IsBuiltin() {
+				if id, ok := ast.Unparen(n.Fun).(*ast.Ident); ok && id.Name == "make" && len(n.Args) > 0 {
+					if _, ok := info.TypeOf(n.Args[0]).Underlying().(*types.Chan); ok {
+						report(n.Pos(), "make(chan)", "use sdk.NewChannel[T](ctx) or sdk.NewBufferedChannel[T](ctx, n)")
+					}
+				}
+				return true
+			}
+			fn := typeutil.StaticCallee(info, n)
+			if fn == nil {
+				return true
+			}
+			if what, instead := forbidden(fn); what != "" {
+				report(n.Pos(), what, instead)
+				return true
+			}
+			fn = fn.Origin()
+			if d := c.decls[fn]; d != nil && !c.seen[fn] && !c.exemptFn[fn] && !c.firstParamIs(d.Type, "context", "Context") {
+				c.seen[fn] = true
+				next = append(next, work{body: d.Body, name: d.Name.Name, root: root})
+			}
+		}
+		return true
+	})
+	return next
+}
+
+// checkRange flags a range over a map, or over maps.Keys, maps.Values or
+// maps.All of one, and over a channel.
+func (c *checker) checkRange(n *ast.RangeStmt, report func(token.Pos, string, string)) {
+	t := c.pass.TypesInfo.TypeOf(n.X)
+	if t == nil {
+		return
+	}
+	switch t.Underlying().(type) {
+	case *types.Map:
+		report(n.Pos(), "range over a map (its order changes from run to run)", "range over the sorted keys: for _, k := range slices.Sorted(maps.Keys(m))")
+		return
+	case *types.Chan:
+		report(n.Pos(), "range over a channel", "use an sdk.Channel and its Receive(ctx) or ReceiveOK(ctx)")
+		return
+	}
+	if call, ok := ast.Unparen(n.X).(*ast.CallExpr); ok {
+		if fn := typeutil.StaticCallee(c.pass.TypesInfo, call); fn != nil && fn.Pkg() != nil && fn.Pkg().Path() == "maps" &&
+			(fn.Name() == "Keys" || fn.Name() == "Values" || fn.Name() == "All") {
+			report(n.Pos(), "range over maps."+fn.Name()+" (its order changes from run to run)", "range over the sorted keys: for _, k := range slices.Sorted(maps.Keys(m))")
+		}
+	}
+}
+
+// checkWrite flags an assignment to a package-level variable, or to a
+// field or element of one.
+func (c *checker) checkWrite(lhs ast.Expr, report func(token.Pos, string, string)) {
+	e := lhs
+	for {
+		switch x := ast.Unparen(e).(type) {
+		case *ast.SelectorExpr:
+			if v, ok := c.pass.TypesInfo.Uses[x.Sel].(*types.Var); ok && isGlobal(v) {
+				report(lhs.Pos(), "write to package-level variable "+v.Name(), "keep workflow state in local variables (replay starts from nothing); read configuration with sdk.SideEffect or pass it in the input")
+				return
+			}
+			e = x.X
+		case *ast.IndexExpr:
+			e = x.X
+		case *ast.StarExpr:
+			e = x.X
+		case *ast.Ident:
+			if v, ok := c.pass.TypesInfo.Uses[x].(*types.Var); ok && isGlobal(v) {
+				report(lhs.Pos(), "write to package-level variable "+v.Name(), "keep workflow state in local variables (replay starts from nothing); read configuration with sdk.SideEffect or pass it in the input")
+			}
+			return
+		default:
+			return
+		}
+	}
+}
+
+func isGlobal(v *types.Var) bool {
+	return !v.IsField() && v.Pkg() != nil && v.Parent() == v.Pkg().Scope()
+}
+
+// forbidden names a call that is not allowed in workflow code, and what to
+// use instead; "" if it is allowed.
+func forbidden(fn *types.Func) (what, instead string) {
+	if fn.Pkg() == nil {
+		return "", ""
+	}
+	path, name := fn.Pkg().Path(), fn.Name()
+	io := "do I/O in an activity (sdk.ExecuteActivity); log with sdk.GetLogger(ctx)"
+	switch path {
+	case "time":
+		switch name {
+		case "Now":
+			return "time.Now", "use sdk.Now(ctx)"
+		case "Since":
+			return "time.Since", "use sdk.Now(ctx).Sub(t)"
+		case "Until":
+			return "time.Until", "use t.Sub(sdk.Now(ctx))"
+		case "Sleep":
+			return "time.Sleep", "use sdk.Sleep(ctx, d)"
+		case "After", "Tick", "NewTimer", "NewTicker", "AfterFunc":
+			return "time." + name, "use sdk.NewTimer(ctx, d) (with sdk.NewSelector to wait on several things)"
+		}
+	case "math/rand", "math/rand/v2", "crypto/rand":
+		return path + " (" + name + ")", "get random values and ids through sdk.SideEffect(ctx, fn)"
+	case "os", "os/exec", "net", "net/http", "io/ioutil", "syscall":
+		return "I/O (" + path + "." + name + ")", io
+	case "fmt":
+		if strings.HasPrefix(name, "Print") {
+			return "fmt." + name, "log with sdk.GetLogger(ctx) (it is quiet on replay)"
+		}
+	case "log":
+		if fn.Signature().Recv() == nil && (strings.HasPrefix(name, "Print") || strings.HasPrefix(name, "Fatal") || strings.HasPrefix(name, "Panic")) {
+			return "log." + name, "log with sdk.GetLogger(ctx) (it is quiet on replay)"
+		}
+	}
+	return "", ""
+}

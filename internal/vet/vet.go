@@ -234,7 +234,7 @@ func (c *checker) check(w work) []work {
 				report(n.Pos(), "channel receive", "use an sdk.Channel's Receive(ctx) (sdk.NewChannel, sdk.GetSignalChannel) or sdk.NewSelector")
 			}
 		case *ast.RangeStmt:
-			c.checkRange(n, report)
+			c.checkRange(n, w.body, report)
 		case *ast.AssignStmt:
 			if n.Tok != token.DEFINE {
 				for _, l := range n.Lhs {
@@ -273,13 +273,16 @@ func (c *checker) check(w work) []work {
 
 // checkRange flags a range over a map, or over maps.Keys, maps.Values or
 // maps.All of one, and over a channel.
-func (c *checker) checkRange(n *ast.RangeStmt, report func(token.Pos, string, string)) {
+func (c *checker) checkRange(n *ast.RangeStmt, body *ast.BlockStmt, report func(token.Pos, string, string)) {
 	t := c.pass.TypesInfo.TypeOf(n.X)
 	if t == nil {
 		return
 	}
 	switch t.Underlying().(type) {
 	case *types.Map:
+		if c.orderFree(n, body) {
+			return
+		}
 		report(n.Pos(), "range over a map (its order changes from run to run)", "range over the sorted keys: for _, k := range slices.Sorted(maps.Keys(m))")
 		return
 	case *types.Chan:
@@ -292,6 +295,87 @@ func (c *checker) checkRange(n *ast.RangeStmt, report func(token.Pos, string, st
 			report(n.Pos(), "range over maps."+fn.Name()+" (its order changes from run to run)", "range over the sorted keys: for _, k := range slices.Sorted(maps.Keys(m))")
 		}
 	}
+}
+
+// orderFree reports whether a range over a map is one whose order does
+// not matter: its body only copies into other maps (m2[k] = v, delete),
+// or only appends to a slice that the function then sorts (the
+// collect-the-keys-and-sort idiom).
+func (c *checker) orderFree(n *ast.RangeStmt, body *ast.BlockStmt) bool {
+	info := c.pass.TypesInfo
+	if len(n.Body.List) == 1 {
+		if as, ok := n.Body.List[0].(*ast.AssignStmt); ok && as.Tok == token.ASSIGN && len(as.Lhs) == 1 && len(as.Rhs) == 1 {
+			if id, ok := as.Lhs[0].(*ast.Ident); ok {
+				if call, ok := as.Rhs[0].(*ast.CallExpr); ok {
+					if fn, ok := ast.Unparen(call.Fun).(*ast.Ident); ok && fn.Name == "append" && len(call.Args) > 0 {
+						if arg, ok := ast.Unparen(call.Args[0]).(*ast.Ident); ok && info.Uses[arg] == info.Uses[id] && info.Uses[id] != nil {
+							return c.sortedAfter(info.Uses[id], n.End(), body)
+						}
+					}
+				}
+			}
+		}
+	}
+	for _, st := range n.Body.List {
+		switch st := st.(type) {
+		case *ast.AssignStmt:
+			if st.Tok != token.ASSIGN {
+				return false
+			}
+			for _, l := range st.Lhs {
+				ix, ok := l.(*ast.IndexExpr)
+				if !ok {
+					return false
+				}
+				if _, ok := info.TypeOf(ix.X).Underlying().(*types.Map); !ok {
+					return false
+				}
+			}
+		case *ast.ExprStmt:
+			call, ok := st.X.(*ast.CallExpr)
+			if !ok {
+				return false
+			}
+			if fn, ok := ast.Unparen(call.Fun).(*ast.Ident); !ok || fn.Name != "delete" {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return len(n.Body.List) > 0
+}
+
+// sortedAfter reports whether body sorts the slice v after pos, with a
+// function of package sort or slices whose name starts with Sort or
+// names a sort.Interface conversion (sort.Strings, sort.Slice,
+// slices.Sort, slices.SortFunc, sort.Sort(byName(v)) …).
+func (c *checker) sortedAfter(v types.Object, pos token.Pos, body *ast.BlockStmt) bool {
+	found := false
+	ast.Inspect(body, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if found || !ok || call.Pos() < pos || len(call.Args) == 0 {
+			return !found
+		}
+		fn := typeutil.StaticCallee(c.pass.TypesInfo, call)
+		if fn == nil || fn.Pkg() == nil || (fn.Pkg().Path() != "sort" && fn.Pkg().Path() != "slices") {
+			return true
+		}
+		switch fn.Name() {
+		case "Strings", "Ints", "Float64s", "Slice", "SliceStable", "Sort", "Stable", "SortFunc", "SortStableFunc":
+		default:
+			return true
+		}
+		arg := ast.Unparen(call.Args[0])
+		if conv, ok := arg.(*ast.CallExpr); ok && len(conv.Args) == 1 { // sort.Sort(byName(v))
+			arg = ast.Unparen(conv.Args[0])
+		}
+		if id, ok := arg.(*ast.Ident); ok && c.pass.TypesInfo.Uses[id] == v {
+			found = true
+		}
+		return !found
+	})
+	return found
 }
 
 // checkWrite flags an assignment to a package-level variable, or to a

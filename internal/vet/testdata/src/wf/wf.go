@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/cairnflow/cairn/sdk"
@@ -157,4 +158,27 @@ func Register(register func(any)) {
 		time.Sleep(time.Second) // want `time.Sleep in workflow func literal`
 		return in, nil
 	})
+}
+
+// SortedIdioms ranges over maps where the order cannot matter.
+func SortedIdioms(ctx sdk.Context, in map[string]int) ([]string, error) {
+	keys := make([]string, 0, len(in))
+	for k := range in { // collected, then sorted: fine
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	vals := []int{}
+	for _, v := range in { // collected, then sorted: fine
+		vals = append(vals, v)
+	}
+	slices.Sort(vals)
+	copied := map[string]int{}
+	for k, v := range in { // copied into another map: fine
+		copied[k] = v
+	}
+	unsorted := []string{}
+	for k := range in { // want `range over a map`
+		unsorted = append(unsorted, k)
+	}
+	return append(keys, unsorted...), nil
 }

@@ -39,7 +39,7 @@ var Analyzer = &analysis.Analyzer{
 
 Workflow functions (first parameter sdk.Context) and the functions of their
 package they call must replay deterministically: no time.Now or time.Sleep,
-no go statements, channels or select, no iteration over maps, no math/rand
+no go statements, channels, select, mutexes or WaitGroups, no iteration over maps, no math/rand
 or crypto/rand, no writes to package-level variables, no I/O. Each finding
 names the SDK call to use instead. ` + Directive + ` on the line (or the
 line above) suppresses a finding.`,
@@ -435,6 +435,14 @@ func forbidden(fn *types.Func) (what, instead string) {
 		return path + " (" + name + ")", "get random values and ids through sdk.SideEffect(ctx, fn)"
 	case "os", "os/exec", "net", "net/http", "io/ioutil", "syscall":
 		return "I/O (" + path + "." + name + ")", io
+	case "sync":
+		if recv := fn.Signature().Recv(); recv != nil {
+			switch name {
+			case "Lock", "RLock", "Wait", "Go":
+				return "sync." + strings.TrimPrefix(types.TypeString(recv.Type(), (*types.Package).Name), "*sync.") + "." + name + " (it blocks outside the SDK)",
+					"wait with sdk.Await(ctx, cond), an sdk.Channel or an sdk.Future; coroutines (sdk.Go) run one at a time and need no locks"
+			}
+		}
 	case "fmt":
 		if strings.HasPrefix(name, "Print") {
 			return "fmt." + name, "log with sdk.GetLogger(ctx) (it is quiet on replay)"

@@ -13,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/cairnflow/cairn/sdk"
@@ -181,4 +182,14 @@ func SortedIdioms(ctx sdk.Context, in map[string]int) ([]string, error) {
 		unsorted = append(unsorted, k)
 	}
 	return append(keys, unsorted...), nil
+}
+
+// Locks blocks on sync primitives.
+func Locks(ctx sdk.Context, _ int) (int, error) {
+	var mu sync.Mutex
+	mu.Lock() // want `sync.Mutex.Lock \(it blocks outside the SDK\) in workflow Locks: wait with sdk.Await`
+	mu.Unlock()
+	var wg sync.WaitGroup
+	wg.Wait() // want `sync.WaitGroup.Wait`
+	return 0, nil
 }

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math/rand"
 	randv2 "math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -192,4 +193,30 @@ func Locks(ctx sdk.Context, _ int) (int, error) {
 	var wg sync.WaitGroup
 	wg.Wait() // want `sync.WaitGroup.Wait`
 	return 0, nil
+}
+
+// PureIO uses the I/O packages for what does no I/O: nothing to report.
+func PureIO(ctx sdk.Context, addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if os.IsNotExist(err) {
+		return "", err
+	}
+	h := http.Header{}
+	h.Set("Host", host)
+	req, _ := http.NewRequest("GET", "http://"+net.JoinHostPort(host, port), nil)
+	_ = req.URL.String()
+	return h.Get("Host") + net.ParseIP(host).String() + http.StatusText(http.StatusOK), nil
+}
+
+// Conns talks over the network.
+func Conns(ctx sdk.Context, addr string) (string, error) {
+	c, err := net.Dial("tcp", addr) // want `I/O \(net.Dial\)`
+	if err != nil {
+		return "", err
+	}
+	_, _ = c.Write(nil)                           // want `I/O \(net.Conn.Write\)`
+	_, _ = http.DefaultClient.Do(&http.Request{}) // want `I/O \(net/http.Client.Do\)`
+	f, _ := os.Create("x")                        // want `I/O \(os.Create\)`
+	_, _ = f.WriteString("x")                     // want `I/O \(os.File.WriteString\)`
+	return "", nil
 }

@@ -41,7 +41,7 @@ default ".") for what breaks deterministic replay: time.Now and time.Sleep,
 go statements, channels and select, ranges over maps, math/rand and
 crypto/rand, writes to package-level variables, and I/O. Workflow code is
 every function whose first parameter is sdk.Context, and the functions of
-its package it calls. Each finding is printed as file:line:col: message,
+its module it calls. Each finding is printed as file:line:col: message,
 naming the SDK call to use instead. A //cairn:nondeterministic-ok comment
 on the line (or the line above) suppresses a finding.
 
@@ -73,7 +73,7 @@ func runVet(dir string, patterns []string) (*vetOutput, error) {
 	}
 	cfg := &packages.Config{
 		Mode: packages.NeedName | packages.NeedFiles | packages.NeedSyntax | packages.NeedTypes | packages.NeedTypesInfo |
-			packages.NeedTypesSizes | packages.NeedImports | packages.NeedModule,
+			packages.NeedTypesSizes | packages.NeedImports | packages.NeedModule | packages.NeedDeps,
 		Dir: dir,
 	}
 	pkgs, err := packages.Load(cfg, patterns...)

@@ -6,7 +6,10 @@
 // Workflow code is every function whose first parameter is sdk.Context
 // (the named type Context of package github.com/cairnflow/cairn/sdk,
 // by type identity), function literals of that shape included, and every
-// function of the same package such code calls, transitively. Functions
+// function of the same package such code calls, transitively. A call to
+// a function of another package of the same module is flagged when the
+// function's Nondeterministic fact says what it, or what it calls, does.
+// Functions
 // whose first parameter is context.Context (activities), and functions
 // given to sdk.SideEffect or sdk.MutableSideEffect, are not workflow code.
 //
@@ -15,9 +18,11 @@
 package vet
 
 import (
+	"fmt"
 	"go/ast"
 	"go/token"
 	"go/types"
+	"path/filepath"
 	"strings"
 
 	"golang.org/x/tools/go/analysis"
@@ -38,13 +43,14 @@ var Analyzer = &analysis.Analyzer{
 	Doc: `check Cairn workflow code for nondeterminism
 
 Workflow functions (first parameter sdk.Context) and the functions of their
-package they call must replay deterministically: no time.Now or time.Sleep,
+module they call must replay deterministically: no time.Now or time.Sleep,
 no go statements, channels, select, mutexes or WaitGroups, no iteration over maps, no math/rand
 or crypto/rand, no writes to package-level variables, no I/O. Each finding
 names the SDK call to use instead. ` + Directive + ` on the line (or the
 line above) suppresses a finding.`,
-	URL: "https://github.com/cairnflow/cairn/blob/main/docs/sdk.md#checking-workflow-code-cairn-vet",
-	Run: run,
+	URL:       "https://github.com/cairnflow/cairn/blob/main/docs/sdk.md#checking-workflow-code-cairn-vet",
+	Run:       run,
+	FactTypes: []analysis.Fact{new(Nondeterministic)},
 }
 
 // checker is the state of one pass.
@@ -56,6 +62,10 @@ type checker struct {
 	ok       map[string]map[int]bool       // file name → lines the directive covers
 	reported map[token.Pos]bool
 	seen     map[*types.Func]bool
+	module   string // the package's module path, "" outside a module
+
+	summaries   map[*types.Func]*Nondeterministic // nil: deterministic
+	summarizing map[*types.Func]bool
 }
 
 // work is a function body to check and why it is workflow code.
@@ -66,11 +76,16 @@ type work struct {
 }
 
 func run(pass *analysis.Pass) (any, error) {
-	if !importsSDK(pass.Pkg) {
+	workflows, helpers := importsSDK(pass.Pkg), exportsFacts(pass.Pkg)
+	if !workflows && !helpers {
 		return nil, nil
 	}
 	c := &checker{pass: pass, decls: map[*types.Func]*ast.FuncDecl{}, exempt: map[ast.Node]bool{},
-		exemptFn: map[*types.Func]bool{}, ok: map[string]map[int]bool{}, reported: map[token.Pos]bool{}, seen: map[*types.Func]bool{}}
+		exemptFn: map[*types.Func]bool{}, ok: map[string]map[int]bool{}, reported: map[token.Pos]bool{}, seen: map[*types.Func]bool{},
+		summaries: map[*types.Func]*Nondeterministic{}, summarizing: map[*types.Func]bool{}}
+	if pass.Module != nil {
+		c.module = pass.Module.Path
+	}
 	for _, f := range pass.Files {
 		c.directives(f)
 		for _, d := range f.Decls {
@@ -81,6 +96,12 @@ func run(pass *analysis.Pass) (any, error) {
 			}
 		}
 		c.markExempt(f)
+	}
+	if helpers {
+		c.exportFacts()
+	}
+	if !workflows {
+		return nil, nil
 	}
 	var queue []work
 	for _, f := range pass.Files {
@@ -109,6 +130,80 @@ func run(pass *analysis.Pass) (any, error) {
 		queue = append(queue, c.check(w)...)
 	}
 	return nil, nil
+}
+
+// Nondeterministic is the fact of a function that is not itself workflow
+// code (its first parameter is not sdk.Context) but would make workflow
+// code calling it nondeterministic: the first finding in it, or in what it
+// calls. Workflow code of another package of the same module that calls
+// the function is flagged at the call.
+type Nondeterministic struct {
+	What    string // the finding: "time.Now"
+	Instead string // what to use instead
+	At      string // where: "util.go:12"
+	Via     string // the functions the call goes through to reach it, "" when direct
+	Module  string // the module path of the function's package
+}
+
+// AFact marks Nondeterministic as an analysis fact.
+func (*Nondeterministic) AFact() {}
+
+func (f *Nondeterministic) String() string {
+	if f.Via != "" {
+		return f.What + " at " + f.At + ", through " + f.Via
+	}
+	return f.What + " at " + f.At
+}
+
+// exportsFacts reports whether the functions of pkg get Nondeterministic
+// facts: packages outside the standard library (whose first path element
+// has a dot) other than the SDK.
+func exportsFacts(pkg *types.Package) bool {
+	first, _, _ := strings.Cut(pkg.Path(), "/")
+	return strings.Contains(first, ".") && pkg.Path() != SDKPath
+}
+
+// exportFacts gives every function of the package that is neither
+// workflow code nor an activity, and is nondeterministic, its fact.
+func (c *checker) exportFacts() {
+	for fn, d := range c.decls {
+		if c.exemptFn[fn] || c.firstParamIsSDKContext(d.Type) || c.firstParamIs(d.Type, "context", "Context") {
+			continue
+		}
+		if f := c.summary(fn); f != nil {
+			c.pass.ExportObjectFact(fn, f)
+		}
+	}
+}
+
+// summary returns fn's first finding, in its body or in what it calls,
+// nil if it has none.
+func (c *checker) summary(fn *types.Func) *Nondeterministic {
+	if f, done := c.summaries[fn]; done || c.summarizing[fn] {
+		return f
+	}
+	c.summarizing[fn] = true
+	var found *Nondeterministic
+	callees := c.walk(c.decls[fn].Body, func(pos token.Pos, what, instead string) {
+		p := c.pass.Fset.Position(pos)
+		if found == nil && !c.ok[p.Filename][p.Line] {
+			found = &Nondeterministic{What: what, Instead: instead, At: fmt.Sprintf("%s:%d", filepath.Base(p.Filename), p.Line), Module: c.module}
+		}
+	})
+	for _, g := range callees {
+		if found != nil {
+			break
+		}
+		if f := c.summary(g); f != nil {
+			via := g.Name()
+			if f.Via != "" {
+				via += " → " + f.Via
+			}
+			found = &Nondeterministic{What: f.What, Instead: f.Instead, At: f.At, Via: via, Module: c.module}
+		}
+	}
+	c.summaries[fn] = found
+	return found
 }
 
 func importsSDK(pkg *types.Package) bool {
@@ -205,8 +300,6 @@ func (c *checker) check(w work) []work {
 	if root == "" {
 		root = w.name
 	}
-	var next []work
-	info := c.pass.TypesInfo
 	report := func(pos token.Pos, what, instead string) {
 		p := c.pass.Fset.Position(pos)
 		if c.reported[pos] || c.ok[p.Filename][p.Line] {
@@ -219,7 +312,25 @@ func (c *checker) check(w work) []work {
 		}
 		c.pass.Reportf(pos, "%s in %s: %s", what, where, instead)
 	}
-	ast.Inspect(w.body, func(n ast.Node) bool {
+	var next []work
+	for _, fn := range c.walk(w.body, report) {
+		if !c.seen[fn] {
+			c.seen[fn] = true
+			d := c.decls[fn]
+			next = append(next, work{body: d.Body, name: d.Name.Name, root: root})
+		}
+	}
+	return next
+}
+
+// walk calls report for each finding of body (the directive not yet
+// applied) and returns the functions of the package with bodies that it
+// calls (workflow code when body is), activities and functions given to
+// sdk.SideEffect left out.
+func (c *checker) walk(body *ast.BlockStmt, report func(token.Pos, string, string)) []*types.Func {
+	var next []*types.Func
+	info := c.pass.TypesInfo
+	ast.Inspect(body, func(n ast.Node) bool {
 		switch n := n.(type) {
 		case *ast.FuncLit:
 			return !c.exempt[n]
@@ -234,7 +345,7 @@ func (c *checker) check(w work) []work {
 				report(n.Pos(), "channel receive", "use an sdk.Channel's Receive(ctx) (sdk.NewChannel, sdk.GetSignalChannel) or sdk.NewSelector")
 			}
 		case *ast.RangeStmt:
-			c.checkRange(n, w.body, report)
+			c.checkRange(n, body, report)
 		case *ast.AssignStmt:
 			if n.Tok != token.DEFINE {
 				for _, l := range n.Lhs {
@@ -263,9 +374,15 @@ func (c *checker) check(w work) []work {
 				return true
 			}
 			fn = fn.Origin()
-			if d := c.decls[fn]; d != nil && !c.seen[fn] && !c.exemptFn[fn] && !c.firstParamIs(d.Type, "context", "Context") {
-				c.seen[fn] = true
-				next = append(next, work{body: d.Body, name: d.Name.Name, root: root})
+			if fn.Pkg() != c.pass.Pkg {
+				var f Nondeterministic
+				if fn.Pkg() != nil && c.pass.ImportObjectFact(fn, &f) && f.Module == c.module {
+					report(n.Pos(), "call to "+fn.Pkg().Name()+"."+recvName(fn)+fn.Name()+" ("+f.String()+")", f.Instead)
+				}
+				return true
+			}
+			if d := c.decls[fn]; d != nil && !c.exemptFn[fn] && !c.firstParamIs(d.Type, "context", "Context") {
+				next = append(next, fn)
 			}
 		}
 		return true

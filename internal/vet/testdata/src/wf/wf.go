@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"example.com/wfutil"
 	"github.com/cairnflow/cairn/sdk"
 )
 
@@ -219,4 +220,13 @@ func Conns(ctx sdk.Context, addr string) (string, error) {
 	f, _ := os.Create("x")                        // want `I/O \(os.Create\)`
 	_, _ = f.WriteString("x")                     // want `I/O \(os.File.WriteString\)`
 	return "", nil
+}
+
+// AcrossPackages calls helpers of another package.
+func AcrossPackages(ctx sdk.Context, in map[string]int) (int64, error) {
+	n := wfutil.Stamp() // want `call to wfutil.Stamp \(time.Now at util.go:14, through unix\) in workflow AcrossPackages: use sdk.Now\(ctx\)`
+	_ = wfutil.Sorted(in)
+	_ = wfutil.Fine()
+	_ = wfutil.Clock{}.Now() // want `call to wfutil.Clock.Now \(time.Now at util.go:38\)`
+	return n, nil
 }

@@ -9,8 +9,7 @@
 // function of the same package such code calls, transitively. A call to
 // a function of another package of the same module is flagged when the
 // function's Nondeterministic fact says what it, or what it calls, does.
-// Functions
-// whose first parameter is context.Context (activities), and functions
+// Functions whose first parameter is context.Context (activities), and functions
 // given to sdk.SideEffect or sdk.MutableSideEffect, are not workflow code.
 //
 // A finding is suppressed by the directive //cairn:nondeterministic-ok on
@@ -76,7 +75,7 @@ type work struct {
 }
 
 func run(pass *analysis.Pass) (any, error) {
-	workflows, helpers := importsSDK(pass.Pkg), exportsFacts(pass.Pkg)
+	workflows, helpers := importsSDK(pass.Pkg), exportsFacts(pass)
 	if !workflows && !helpers {
 		return nil, nil
 	}
@@ -155,12 +154,14 @@ func (f *Nondeterministic) String() string {
 	return f.What + " at " + f.At
 }
 
-// exportsFacts reports whether the functions of pkg get Nondeterministic
-// facts: packages outside the standard library (whose first path element
-// has a dot) other than the SDK.
-func exportsFacts(pkg *types.Package) bool {
-	first, _, _ := strings.Cut(pkg.Path(), "/")
-	return strings.Contains(first, ".") && pkg.Path() != SDKPath
+// exportsFacts reports whether the functions of the pass's package get
+// Nondeterministic facts: packages outside the standard library (whose
+// first path element has a dot) other than the SDK, and not of a
+// dependency module (one with a version: its facts would never be used,
+// as only workflow code of the same module uses them).
+func exportsFacts(pass *analysis.Pass) bool {
+	first, _, _ := strings.Cut(pass.Pkg.Path(), "/")
+	return strings.Contains(first, ".") && pass.Pkg.Path() != SDKPath && (pass.Module == nil || pass.Module.Version == "")
 }
 
 // exportFacts gives every function of the package that is neither

@@ -369,6 +369,10 @@ func (c *checker) walk(body *ast.BlockStmt, report func(token.Pos, string, strin
 					report(n.Pos(), what, instead)
 					return true
 				}
+				if std := c.stdStream(called, n); std != "" {
+					report(n.Pos(), "fmt."+called.Name()+" to os."+std, "log with sdk.GetLogger(ctx) (it is quiet on replay)")
+					return true
+				}
 			}
 			fn := typeutil.StaticCallee(info, n)
 			if fn == nil {
@@ -625,6 +629,23 @@ func recvName(fn *types.Func) string {
 	}
 	if n, ok := types.Unalias(t).(*types.Named); ok {
 		return n.Obj().Name() + "."
+	}
+	return ""
+}
+
+// stdStream names the standard stream (Stdout, Stderr) a call of
+// fmt.Fprint, Fprintf or Fprintln writes to, "" if it is not one of them.
+func (c *checker) stdStream(fn *types.Func, call *ast.CallExpr) string {
+	if fn.Pkg() == nil || fn.Pkg().Path() != "fmt" || !strings.HasPrefix(fn.Name(), "Fprint") || len(call.Args) == 0 {
+		return ""
+	}
+	sel, ok := ast.Unparen(call.Args[0]).(*ast.SelectorExpr)
+	if !ok {
+		return ""
+	}
+	v, ok := c.pass.TypesInfo.Uses[sel.Sel].(*types.Var)
+	if ok && v.Pkg() != nil && v.Pkg().Path() == "os" && (v.Name() == "Stdout" || v.Name() == "Stderr") {
+		return v.Name()
 	}
 	return ""
 }

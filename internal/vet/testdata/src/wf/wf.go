@@ -14,6 +14,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -124,6 +125,9 @@ func IO(ctx sdk.Context, name string) (string, error) {
 	_, _ = http.Get("https://example.com") // want `I/O \(net/http.Get\)`
 	fmt.Println(string(b))                 // want `fmt.Println in workflow IO: log with sdk.GetLogger\(ctx\)`
 	_ = os.Getenv("HOME")                  // want `I/O \(os.Getenv\)`
+	fmt.Fprintln(os.Stderr, "x")           // want `fmt.Fprintln to os.Stderr in workflow IO: log with sdk.GetLogger`
+	var sb strings.Builder
+	fmt.Fprintln(&sb, "x") // to a builder: fine
 	return string(b), nil
 }
 

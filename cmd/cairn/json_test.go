@@ -171,6 +171,9 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 		fails(2, "usage", "demo", "agent", "extra"),
 		fails(2, "usage", "bench", "--workflows", "many"),
 		fails(2, "usage", "bench", "agent", "--turns", "many"),
+
+		ok("vet", "./testdata/vet/good"),
+		fails(2, "usage", "vet", "--no-such-flag"),
 	}
 
 	root := newRoot(&globals{})

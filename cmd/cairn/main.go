@@ -8,6 +8,7 @@
 //	cairn workflow show invoice-INV-9
 //	cairn effects list --duplicates              # every action that may have happened twice
 //	cairn migrate --from ./cairn-data --to postgres://…  # move a data directory into PostgreSQL
+//	cairn vet ./...                              # check workflow code for nondeterminism (exit 1 on findings)
 //
 // Exit codes: 0 ok, 1 failed or not found, 2 usage, 3 the server refused a
 // damaged data directory (history.ErrCorrupt: restore a backup, or start
@@ -100,7 +101,7 @@ func newRoot(g *globals) *cobra.Command {
 	}
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON for scripts (errors too, on stderr)")
 	root.AddCommand(serverCommand(g), devCommand(g), workflowCommand(g), taskQueueCommand(g), clusterCommand(g), effectsCommand(g), historyCommand(g), replayCommand(g),
-		demoCommand(g), benchCommand(g), versionCommand(g), backupCommand(g), restoreCommand(g), checkCommand(g), migrateCommand(g), fakeLLMCommand(g))
+		demoCommand(g), benchCommand(g), versionCommand(g), backupCommand(g), restoreCommand(g), checkCommand(g), migrateCommand(g), fakeLLMCommand(g), vetCommand(g))
 	return root
 }
 

@@ -101,11 +101,15 @@ func (q *quarantine) add(c *corruptRun) bool {
 		q.runs[c.ref.WorkflowID] = runs
 	}
 	if old := runs[c.ref.RunID]; old != nil {
-		if c.current && !old.current {
-			old.current = true
-		}
-		if old.state == nil {
-			old.state = c.state
+		// An entry is never changed once added (others read it without
+		// the lock: failParent, info): what c adds goes into a copy.
+		if (c.current && !old.current) || (old.state == nil && c.state != nil) {
+			cp := *old
+			cp.current = cp.current || c.current
+			if cp.state == nil {
+				cp.state = c.state
+			}
+			runs[c.ref.RunID] = &cp
 		}
 		return false
 	}

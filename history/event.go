@@ -283,6 +283,9 @@ type ActivityOptions struct {
 	ScheduleToCloseTimeout time.Duration `msgpack:"tc,omitempty"`
 	HeartbeatTimeout       time.Duration `msgpack:"hb,omitempty"`
 	RetryPolicy            *RetryPolicy  `msgpack:"rp,omitempty"`
+	// LimitKey names the concurrency/rate limit the activity counts
+	// against (a model provider, a model, a tenant), beside its type.
+	LimitKey string `msgpack:"lk,omitempty"`
 }
 
 // ParentClosePolicy says what happens to a child when its parent closes.
@@ -312,6 +315,13 @@ type WorkflowStarted struct {
 	Identity               string        `msgpack:"id,omitempty"`
 	// Budget bounds the run's metered activities (model calls).
 	Budget Budget `msgpack:"bg,omitempty"`
+	// Retention is how long the run is kept after it closes (0: the
+	// server's default).
+	Retention time.Duration `msgpack:"ret,omitempty"`
+	// TraceParent and TraceState are the W3C trace context of the caller
+	// that started the run (OpenTelemetry), empty when none.
+	TraceParent string `msgpack:"tp,omitempty"`
+	TraceState  string `msgpack:"ts,omitempty"`
 }
 
 // WorkflowCompleted closes a run successfully with its result.

@@ -73,6 +73,7 @@ func (o *ActivityOptions) fields(v fieldVisitor) {
 	v.duration("scheduleToCloseTimeout", &o.ScheduleToCloseTimeout)
 	v.duration("heartbeatTimeout", &o.HeartbeatTimeout)
 	v.retryPolicyPtr("retryPolicy", &o.RetryPolicy)
+	v.str("limitKey", &o.LimitKey)
 }
 
 func (a *WorkflowStarted) fields(v fieldVisitor) {
@@ -90,6 +91,9 @@ func (a *WorkflowStarted) fields(v fieldVisitor) {
 	v.int64("parentInitiatedEventId", &a.ParentInitiatedEventID)
 	v.str("identity", &a.Identity)
 	v.object("budget", &a.Budget)
+	v.duration("retention", &a.Retention)
+	v.str("traceParent", &a.TraceParent)
+	v.str("traceState", &a.TraceState)
 }
 
 func (a *WorkflowCompleted) fields(v fieldVisitor) {

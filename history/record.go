@@ -26,7 +26,7 @@ const RecordEnvelopeLen = 4
 
 // spaceLetters are the one-letter names of the spaces (DESIGN.md §3). They
 // are part of every stored record's checksum: never change them.
-var spaceLetters = [spaceCount]byte{0, 's', 'c', 'q', 't', 'e', 'v', 'm', 'k', 'u'}
+var spaceLetters = [spaceCount]byte{0, 's', 'c', 'q', 't', 'e', 'v', 'm', 'k', 'u', 'd'}
 
 // Letter returns the space's one-letter name, which starts its RecordID, or
 // 0 for an invalid space.

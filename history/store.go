@@ -66,10 +66,13 @@ const (
 	// SpaceUsage holds the token and cost ledger per workflow id (it
 	// outlives runs, like the effects ledger).
 	SpaceUsage
+	// SpaceSchedule holds schedules (engine/schedule): their specs, state
+	// and the index of their next fire times.
+	SpaceSchedule
 	spaceCount
 )
 
-var spaceNames = [spaceCount]string{"invalid", "runstate", "current", "task", "timer", "ledger", "index", "meta", "chunk", "usage"}
+var spaceNames = [spaceCount]string{"invalid", "runstate", "current", "task", "timer", "ledger", "index", "meta", "chunk", "usage", "schedule"}
 
 // String returns the space's short name.
 func (s Space) String() string {

@@ -91,7 +91,8 @@ func TestCopyResumesAfterCancel(t *testing.T) {
 	dst := openBadger(t, "")
 	o := opts()
 	o.BatchBytes = 32 << 10 // many batches
-	var skipped, stops int64
+	var skipped, eventsSkipped, stops int64
+	eventsCut := false // one copy is also cut after its first batch of events
 	for stop := 1; ; stop++ {
 		ctx, cancel := context.WithCancel(bg)
 		batches := 0
@@ -99,12 +100,17 @@ func TestCopyResumesAfterCancel(t *testing.T) {
 			if batches++; batches == stop {
 				cancel()
 			}
+			if p.Phase == storecopy.PhaseEvents && !p.Done && !eventsCut {
+				eventsCut = true
+				cancel()
+			}
 		}
 		rep, err := storecopy.Copy(ctx, src, dst, o)
 		cancel()
+		eventsSkipped += rep.EventsSkipped
 		if err == nil {
-			if !rep.Resumed || rep.EventsSkipped == 0 {
-				t.Fatalf("the last copy %+v did not resume", rep)
+			if !rep.Resumed || eventsSkipped == 0 {
+				t.Fatalf("the last copy %+v did not resume (events skipped by all copies: %d)", rep, eventsSkipped)
 			}
 			break
 		}

@@ -600,8 +600,8 @@ func (e *Engine) RecordActivityHeartbeat(ctx context.Context, req *api.Heartbeat
 		return nil, err
 	}
 	defer e.leave()
-	var tok actToken
-	if err := decodeToken(req.TaskToken, &tok); err != nil {
+	tok, err := e.activityToken(req.TaskToken, req.WorkflowID, req.RunID, req.ActivityID)
+	if err != nil {
 		return nil, err
 	}
 	unlock := e.lock(tok.W)
@@ -633,11 +633,11 @@ func (e *Engine) CompleteActivity(ctx context.Context, req *api.CompleteActivity
 		return nil, err
 	}
 	defer e.leave()
-	var tok actToken
-	if err := decodeToken(req.TaskToken, &tok); err != nil {
+	tok, err := e.activityToken(req.TaskToken, req.WorkflowID, req.RunID, req.ActivityID)
+	if err != nil {
 		return nil, err
 	}
-	err := e.report(ctx, tok, machine.AttemptReport{Kind: machine.ReportCompleted, Result: req.Result, ResultOmitted: req.ResultOmitted,
+	err = e.report(ctx, tok, machine.AttemptReport{Kind: machine.ReportCompleted, Result: req.Result, ResultOmitted: req.ResultOmitted,
 		Identity: req.Identity, Usage: req.Usage, HeartbeatDetails: req.HeartbeatDetails, KeyMaterial: req.KeyMaterial})
 	if err != nil {
 		return nil, err
@@ -822,8 +822,8 @@ func (e *Engine) FailActivity(ctx context.Context, req *api.FailActivityRequest)
 		return nil, err
 	}
 	defer e.leave()
-	var tok actToken
-	if err := decodeToken(req.TaskToken, &tok); err != nil {
+	tok, err := e.activityToken(req.TaskToken, req.WorkflowID, req.RunID, req.ActivityID)
+	if err != nil {
 		return nil, err
 	}
 	if err := e.m.CheckPayload("failure details", req.Failure.Details); err != nil {

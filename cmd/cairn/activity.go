@@ -235,4 +235,3 @@ func activityHeartbeat(g *globals) *cobra.Command {
 	}
 	return cmd
 }
-

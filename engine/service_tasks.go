@@ -205,9 +205,10 @@ func (e *Engine) workflowTask(st *machine.RunState, epoch, first int64) *api.Wor
 		TaskToken:  encodeToken(&wftToken{W: st.WorkflowID, R: st.RunID, E: epoch}),
 		WorkflowID: st.WorkflowID, RunID: st.RunID, WorkflowType: st.WorkflowType, TaskQueue: st.TaskQueue,
 		Attempt: st.WFT.Attempt, FirstEventID: first, NextEventID: st.NextEventID,
-		ContinueAsNewSuggested: e.m.SuggestContinueAsNew(st),
-		SuggestContinueAsNewAt: e.m.Limits.SuggestContinueAsNewAt,
-		MaxPayloadBytes:        e.m.Limits.MaxPayloadBytes,
+		ContinueAsNewSuggested:    e.m.SuggestContinueAsNew(st),
+		SuggestContinueAsNewAt:    e.m.Limits.SuggestContinueAsNewAt,
+		MaxPayloadBytes:           e.m.Limits.MaxPayloadBytes,
+		SuggestContinueAsNewBytes: e.m.Limits.SuggestContinueAsNewBytes,
 	}
 }
 

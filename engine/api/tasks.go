@@ -51,6 +51,12 @@ type WorkflowTask struct {
 	// task, and fails the task with cause CauseLimitExceeded instead of
 	// sending what would be refused.
 	MaxPayloadBytes int
+	// SuggestContinueAsNewBytes is the history size from which workflow
+	// code sees ContinueAsNewSuggested (sdk.WorkflowInfo.HistorySize: the
+	// encoded size of the events the decision has seen, which the SDK
+	// measures from the events themselves, so it replays exactly); 0
+	// means unknown (no suggestion by size).
+	SuggestContinueAsNewBytes int64
 }
 
 // WorkflowQuery is a query to answer from the run's current state.

@@ -106,6 +106,14 @@ type Options struct {
 	// ignored: two agents of one workflow that run at once need a signal
 	// each.
 	ApprovalSignal string
+	// ApprovalLinks also sends each call awaiting approval as a link
+	// (link.go): the activity ApprovalLinkActivity hands the request and
+	// its task token to the worker's ApprovalNotifier, and the person (or
+	// webhook) following the link decides with CompleteApproval. The
+	// signal and the update still decide too; the first decision wins.
+	// The link is valid for ApprovalTimeout (default
+	// DefaultApprovalLinkTimeout).
+	ApprovalLinks bool
 }
 
 // Tool is a tool the model may call: an activity, its name and
@@ -216,6 +224,7 @@ type approvalSlot struct {
 	callID string
 	ap     *Approval
 	call   history.ToolCall // what the approval-requested marker says
+	over   bool             // the wait is over (decided, or timed out)
 }
 
 // New returns an agent; with opts.Budget set it sets the run's budget.
@@ -490,12 +499,18 @@ func (t *Tool) decode(args string) (any, error) {
 // the timeout: timedOut), and records the decision.
 func (a *Agent) awaitApproval(ctx sdk.Context, key string, slot *approvalSlot) (ap Approval, timedOut bool) {
 	_ = sdk.RecordMarker(ctx, history.MarkerApprovalRequested, key, a.approvalRequest(slot))
+	withdraw := func() {}
+	if a.opts.ApprovalLinks {
+		withdraw = a.requestByLink(ctx, key, slot)
+	}
 	has := func() bool { return slot.ap != nil }
 	if a.opts.ApprovalTimeout > 0 {
 		_, _ = sdk.AwaitWithTimeout(ctx, a.opts.ApprovalTimeout, has)
 	} else {
 		_ = sdk.Await(ctx, has)
 	}
+	slot.over = true
+	withdraw()
 	a.unwait(slot)
 	if slot.ap != nil {
 		ap = *slot.ap

@@ -435,6 +435,11 @@ type TaskQueueInfo struct {
 	// queue within PollerRetention, by identity.
 	WorkflowPollers []PollerInfo
 	ActivityPollers []PollerInfo
+	// ActivityLimits are the queue's activity limits and their use;
+	// ActivityKeys its activity backlog by limit key (the queue serves
+	// its keys in turn), the in-flight count of keys under a limit.
+	ActivityLimits []ActivityLimitInfo
+	ActivityKeys   []LimitKeyInfo
 }
 
 // PollerRetention is how long the engine remembers a poller after its last

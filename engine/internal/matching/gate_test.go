@@ -75,3 +75,36 @@ func TestGateHoldsBackAndKick(t *testing.T) {
 		t.Fatalf("after give back: %q", v)
 	}
 }
+
+// BenchmarkPushPoll: a push and a poll of a queued item, one FIFO (no
+// gate) against a gate with 64 keys served in turn and an Admit call.
+func BenchmarkPushPoll(b *testing.B) {
+	keys := make([]string, 64)
+	for i := range keys {
+		keys[i] = "tenant/" + string(rune('A'+i))
+	}
+	for _, c := range []struct {
+		name string
+		gate bool
+	}{{"no-gate", false}, {"gate-64-keys", true}} {
+		b.Run(c.name, func(b *testing.B) {
+			q := NewQueues[int]()
+			if c.gate {
+				q.SetGate(Gate[int]{Key: func(i int) (string, string) { return keys[i%64], "llm" },
+					Admit: func(string, int) bool { return true }})
+			}
+			for i := range 1000 { // a standing backlog
+				q.Push("q", i)
+			}
+			ctx := context.Background()
+			i := 0
+			for b.Loop() {
+				q.Push("q", i)
+				i++
+				if _, ok := q.Poll(ctx, "q"); !ok {
+					b.Fatal("empty")
+				}
+			}
+		})
+	}
+}

@@ -152,6 +152,9 @@ func (q *queue[T]) empty() bool { return q.n == 0 && q.nwait == 0 }
 
 // fifoOf returns the FIFO of key and kind, made on first use.
 func (q *queue[T]) fifoOf(key, kind string) *fifo[T] {
+	if len(q.ring) == 1 && q.ring[0].name == key && len(q.ring[0].kinds) == 1 && q.ring[0].kinds[0].kind == kind {
+		return q.ring[0].kinds[0] // one key, one kind: every queue without a gate
+	}
 	fk := q.keys[key]
 	if fk == nil {
 		if q.keys == nil {

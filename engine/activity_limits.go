@@ -99,24 +99,18 @@ func newLimiter(clk clock.Clock) *limiter {
 		runs: map[history.RunRef][]slotID{}}
 }
 
-// splitKeys splits an activity's LimitKey into its keys.
-func splitKeys(key string) []string {
-	if key == "" {
-		return nil
-	}
-	return strings.Split(key, ",")
-}
-
-// match says whether an activity of type typ and keys falls under l, and
-// under which key of l.
-func (l *limitState) match(typ string, keys []string) (string, bool) {
+// match says whether an activity of type typ and limit key key (its keys
+// separated by commas) falls under l, and under which key of l.
+func (l *limitState) match(typ, key string) (string, bool) {
 	if l.cfg.ActivityType != "" && l.cfg.ActivityType != typ {
 		return "", false
 	}
 	if l.cfg.LimitKey == "" {
 		return "", true
 	}
-	for _, k := range keys {
+	for rest := key; rest != ""; {
+		var k string
+		k, rest, _ = strings.Cut(rest, ",")
 		if l.isFamily && strings.HasPrefix(k, l.family) {
 			return k, true
 		}
@@ -188,11 +182,10 @@ func (lm *limiter) admit(queue string, it actItem) bool {
 	if _, ok := lm.slots[id]; ok {
 		return true
 	}
-	keys := splitKeys(it.key)
 	now := lm.clk.Now()
 	var holds []hold
 	for _, l := range ls {
-		k, ok := l.match(it.activityType, keys)
+		k, ok := l.match(it.activityType, it.key)
 		if !ok {
 			continue
 		}
@@ -294,15 +287,21 @@ func (lm *limiter) sync(ref history.RunRef, st *machine.RunState) {
 		return
 	}
 	lm.mu.Lock()
-	var kick []string
-	for _, id := range slices.Clone(lm.runs[ref]) {
-		s := lm.slots[id]
-		if !slotLive(s, id, st) {
-			lm.releaseLocked(id)
+	var (
+		kick []string
+		buf  [8]slotID
+	)
+	ended := buf[:0]
+	for _, id := range lm.runs[ref] {
+		if s := lm.slots[id]; !slotLive(s, id, st) {
+			ended = append(ended, id)
 			if !slices.Contains(kick, s.queue) {
 				kick = append(kick, s.queue)
 			}
 		}
+	}
+	for _, id := range ended {
+		lm.releaseLocked(id)
 	}
 	lm.mu.Unlock()
 	for _, q := range kick {
@@ -344,9 +343,8 @@ func (lm *limiter) adopt(ref history.RunRef, st *machine.RunState) {
 			continue
 		}
 		s := &slot{queue: a.Options.TaskQueue, activityType: a.ActivityType, key: a.Options.LimitKey, epoch: a.LeaseEpoch}
-		keys := splitKeys(s.key)
 		for _, l := range ls {
-			if k, ok := l.match(s.activityType, keys); ok {
+			if k, ok := l.match(s.activityType, s.key); ok {
 				s.holds = append(s.holds, hold{l, k})
 				l.inFlight[k]++
 			}
@@ -387,7 +385,7 @@ func (lm *limiter) set(cfg api.ActivityLimit, clear bool) {
 			if s.queue != cfg.TaskQueue {
 				continue
 			}
-			if k, ok := l.match(s.activityType, splitKeys(s.key)); ok {
+			if k, ok := l.match(s.activityType, s.key); ok {
 				s.holds = append(s.holds, hold{l, k})
 				l.inFlight[k]++
 			}
@@ -457,7 +455,7 @@ func (lm *limiter) describe(queue string, waiting []actItem) (infos []api.Activi
 			}
 		}
 		for _, it := range waiting {
-			if k, ok := l.match(it.activityType, splitKeys(it.key)); ok {
+			if k, ok := l.match(it.activityType, it.key); ok {
 				info.Waiting++
 				if l.isFamily {
 					famInfo(k).Waiting++
@@ -475,6 +473,20 @@ func (lm *limiter) describe(queue string, waiting []actItem) (infos []api.Activi
 		}
 	}
 	return infos, keys
+}
+
+// syncSlots checks the slots of ref's attempts against its current state.
+func (e *Engine) syncSlots(ref history.RunRef) {
+	if e.limits.held.Load() == 0 {
+		return
+	}
+	unlock := e.lock(ref.WorkflowID)
+	defer unlock()
+	var st *machine.RunState
+	if entry := e.openRun(ref.WorkflowID); entry != nil && entry.ref == ref {
+		st = entry.state
+	}
+	e.limits.sync(ref, st)
 }
 
 // checkLimit validates a limit of a SetActivityLimit request.

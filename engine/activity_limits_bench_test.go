@@ -16,7 +16,7 @@ import (
 // activity to a poller (PollActivityTask: the gate, the lease in memory),
 // without limits, under a limit on its type, and with 64 keys under a
 // family limit with a rate (the limits never full: what is measured is
-// their bookkeeping). Activities are scheduled 200 at a time and their
+// their bookkeeping). Activities are scheduled 20 at a time and their
 // runs terminated outside the timer.
 func BenchmarkActivityDispatchLimits(b *testing.B) {
 	for _, c := range []struct {
@@ -42,7 +42,7 @@ func benchDispatchLimits(b *testing.B, keys int, limits []api.ActivityLimit) {
 			b.Fatal(err)
 		}
 	}
-	const batch = 200
+	const batch = 20
 	run := 0
 	schedule := func() string {
 		run++

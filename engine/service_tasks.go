@@ -472,8 +472,12 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *api.PollActivityTask
 		}
 		task, err := e.dispatchActivity(ctx, item, req.Identity, req.Activities)
 		switch {
-		case task == nil && item.task == nil:
+		case task == nil && item.task == nil && err != nil:
 			e.limits.release(item) // not dispatched: its slot, if it took one, is free again
+		case task == nil && item.task == nil:
+			// A stale item: the slot it reserved is freed unless the attempt
+			// it names runs under it (a twin item dispatched it).
+			e.syncSlots(item.ref)
 		case item.task == nil:
 			e.limits.bind(item, task.LeaseEpoch)
 		}

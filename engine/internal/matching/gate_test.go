@@ -2,8 +2,11 @@ package matching
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -106,5 +109,117 @@ func BenchmarkPushPoll(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestGateStress: pollers with random cancellations take items of 8 keys
+// under a limit of 2 held per key, releasing each (and kicking the queue)
+// when done: every item is received exactly once and no key ever has more
+// than 2 held, give-backs (Unadmit) included.
+func TestGateStress(t *testing.T) {
+	const (
+		keys    = 8
+		total   = 4000
+		pollers = 16
+		limit   = 2
+	)
+	q := NewQueues[string]()
+	var (
+		lim    sync.Mutex
+		admits = map[string]int{} // reserved per key, by the gate
+		held   = map[string]int{} // held per key, by the consumers
+	)
+	q.SetGate(Gate[string]{
+		Key: gateParts,
+		Admit: func(_ string, it string) bool {
+			k, _ := gateParts(it)
+			lim.Lock()
+			defer lim.Unlock()
+			if admits[k] >= limit {
+				return false
+			}
+			admits[k]++
+			return true
+		},
+		Unadmit: func(_ string, it string) {
+			k, _ := gateParts(it)
+			lim.Lock()
+			admits[k]--
+			lim.Unlock()
+		},
+	})
+	var (
+		mu   sync.Mutex
+		seen = map[string]int{}
+		all  = make(chan struct{})
+	)
+	stop := make(chan struct{})
+	var pwg sync.WaitGroup
+	for p := range pollers {
+		pwg.Add(1)
+		go func() {
+			defer pwg.Done()
+			r := rand.New(rand.NewPCG(uint64(p), 3))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				if r.IntN(100) < 30 {
+					spin := r.IntN(200)
+					go func() {
+						for range spin {
+							_ = rand.Int()
+						}
+						cancel()
+					}()
+				} else {
+					go func() {
+						select {
+						case <-stop:
+							cancel()
+						case <-ctx.Done():
+						}
+					}()
+				}
+				v, ok := q.Poll(ctx, "q")
+				cancel()
+				if !ok {
+					continue
+				}
+				k, _ := gateParts(v)
+				lim.Lock()
+				held[k]++
+				if held[k] > limit {
+					t.Errorf("key %s: %d held, limit %d", k, held[k], limit)
+				}
+				held[k]--
+				admits[k]--
+				lim.Unlock()
+				q.Kick("q")
+				mu.Lock()
+				seen[v]++
+				if len(seen) == total {
+					close(all)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range total {
+		q.Push("q", fmt.Sprintf("k%d/kind%d/%d", i%keys, i%3%2, i))
+	}
+	<-all
+	close(stop)
+	pwg.Wait()
+	for v, n := range seen {
+		if n != 1 {
+			t.Fatalf("%s received %d times", v, n)
+		}
+	}
+	if q.Len("q") != 0 {
+		t.Fatalf("%d items left", q.Len("q"))
 	}
 }

@@ -489,6 +489,26 @@ func (e *Engine) syncSlots(ref history.RunRef) {
 	e.limits.sync(ref, st)
 }
 
+// ActivityLimitsInUse returns every activity limit with the attempts
+// holding a slot of it now (Waiting is not counted: it would scan the
+// queues), by task queue, type and key: for metrics.
+func (e *Engine) ActivityLimitsInUse() []api.ActivityLimitInfo {
+	lm := e.limits
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	var out []api.ActivityLimitInfo
+	for _, q := range sortedKeys(lm.queues) {
+		for _, l := range lm.queues[q] {
+			info := api.ActivityLimitInfo{Limit: l.cfg}
+			for _, n := range l.inFlight {
+				info.InFlight += n
+			}
+			out = append(out, info)
+		}
+	}
+	return out
+}
+
 // checkLimit validates a limit of a SetActivityLimit request.
 func (e *Engine) checkLimit(l *api.ActivityLimit, clear bool) error {
 	if err := e.m.CheckID("task queue", l.TaskQueue, true); err != nil {

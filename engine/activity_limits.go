@@ -489,6 +489,48 @@ func (e *Engine) syncSlots(ref history.RunRef) {
 	e.limits.sync(ref, st)
 }
 
+// blocking describes the first limit of queue that has no room now for an
+// activity of type typ and limit key key ("" when none).
+func (lm *limiter) blocking(queue, typ, key string) string {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	now := lm.clk.Now()
+	for _, l := range lm.queues[queue] {
+		k, ok := l.match(typ, key)
+		if !ok {
+			continue
+		}
+		name := limitName(l.cfg)
+		if k != "" {
+			name += " for " + k
+		}
+		if l.cfg.MaxInFlight > 0 && l.inFlight[k] >= l.cfg.MaxInFlight {
+			return fmt.Sprintf("%s: %d of %d in flight", name, l.inFlight[k], l.cfg.MaxInFlight)
+		}
+		if l.cfg.RatePerSecond > 0 {
+			if b := l.buckets[k]; b != nil && b.tokens+now.Sub(b.at).Seconds()*l.cfg.RatePerSecond < 1 {
+				return fmt.Sprintf("%s: rate %v/s used up", name, l.cfg.RatePerSecond)
+			}
+		}
+	}
+	return ""
+}
+
+// limitName names a limit for people: "type llm, key openai/gpt-4o".
+func limitName(l api.ActivityLimit) string {
+	var parts []string
+	if l.ActivityType != "" {
+		parts = append(parts, "type "+l.ActivityType)
+	}
+	if l.LimitKey != "" {
+		parts = append(parts, "key "+l.LimitKey)
+	}
+	if len(parts) == 0 {
+		return "the queue's limit"
+	}
+	return "limit on " + strings.Join(parts, ", ")
+}
+
 // ActivityLimitsInUse returns every activity limit with the attempts
 // holding a slot of it now (Waiting is not counted: it would scan the
 // queues), by task queue, type and key: for metrics.

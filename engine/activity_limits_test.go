@@ -101,6 +101,12 @@ func TestActivityLimitAcrossWorkersAndACrash(t *testing.T) {
 	if len(q.ActivityLimits) != 1 || q.ActivityLimits[0].InFlight != 2 || q.ActivityLimits[0].Waiting != 1 {
 		t.Fatalf("describe: %+v", q.ActivityLimits)
 	}
+	if p := h.describe("wf2").PendingActivities[0]; p.WaitsForLimit != "limit on type llm: 2 of 2 in flight" {
+		t.Fatalf("wf2's held-back activity: %q", p.WaitsForLimit)
+	}
+	if p := h.describe("wf0").PendingActivities[0]; p.WaitsForLimit != "" {
+		t.Fatalf("wf0's dispatched activity: %q", p.WaitsForLimit)
+	}
 
 	// worker-a dies holding a1: nothing reports it. Its lease ends after
 	// the start-to-close timeout and the held-back attempt goes out.
@@ -224,6 +230,15 @@ func TestActivityLimitRate(t *testing.T) {
 	h.pollActivityAs("w")
 	h.pollActivityAs("w")
 	waiting := h.waitingPoll("w")
+	held := 0
+	for _, p := range h.describe("wf").PendingActivities {
+		if p.WaitsForLimit == "limit on type llm: rate 2/s used up" {
+			held++
+		}
+	}
+	if held != 3 {
+		t.Fatalf("%d activities shown waiting for the rate, want 3", held)
+	}
 	h.advance(499 * time.Millisecond)
 	select {
 	case task := <-waiting:

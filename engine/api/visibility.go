@@ -183,6 +183,11 @@ type PendingActivity struct {
 	// of the store (a restore, an accepted data loss): it is not
 	// dispatched again before its Reconcile lookup or a person decides.
 	InDoubt string
+	// LimitKey is the activity's limit key; WaitsForLimit, for a
+	// scheduled activity, names the activity limit of its task queue that
+	// has no room for it now ("" when none holds it back).
+	LimitKey      string
+	WaitsForLimit string
 }
 
 // PendingTimer describes one running timer.

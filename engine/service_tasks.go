@@ -472,6 +472,16 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *api.PollActivityTask
 			return &api.PollActivityTaskResponse{}, nil
 		}
 		task, err := e.dispatchActivity(ctx, item, req.Identity, req.Activities)
+		switch {
+		case task == nil && item.task == nil && err != nil:
+			e.limits.release(item) // not dispatched: its slot, if it took one, is free again
+		case task == nil && item.task == nil:
+			// A stale item: the slot it reserved is freed unless the attempt
+			// it names runs under it (a twin item dispatched it).
+			e.syncSlots(item.ref)
+		case item.task == nil:
+			e.limits.bind(item, task.LeaseEpoch)
+		}
 		if errors.Is(err, api.ErrDataCorrupt) || errors.Is(err, api.ErrNotOwner) {
 			continue // that run is quarantined now, or its shard moved: the poller waits for another task
 		}
@@ -507,7 +517,10 @@ func (e *Engine) handBackActivity(item actItem, epoch int64) {
 	}
 	if a, ok := entry.state.Activities[item.schedID]; ok && a.State == api.ActivityStateStarted && a.LeaseEpoch == epoch {
 		a.State, a.LeaseEpoch, a.LeaseDeadline = api.ActivityStateScheduled, 0, time.Time{}
-		e.actQ.Push(a.Options.TaskQueue, actItem{ref: item.ref, schedID: item.schedID, attempt: a.Attempt})
+		e.limits.sync(entry.ref, entry.state) // its slot is free until it is dispatched again
+		it := newActItem(item.ref, item.schedID, a)
+		it.recon = false
+		e.actQ.Push(a.Options.TaskQueue, it)
 	}
 }
 

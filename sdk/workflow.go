@@ -260,6 +260,7 @@ func executeActivity[O any](c *wfContext, name string, in any) Future[O] {
 			ScheduleToCloseTimeout: opts.ScheduleToCloseTimeout,
 			HeartbeatTimeout:       opts.HeartbeatTimeout,
 			RetryPolicy:            opts.RetryPolicy,
+			LimitKey:               opts.LimitKey,
 		},
 		ShareResult: opts.ShareResult,
 	}

@@ -68,6 +68,17 @@ const ApprovalSignal = history.DefaultApprovalSignal
 type Options struct {
 	// Model names the model (default: the model activity's Config.Model).
 	Model string
+	// Provider names the model's provider for the server's limits
+	// (default "model"): a model call's limit key is "Provider/Model"
+	// ("openai/gpt-4o"; the provider alone when Model is empty), so that
+	// `cairn task-queue limit QUEUE --key openai/gpt-4o --max 8` bounds
+	// the calls in flight to it across every worker.
+	Provider string
+	// LimitKey adds keys, comma-separated, to the limit key of the agent's
+	// model and tool calls: a tenant ("tenant/acme"), so that one
+	// tenant's agents cannot take every model slot (`--key 'tenant/*'`
+	// limits each tenant apart; the queue serves keys in turn).
+	LimitKey string
 	// System is the system prompt.
 	System string
 	// Tools the model may call.
@@ -360,6 +371,23 @@ func DefaultModelOptions() sdk.ActivityOptions {
 		RetryPolicy: &sdk.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 10}}
 }
 
+// ModelLimitKey is the limit key of the agent's model calls (unless
+// Options.ModelOptions sets one): "Provider/Model", then Options.LimitKey.
+func (a *Agent) ModelLimitKey() string {
+	provider := a.opts.Provider
+	if provider == "" {
+		provider = "model"
+	}
+	key := provider
+	if a.opts.Model != "" {
+		key += "/" + a.opts.Model
+	}
+	if a.opts.LimitKey != "" {
+		key += "," + a.opts.LimitKey
+	}
+	return key
+}
+
 // callModel makes one model call on the transcript so far.
 func (a *Agent) callModel(ctx sdk.Context) (history.ModelResult, error) {
 	a.turn++
@@ -368,6 +396,9 @@ func (a *Agent) callModel(ctx sdk.Context) (history.ModelResult, error) {
 		o = *a.opts.ModelOptions
 	}
 	o.ActivityID = "model:" + strconv.Itoa(a.turn)
+	if o.LimitKey == "" {
+		o.LimitKey = a.ModelLimitKey()
+	}
 	mctx := sdk.WithActivityOptions(ctx, o)
 	tip, sent := a.tr.tip, a.tr.sent
 	a.inFlight = true
@@ -469,6 +500,9 @@ func (a *Agent) runTool(ctx sdk.Context, c history.ToolCall, key string, p *prep
 	}
 	o.ActivityID = history.ToolActivityPrefix + key
 	o.ShareResult = true // recorded once: the transcript references it
+	if o.LimitKey == "" {
+		o.LimitKey = a.opts.LimitKey
+	}
 	tctx := sdk.WithActivityOptions(ctx, o)
 	r, err := sdk.ExecuteActivityByName[history.Payload](tctx, t.Name, p.in).Get(ctx)
 	if err != nil {

@@ -71,6 +71,12 @@ type Client interface {
 	// ListTaskQueues describes the task queues with a backlog or a recent
 	// poller.
 	ListTaskQueues(ctx context.Context) ([]api.TaskQueueInfo, error)
+	// SetActivityLimit sets a concurrency/rate limit on the activities of
+	// a task queue (api.ActivityLimit) and returns the queue's limits.
+	SetActivityLimit(ctx context.Context, limit api.ActivityLimit) ([]api.ActivityLimit, error)
+	// ClearActivityLimit removes the limit of (task queue, activity type,
+	// limit key) and returns the queue's limits.
+	ClearActivityLimit(ctx context.Context, taskQueue, activityType, limitKey string) ([]api.ActivityLimit, error)
 	// ListEffects reads the effects ledger: the actions with an
 	// idempotency key, their state, attempts, duplicates and results.
 	ListEffects(ctx context.Context, req *api.ListEffectsRequest) (*api.ListEffectsResponse, error)
@@ -358,6 +364,23 @@ func (c *serviceClient) DescribeTaskQueue(ctx context.Context, taskQueue string)
 		return nil, err
 	}
 	return &resp.Queue, nil
+}
+
+func (c *serviceClient) SetActivityLimit(ctx context.Context, limit api.ActivityLimit) ([]api.ActivityLimit, error) {
+	resp, err := c.svc.SetActivityLimit(ctx, &api.SetActivityLimitRequest{Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Limits, nil
+}
+
+func (c *serviceClient) ClearActivityLimit(ctx context.Context, taskQueue, activityType, limitKey string) ([]api.ActivityLimit, error) {
+	resp, err := c.svc.SetActivityLimit(ctx, &api.SetActivityLimitRequest{Clear: true,
+		Limit: api.ActivityLimit{TaskQueue: taskQueue, ActivityType: activityType, LimitKey: limitKey}})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Limits, nil
 }
 
 func (c *serviceClient) ListTaskQueues(ctx context.Context) ([]api.TaskQueueInfo, error) {

@@ -366,6 +366,11 @@ func (r *RemoteService) CountWorkflows(ctx context.Context, req *api.CountWorkfl
 	return call[api.CountWorkflowsRequest, api.CountWorkflowsResponse](ctx, r, "CountWorkflows", req)
 }
 
+// SetActivityLimit implements api.Service.
+func (r *RemoteService) SetActivityLimit(ctx context.Context, req *api.SetActivityLimitRequest) (*api.SetActivityLimitResponse, error) {
+	return call[api.SetActivityLimitRequest, api.SetActivityLimitResponse](ctx, r, "SetActivityLimit", req)
+}
+
 // DescribeTaskQueue implements api.Service.
 func (r *RemoteService) DescribeTaskQueue(ctx context.Context, req *api.DescribeTaskQueueRequest) (*api.DescribeTaskQueueResponse, error) {
 	return call[api.DescribeTaskQueueRequest, api.DescribeTaskQueueResponse](ctx, r, "DescribeTaskQueue", req)

@@ -72,6 +72,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 		{"List", testList},
 		{"Count", testCount},
 		{"TaskQueues", testTaskQueues},
+		{"ActivityLimits", testActivityLimits},
 		{"ResolvePausedRun", testResolve},
 		{"ListEffects", testListEffects},
 		{"DuplicateVisible", testDuplicateVisible},

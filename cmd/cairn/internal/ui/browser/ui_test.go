@@ -123,9 +123,24 @@ func textOf(t *testing.T, ctx context.Context, sel string) string {
 // updates itself: polling and server-sent events).
 func until(cond string) step {
 	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-		_, err := chromedp.Poll[bool](cond, chromedp.WithPollingInterval(50*time.Millisecond))(ctx, tg)
-		return chromedp.Void{}, err
+		for {
+			_, err := chromedp.Poll[bool](cond, chromedp.WithPollingInterval(50*time.Millisecond))(ctx, tg)
+			if err == nil || !contextReplaced(err) || ctx.Err() != nil {
+				return chromedp.Void{}, err
+			}
+			// The page's JavaScript context was replaced under the poll (a
+			// navigation landing while it ran, seen on a loaded machine):
+			// poll again in the new one.
+		}
 	}
+}
+
+// contextReplaced reports whether err is the browser saying the execution
+// context an evaluation ran in went away (the page navigated meanwhile).
+func contextReplaced(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Cannot find context with specified id") ||
+		strings.Contains(msg, "Execution context was destroyed")
 }
 
 func css(s string) chromedp.CSS { return chromedp.CSS(s) }

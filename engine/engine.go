@@ -198,6 +198,8 @@ type Engine struct {
 	// firingCond is broadcast when firing drops to zero.
 	firingMu   sync.Mutex
 	firingCond *sync.Cond
+	// scheds are the schedules the engine serves (schedules.go).
+	scheds scheduleSet
 }
 
 // runEntry is an open run in memory. ref and parent never change; state is
@@ -286,6 +288,11 @@ func Open(opts Options) (*Engine, error) {
 	e.pollers.since = e.now()
 	if err := e.recover(context.Background()); err != nil {
 		return nil, err
+	}
+	if e.shards == nil { // with shards, Acquire loads each shard's schedules
+		if err := e.loadSchedules(context.Background(), func(string) bool { return true }); err != nil {
+			return nil, fmt.Errorf("engine: load schedules: %w", storeErr(err))
+		}
 	}
 	e.running.Store(true)
 	e.timers.Start()

@@ -336,7 +336,7 @@ func (e *Engine) tick(ctx context.Context, spec *sched.Compiled, rec *scheduleRe
 	if rec.Schedule.Paused {
 		return nil
 	}
-	e.refreshRecent(ctx, rec)
+	e.refreshLast(ctx, rec)
 	if err := e.drainBuffer(ctx, rec, now); err != nil {
 		return err
 	}
@@ -402,23 +402,37 @@ func lastStarted(rec *scheduleRecord) *api.ScheduleActionResult {
 	return nil
 }
 
+// refreshLast reads the status of the latest started run, which the
+// overlap policy looks at, if it was open.
+func (e *Engine) refreshLast(ctx context.Context, rec *scheduleRecord) {
+	for i := len(rec.Recent) - 1; i >= 0; i-- {
+		if rec.Recent[i].RunID != "" {
+			e.refreshAction(ctx, &rec.Recent[i])
+			return
+		}
+	}
+}
+
 // refreshRecent reads the status of the recent actions' runs still open.
 func (e *Engine) refreshRecent(ctx context.Context, rec *scheduleRecord) {
 	for i := range rec.Recent {
-		a := &rec.Recent[i]
-		if a.RunID == "" || !a.Status.Open() {
-			continue
-		}
-		svc, err := e.serviceFor(a.WorkflowID)
-		if err != nil {
-			continue
-		}
-		d, err := svc.DescribeWorkflow(ctx, &api.DescribeWorkflowRequest{WorkflowID: a.WorkflowID, RunID: a.RunID})
-		if err == nil {
-			a.Status = d.Info.Status
-		} else if errors.Is(err, api.ErrNotFound) {
-			a.Status = api.StatusUnspecified
-		}
+		e.refreshAction(ctx, &rec.Recent[i])
+	}
+}
+
+func (e *Engine) refreshAction(ctx context.Context, a *api.ScheduleActionResult) {
+	if a.RunID == "" || !a.Status.Open() {
+		return
+	}
+	svc, err := e.serviceFor(a.WorkflowID)
+	if err != nil {
+		return
+	}
+	d, err := svc.DescribeWorkflow(ctx, &api.DescribeWorkflowRequest{WorkflowID: a.WorkflowID, RunID: a.RunID})
+	if err == nil {
+		a.Status = d.Info.Status
+	} else if errors.Is(err, api.ErrNotFound) {
+		a.Status = api.StatusUnspecified
 	}
 }
 

@@ -171,31 +171,46 @@ const maxSearchDays = 366 * 5
 // loc matches. A wall time that does not exist in loc (the clock jumps over
 // it) does not fire that day; a wall time that occurs twice fires once, at
 // its first occurrence.
+//
+// The search starts at `after`'s own wall time: a wall time before it has
+// its first occurrence before `after` too (in the repeated hour of a fall
+// back, `after` may be in the second pass; an earlier wall time's first
+// occurrence is then in the first). Candidates from there on are resolved
+// and kept only if they come after `after`.
 func (c *cronExpr) next(after time.Time, loc *time.Location) (time.Time, bool) {
 	local := after.In(loc)
 	day := time.Date(local.Year(), local.Month(), local.Day(), 0, 0, 0, 0, time.UTC)
+	floor := wallClock{local.Hour(), local.Minute(), local.Second()}
 	for i := 0; i < maxSearchDays; i++ {
 		d := day.AddDate(0, 0, i)
 		if !c.dayMatches(d) {
 			continue
 		}
-		minHour := 0
-		if i == 0 {
-			// Wall times more than two hours before `after`'s are surely
-			// before it (no zone moves its clock back by more).
-			minHour = max(local.Hour()-2, 0)
+		if i > 0 {
+			floor = wallClock{}
 		}
-		if t, ok := c.nextInDay(d, minHour, after, loc); ok {
+		if t, ok := c.nextInDay(d, floor, after, loc); ok {
 			return t, true
 		}
 	}
 	return time.Time{}, false
 }
 
-func (c *cronExpr) nextInDay(d time.Time, minHour int, after time.Time, loc *time.Location) (time.Time, bool) {
-	for h := range setBits(c.hour, minHour) {
-		for m := range setBits(c.minute, 0) {
-			for s := range setBits(c.second, 0) {
+// wallClock is a time of day.
+type wallClock struct{ h, m, s int }
+
+func (c *cronExpr) nextInDay(d time.Time, floor wallClock, after time.Time, loc *time.Location) (time.Time, bool) {
+	for h := range setBits(c.hour, floor.h) {
+		fromM := 0
+		if h == floor.h {
+			fromM = floor.m
+		}
+		for m := range setBits(c.minute, fromM) {
+			fromS := 0
+			if h == floor.h && m == floor.m {
+				fromS = floor.s
+			}
+			for s := range setBits(c.second, fromS) {
 				t, ok := resolve(d.Year(), d.Month(), d.Day(), h, m, s, loc)
 				if ok && t.After(after) {
 					return t, true

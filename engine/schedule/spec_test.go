@@ -165,3 +165,19 @@ func TestBetween(t *testing.T) {
 		t.Fatalf("got %v more %d", got, more)
 	}
 }
+
+func BenchmarkNextEveryMinute(b *testing.B) {
+	c, _ := Compile(Spec{Cron: "* * * * *"})
+	t := time.Date(2026, 1, 1, 10, 7, 30, 0, time.UTC)
+	for i := 0; i < b.N; i++ {
+		t, _ = c.Next(t)
+	}
+}
+
+func BenchmarkNextDailyInAZone(b *testing.B) {
+	c, _ := Compile(Spec{Cron: "30 2 * * *", TimeZone: "America/New_York"})
+	t := time.Date(2026, 1, 1, 10, 7, 30, 0, time.UTC)
+	for i := 0; i < b.N; i++ {
+		t, _ = c.Next(t)
+	}
+}

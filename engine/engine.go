@@ -200,6 +200,10 @@ type Engine struct {
 	firingCond *sync.Cond
 	// scheds are the schedules the engine serves (schedules.go).
 	scheds scheduleSet
+	// splitScheduleCommits makes a schedule start its run and commit its
+	// record in two transactions even without shards, as in a cluster
+	// (tests).
+	splitScheduleCommits bool
 }
 
 // runEntry is an open run in memory. ref and parent never change; state is
@@ -261,6 +265,7 @@ func Open(opts Options) (*Engine, error) {
 		shards:  newShardSet(opts.Shards),
 	}
 	e.firingCond = sync.NewCond(&e.firingMu)
+	e.scheds.firing = make(chan struct{}, maxFiring)
 	e.recent, _ = lru.New[string, *machine.RunState](recentClosedRuns) // cannot fail: the size is positive
 	e.chunks = newChunkCache()
 	e.streams = newStreamHub()

@@ -64,6 +64,10 @@ type scheduleRecord struct {
 	// CancelSent is the workflow id whose run the schedule asked to cancel
 	// (cancel-other), so that it asks once.
 	CancelSent string
+
+	// owner is the entry whose committed record a start replaces when the
+	// start and the record are one transaction (startAction); not stored.
+	owner *schedEntry
 }
 
 // bufferedAction is an action waiting for the run before it to close.
@@ -94,7 +98,14 @@ type schedEntry struct {
 type scheduleSet struct {
 	mu sync.Mutex
 	m  map[string]*schedEntry
+	// firing bounds the schedules firing at once: when thousands come due
+	// together, the rest wait parked instead of runnable, so that the
+	// store's commit loop is not queued behind them for the CPU.
+	firing chan struct{}
 }
+
+// maxFiring is how many schedules fire at once.
+const maxFiring = 64
 
 func (s *scheduleSet) get(id string) *schedEntry {
 	s.mu.Lock()
@@ -287,6 +298,8 @@ func (e *Engine) fireSchedule(id string) {
 	if ent == nil {
 		return
 	}
+	e.scheds.firing <- struct{}{}
+	defer func() { <-e.scheds.firing }()
 	ctx := context.Background()
 	_ = e.shards.wait(ctx, []string{id}) // a shard being acquired is served in a moment
 	ent.mu.Lock()
@@ -297,6 +310,7 @@ func (e *Engine) fireSchedule(id string) {
 	}
 	now := e.now()
 	rec := ent.rec.clone()
+	rec.owner = ent
 	tickErr := e.tick(ctx, ent.spec, rec, now)
 	if err := e.installSchedule(ctx, "fireSchedule", ent, rec); err != nil {
 		tickErr = err
@@ -336,7 +350,9 @@ func (e *Engine) tick(ctx context.Context, spec *sched.Compiled, rec *scheduleRe
 	if rec.Schedule.Paused {
 		return nil
 	}
-	e.refreshLast(ctx, rec)
+	if rec.Schedule.Policies.Overlap != api.OverlapAllowAll || len(rec.Buffered) > 0 {
+		e.refreshLast(ctx, rec) // allow-all never looks at it
+	}
 	if err := e.drainBuffer(ctx, rec, now); err != nil {
 		return err
 	}
@@ -361,10 +377,11 @@ func (e *Engine) tick(ctx context.Context, spec *sched.Compiled, rec *scheduleRe
 		if !ok || spec.Actual(rec.ID, n).After(now) {
 			return nil
 		}
-		if err := e.act(ctx, rec, n, api.TriggerScheduled, rec.Schedule.Policies.Overlap, now); err != nil {
+		done := func(r *scheduleRecord) { r.LastNominal = n }
+		if err := e.act(ctx, rec, n, api.TriggerScheduled, rec.Schedule.Policies.Overlap, now, done); err != nil {
 			return err
 		}
-		rec.LastNominal = n
+		done(rec)
 	}
 	return nil
 }
@@ -384,10 +401,9 @@ func (e *Engine) drainBuffer(ctx context.Context, rec *scheduleRecord, now time.
 			return nil
 		}
 		b := rec.Buffered[0]
-		if err := e.startAction(ctx, rec, b.Nominal, b.Trigger, now); err != nil {
+		if err := e.startAction(ctx, rec, b.Nominal, b.Trigger, now, func(r *scheduleRecord) { r.Buffered = r.Buffered[1:] }); err != nil {
 			return err
 		}
-		rec.Buffered = rec.Buffered[1:]
 	}
 	return nil
 }
@@ -428,6 +444,17 @@ func (e *Engine) refreshAction(ctx context.Context, a *api.ScheduleActionResult)
 	if err != nil {
 		return
 	}
+	if svc == api.Service(e) { // the run's state, without describing it
+		unlock := e.lock(a.WorkflowID)
+		st, _, err := e.loadState(ctx, a.WorkflowID, a.RunID)
+		unlock()
+		if err == nil {
+			a.Status = st.Status
+		} else if errors.Is(err, api.ErrNotFound) {
+			a.Status = api.StatusUnspecified
+		}
+		return
+	}
 	d, err := svc.DescribeWorkflow(ctx, &api.DescribeWorkflowRequest{WorkflowID: a.WorkflowID, RunID: a.RunID})
 	if err == nil {
 		a.Status = d.Info.Status
@@ -446,7 +473,11 @@ func (e *Engine) serviceFor(workflowID string) (api.Service, error) {
 }
 
 // act applies the overlap policy to the action of a nominal time.
-func (e *Engine) act(ctx context.Context, rec *scheduleRecord, nominal time.Time, trigger string, overlap api.OverlapPolicy, now time.Time) error {
+//
+// done is applied to the record once the action is taken (started,
+// buffered or skipped): what the schedule must remember along with it.
+func (e *Engine) act(ctx context.Context, rec *scheduleRecord, nominal time.Time, trigger string, overlap api.OverlapPolicy, now time.Time,
+	done func(*scheduleRecord)) error {
 	last := lastStarted(rec)
 	open := last != nil && last.Status.Open()
 	switch {
@@ -479,7 +510,7 @@ func (e *Engine) act(ctx context.Context, rec *scheduleRecord, nominal time.Time
 		}
 		return e.drainBuffer(ctx, rec, now)
 	}
-	return e.startAction(ctx, rec, nominal, trigger, now)
+	return e.startAction(ctx, rec, nominal, trigger, now, done)
 }
 
 func (e *Engine) buffer(rec *scheduleRecord, nominal time.Time, trigger string, overlap api.OverlapPolicy) error {
@@ -492,17 +523,30 @@ func (e *Engine) buffer(rec *scheduleRecord, nominal time.Time, trigger string, 
 }
 
 // startAction starts the run of a nominal time (or finds the one a crash
-// left unrecorded) and records it in rec. A start refused for good (the
-// workflow type's input over a limit, say) is recorded with its error; one
-// that may succeed later is returned.
-func (e *Engine) startAction(ctx context.Context, rec *scheduleRecord, nominal time.Time, trigger string, now time.Time) error {
+// left unrecorded) and records it in rec, then applies done to rec. A
+// start refused for good (the workflow type's input over a limit, say) is
+// recorded with its error; one that may succeed later is returned.
+//
+// On an engine that serves every run (no shards) the start and the
+// schedule's record are one transaction (startLocal): the record put is
+// the committed one from then on. Else the run is started first and the
+// record committed after it; a crash between the two leaves the nominal
+// time to be fired again, and the start then finds its run.
+func (e *Engine) startAction(ctx context.Context, rec *scheduleRecord, nominal time.Time, trigger string, now time.Time,
+	done func(*scheduleRecord)) error {
 	req := actionRequest(rec.ID, &rec.Schedule, nominal)
+	res := api.ScheduleActionResult{NominalTime: nominal, ActualTime: now, WorkflowID: req.WorkflowID, Trigger: trigger,
+		Status: api.StatusRunning}
+	if e.shards == nil && rec.owner != nil && !e.splitScheduleCommits {
+		ok, err := e.startLocal(ctx, req, rec, res, done)
+		if ok || err != nil {
+			return err
+		}
+	}
 	svc, err := e.serviceFor(req.WorkflowID)
 	if err != nil {
 		return err
 	}
-	res := api.ScheduleActionResult{NominalTime: nominal, ActualTime: now, WorkflowID: req.WorkflowID, Trigger: trigger,
-		Status: api.StatusRunning}
 	resp, err := svc.StartWorkflow(ctx, req)
 	switch {
 	case err == nil:
@@ -521,6 +565,15 @@ func (e *Engine) startAction(ctx context.Context, rec *scheduleRecord, nominal t
 		res.Status = api.StatusUnspecified
 		res.Error = err.Error()
 	}
+	recordAction(rec, res)
+	if done != nil {
+		done(rec)
+	}
+	return nil
+}
+
+// recordAction adds an action to the record.
+func recordAction(rec *scheduleRecord, res api.ScheduleActionResult) {
 	if res.RunID != "" {
 		rec.Actions++
 	}
@@ -528,7 +581,49 @@ func (e *Engine) startAction(ctx context.Context, rec *scheduleRecord, nominal t
 	if len(rec.Recent) > maxRecentActions {
 		rec.Recent = slices.Delete(rec.Recent, 0, len(rec.Recent)-maxRecentActions)
 	}
-	return nil
+}
+
+// startLocal starts the run and commits the schedule's record with it, in
+// one transaction. It reports false, having written nothing, when the
+// start is refused (the caller then takes the general path, which records
+// why, or finds the run a crash left).
+func (e *Engine) startLocal(ctx context.Context, req *api.StartWorkflowRequest, rec *scheduleRecord, res api.ScheduleActionResult,
+	done func(*scheduleRecord)) (bool, error) {
+	if err := e.enter(); err != nil {
+		return false, err
+	}
+	defer e.leave()
+	if err := e.m.ValidateStart(req); err != nil {
+		return false, nil
+	}
+	var after *scheduleRecord
+	err := e.transact(ctx, []string{req.WorkflowID}, func(x *txn) error {
+		resp, err := x.start(ctx, req)
+		if err != nil {
+			return err
+		}
+		res.RunID = resp.RunID
+		after = rec.clone()
+		recordAction(after, res)
+		if done != nil {
+			done(after)
+		}
+		v, err := encodeSchedule(after)
+		if err != nil {
+			return err
+		}
+		x.batch.Puts = append(x.batch.Puts, history.Record{Space: history.SpaceSchedule, Key: schedKey(rec.ID), Value: v})
+		return nil
+	})
+	if err != nil {
+		if retryable(err) {
+			return false, err
+		}
+		return false, nil
+	}
+	*rec = *after.clone()
+	rec.owner.rec = after
+	return true, nil
 }
 
 // retryable reports whether a failed call may succeed if made again.

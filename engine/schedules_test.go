@@ -244,10 +244,20 @@ func TestScheduleCatchUpAfterDowntime(t *testing.T) {
 // the nominal time has exactly one run, and the schedule records it once.
 func TestScheduleCrashBetweenDecidingAndRecording(t *testing.T) {
 	const wid = "s-2026-11-29T12:01:00Z"
-	for _, point := range []string{"StartWorkflow.before", "StartWorkflow.after", "fireSchedule.before", "fireSchedule.after"} {
+	// One transaction (an engine serving every run): the start and the
+	// record are one commit, "fireSchedule". Two (as in a cluster): the
+	// start's commit, then the record's.
+	cases := []struct {
+		split bool
+		point string
+	}{{false, "fireSchedule.before"}, {false, "fireSchedule.after"},
+		{true, "StartWorkflow.before"}, {true, "StartWorkflow.after"}, {true, "fireSchedule.before"}, {true, "fireSchedule.after"}}
+	for _, c := range cases {
+		point := c.point
 		for _, closed := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/closed=%v", point, closed), func(t *testing.T) {
+			t.Run(fmt.Sprintf("split=%v/%s/closed=%v", c.split, point, closed), func(t *testing.T) {
 				h := newHarness(t)
+				h.eng.splitScheduleCommits = c.split
 				h.createSchedule("s", everyMinute(api.OverlapSkip))
 				var died atomic.Bool
 				crashpoint.Arm(point, 1, func() { h.fault.Kill(nil); died.Store(true) })
@@ -257,6 +267,7 @@ func TestScheduleCrashBetweenDecidingAndRecording(t *testing.T) {
 					t.Fatalf("crash point %s not reached", point)
 				}
 				h.reopen()
+				h.eng.splitScheduleCommits = c.split
 				if closed {
 					// The run closed before the schedule looked again (a
 					// restart that took a while): the start is refused as a

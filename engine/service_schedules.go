@@ -235,13 +235,14 @@ func (e *Engine) PatchSchedule(ctx context.Context, req *api.PatchScheduleReques
 	var actErr error
 	if req.TriggerNow || len(backfill) > 0 {
 		e.refreshRecent(ctx, rec)
+		rec.owner = ent
 		if req.TriggerNow {
-			actErr = e.act(ctx, rec, now, api.TriggerNow, req.TriggerOverlap, now)
+			actErr = e.act(ctx, rec, now, api.TriggerNow, req.TriggerOverlap, now, nil)
 		}
 		for i, times := range backfill {
 			for _, n := range times {
 				if actErr == nil {
-					actErr = e.act(ctx, rec, n, api.TriggerBackfill, req.Backfill[i].Overlap, now)
+					actErr = e.act(ctx, rec, n, api.TriggerBackfill, req.Backfill[i].Overlap, now, nil)
 				}
 			}
 		}

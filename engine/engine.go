@@ -79,6 +79,11 @@ type Options struct {
 	// system. A Reconcile lookup, or the next attempt after a "did not
 	// happen", is dispatched only once it has passed. See docs/effects.md.
 	LeaseDriftMargin time.Duration
+
+	// splitScheduleCommits makes a schedule start its run and commit its
+	// record in two transactions even without shards, as in a cluster
+	// (tests).
+	splitScheduleCommits bool
 }
 
 // DefaultLeaseDriftMargin is Options.LeaseDriftMargin's default.
@@ -200,10 +205,6 @@ type Engine struct {
 	firingCond *sync.Cond
 	// scheds are the schedules the engine serves (schedules.go).
 	scheds scheduleSet
-	// splitScheduleCommits makes a schedule start its run and commit its
-	// record in two transactions even without shards, as in a cluster
-	// (tests).
-	splitScheduleCommits bool
 }
 
 // runEntry is an open run in memory. ref and parent never change; state is

@@ -537,7 +537,7 @@ func (e *Engine) startAction(ctx context.Context, rec *scheduleRecord, nominal t
 	req := actionRequest(rec.ID, &rec.Schedule, nominal)
 	res := api.ScheduleActionResult{NominalTime: nominal, ActualTime: now, WorkflowID: req.WorkflowID, Trigger: trigger,
 		Status: api.StatusRunning}
-	if e.shards == nil && rec.owner != nil && !e.splitScheduleCommits {
+	if e.shards == nil && rec.owner != nil && !e.opts.splitScheduleCommits {
 		ok, err := e.startLocal(ctx, req, rec, res, done)
 		if ok || err != nil {
 			return err

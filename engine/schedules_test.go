@@ -256,8 +256,7 @@ func TestScheduleCrashBetweenDecidingAndRecording(t *testing.T) {
 		point := c.point
 		for _, closed := range []bool{false, true} {
 			t.Run(fmt.Sprintf("split=%v/%s/closed=%v", c.split, point, closed), func(t *testing.T) {
-				h := newHarness(t)
-				h.eng.splitScheduleCommits = c.split
+				h := newHarness(t, func(o *Options) { o.splitScheduleCommits = c.split })
 				h.createSchedule("s", everyMinute(api.OverlapSkip))
 				var died atomic.Bool
 				crashpoint.Arm(point, 1, func() { h.fault.Kill(nil); died.Store(true) })
@@ -267,7 +266,6 @@ func TestScheduleCrashBetweenDecidingAndRecording(t *testing.T) {
 					t.Fatalf("crash point %s not reached", point)
 				}
 				h.reopen()
-				h.eng.splitScheduleCommits = c.split
 				if closed {
 					// The run closed before the schedule looked again (a
 					// restart that took a while): the start is refused as a

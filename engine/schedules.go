@@ -300,6 +300,9 @@ func (e *Engine) fireSchedule(id string) {
 	}
 	e.scheds.firing <- struct{}{}
 	defer func() { <-e.scheds.firing }()
+	if e.closed.Load() {
+		return // the next Open fires it
+	}
 	ctx := context.Background()
 	_ = e.shards.wait(ctx, []string{id}) // a shard being acquired is served in a moment
 	ent.mu.Lock()

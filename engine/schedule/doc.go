@@ -12,10 +12,11 @@
 // its time zone. A wall time the clock skips (spring forward: 02:30 on the
 // day New York goes from 02:00 to 03:00) does not fire that day; a wall
 // time the clock shows twice (fall back: 01:30 on the day it goes from
-// 02:00 back to 01:00) fires once, at its first occurrence. That is what
-// Temporal's schedules do with a calendar spec in a zone, and what classic
-// cron does for the repeated hour. Intervals are counted in absolute time
-// from the Unix epoch (plus the offset) and ignore the zone.
+// 02:00 back to 01:00) fires once, at its first occurrence. (Temporal
+// documents no special handling: its 2:30am may fire zero, one or two times
+// a day; Cairn skips the same gap and fires the repeated time once.)
+// Intervals are counted in absolute time from the Unix epoch (plus the
+// offset) and ignore the zone.
 //
 // Jitter is derived from the schedule id and the nominal time (FNV-1a), so
 // it is the same on every server and every retry.

@@ -55,7 +55,7 @@ func ParseOverlapPolicy(s string) (OverlapPolicy, error) {
 }
 
 // DefaultCatchupWindow is SchedulePolicies.CatchupWindow's default (one
-// year, Temporal's server default): after downtime, every missed action
+// year, as Temporal's SDKs default to): after downtime, every missed action
 // of the last year still fires.
 const DefaultCatchupWindow = 365 * 24 * time.Hour
 

@@ -50,7 +50,8 @@ const enginePkg = "github.com/cairnflow/cairn/engine."
 // decided it.
 var commitHelpers = map[string]bool{"storeCommit": true, "storeCommitAs": true, "commit": true, "commitAs": true, "commitFenced": true,
 	"tryBumpBoot": true, "transact": true, "transactLocked": true,
-	"background": true, "onOpenRun": true, "onActivity": true}
+	"background": true, "onOpenRun": true, "onActivity": true,
+	"startLocal": true, "startAction": true, "act": true, "drainBuffer": true, "tick": true}
 
 // commitPoint names the commit being made: the outermost exported method
 // of the engine on the stack, else the innermost engine function that is

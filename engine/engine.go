@@ -79,6 +79,11 @@ type Options struct {
 	// system. A Reconcile lookup, or the next attempt after a "did not
 	// happen", is dispatched only once it has passed. See docs/effects.md.
 	LeaseDriftMargin time.Duration
+
+	// splitScheduleCommits makes a schedule start its run and commit its
+	// record in two transactions even without shards, as in a cluster
+	// (tests).
+	splitScheduleCommits bool
 }
 
 // DefaultLeaseDriftMargin is Options.LeaseDriftMargin's default.
@@ -202,6 +207,8 @@ type Engine struct {
 	// firingCond is broadcast when firing drops to zero.
 	firingMu   sync.Mutex
 	firingCond *sync.Cond
+	// scheds are the schedules the engine serves (schedules.go).
+	scheds scheduleSet
 }
 
 // runEntry is an open run in memory. ref and parent never change; state is
@@ -272,6 +279,7 @@ func Open(opts Options) (*Engine, error) {
 		shards:  newShardSet(opts.Shards),
 	}
 	e.firingCond = sync.NewCond(&e.firingMu)
+	e.scheds.firing = make(chan struct{}, maxFiring)
 	e.recent, _ = lru.New[string, *machine.RunState](recentClosedRuns) // cannot fail: the size is positive
 	e.chunks = newChunkCache()
 	e.streams = newStreamHub()
@@ -306,6 +314,11 @@ func Open(opts Options) (*Engine, error) {
 	e.pollers.since = e.now()
 	if err := e.recover(context.Background()); err != nil {
 		return nil, err
+	}
+	if e.shards == nil { // with shards, Acquire loads each shard's schedules
+		if err := e.loadSchedules(context.Background(), func(string) bool { return true }); err != nil {
+			return nil, fmt.Errorf("engine: load schedules: %w", storeErr(err))
+		}
 	}
 	e.running.Store(true)
 	e.timers.Start()

@@ -63,7 +63,8 @@ func TestMsgpackFieldOrder(t *testing.T) {
 // msgpackRoots lists the types encoded with api.MarshalMsgpack.
 func msgpackRoots() []reflect.Type {
 	roots := []reflect.Type{reflect.TypeFor[machine.RunState](), reflect.TypeFor[machine.LedgerEntry](), reflect.TypeFor[api.WorkflowInfo](),
-		reflect.TypeFor[wftToken](), reflect.TypeFor[actToken](), reflect.TypeFor[api.ErrorBody](), reflect.TypeFor[quarantineRecord]()}
+		reflect.TypeFor[wftToken](), reflect.TypeFor[actToken](), reflect.TypeFor[api.ErrorBody](), reflect.TypeFor[quarantineRecord](),
+		reflect.TypeFor[scheduleRecord]()}
 	svc := reflect.TypeFor[api.Service]()
 	for i := 0; i < svc.NumMethod(); i++ {
 		m := svc.Method(i).Type

@@ -98,6 +98,10 @@ func (e *Engine) onTimer(k timerKey) {
 	if e.closed.Load() {
 		return
 	}
+	if k.ref.RunID == scheduleRunID {
+		e.background(func() { e.fireSchedule(k.ref.WorkflowID) })
+		return
+	}
 	e.background(func() { e.fire(k) })
 }
 

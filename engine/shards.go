@@ -198,6 +198,9 @@ func (e *Engine) Acquire(ctx context.Context, shards []int) error {
 	if err == nil {
 		err = e.deliverPendingNotices(ctx, want)
 	}
+	if err == nil {
+		err = e.loadSchedules(ctx, func(id string) bool { return want[e.shards.shard(id)] })
+	}
 	if err != nil {
 		e.dropShards(want) // what was loaded is forgotten: a later Acquire loads it again
 		return fmt.Errorf("engine: acquire: %w", err)
@@ -265,6 +268,7 @@ func (e *Engine) dropShards(drop map[int]bool) {
 			e.recent.Remove(id)
 		}
 	}
+	e.dropSchedules(drop)
 	e.watch.notify()
 }
 

@@ -21,6 +21,7 @@ func TestListsAreListsEvenWhenEmpty(t *testing.T) {
 		{[]string{"workflow", "list"}, "workflows"},
 		{[]string{"workflow", "count"}, "byStatus"},
 		{[]string{"task-queue", "list"}, "queues"},
+		{[]string{"schedule", "list"}, "schedules"},
 	} {
 		out := empty.must(t, append(c.args, "--json")...)
 		var v map[string]json.RawMessage

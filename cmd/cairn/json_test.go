@@ -136,6 +136,25 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 		fails(1, "not_found", "activity", "complete", "--workflow-id", "nobody", "--activity-id", "ask"),
 		ok("activity", "fail", "--workflow-id", "await-2", "--activity-id", "ask", "--message", "no"),
 		fails(2, "usage", "activity", "fail", "--workflow-id", "await-2", "--activity-id", "ask"),
+		ok("schedule"),
+		ok("schedule", "create", "--id", "sch-1", "--cron", "@hourly", "--type", "Size", "--task-queue", testQueue, "--input", `"abc"`),
+		fails(1, "already_started", "schedule", "create", "--id", "sch-1", "--cron", "@hourly", "--type", "Size", "--task-queue", testQueue),
+		ok("schedule", "list"),
+		fails(1, "unavailable", "schedule", "list", "--address", closedPort),
+		ok("schedule", "describe", "sch-1"),
+		fails(1, "not_found", "schedule", "describe", "nobody"),
+		ok("schedule", "update", "sch-1", "--interval", "90m", "--offset", "10m"),
+		fails(1, "not_found", "schedule", "update", "nobody", "--interval", "1h"),
+		ok("schedule", "pause", "sch-1", "--note", "test"),
+		fails(1, "not_found", "schedule", "pause", "nobody"),
+		ok("schedule", "unpause", "sch-1"),
+		fails(1, "not_found", "schedule", "unpause", "nobody"),
+		ok("schedule", "trigger", "sch-1"),
+		fails(2, "usage", "schedule", "trigger", "sch-1", "--overlap", "sometimes"),
+		ok("schedule", "backfill", "sch-1", "--start", "2026-01-01T00:00:00Z", "--end", "2026-01-01T02:00:00Z"),
+		fails(2, "usage", "schedule", "backfill", "sch-1", "--start", "yesterday", "--end", "2026-01-01T02:00:00Z"),
+		ok("schedule", "delete", "sch-1"),
+		fails(1, "not_found", "schedule", "delete", "sch-1"),
 
 		ok("task-queue"),
 		ok("task-queue", "describe", testQueue),
@@ -234,7 +253,7 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 			t.Errorf("%s has no case showing its --json output (add one to TestEveryCommandSpeaksJSON, or say in notRunWithSuccess why not)", path)
 		}
 		if !failed[path] && path != "cairn workflow" && path != "cairn task-queue" && path != "cairn effects" && path != "cairn history" &&
-			path != "cairn cluster" {
+			path != "cairn cluster" && path != "cairn schedule" {
 			t.Errorf("%s has no case showing its --json error (add one to TestEveryCommandSpeaksJSON)", path)
 		}
 	}

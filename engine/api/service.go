@@ -135,4 +135,21 @@ type Service interface {
 	// NotifyChildClosed tells a parent run that its child, served by
 	// another server of a cluster, closed (servers call it).
 	NotifyChildClosed(ctx context.Context, req *NotifyChildClosedRequest) (*NotifyChildClosedResponse, error)
+	// CreateSchedule creates a schedule (engine/schedule): ErrAlreadyStarted
+	// when the id is taken, ErrInvalidArgument for a bad spec or action.
+	CreateSchedule(ctx context.Context, req *CreateScheduleRequest) (*CreateScheduleResponse, error)
+	// DescribeSchedule returns a schedule, its recent and next actions.
+	// ErrNotFound.
+	DescribeSchedule(ctx context.Context, req *DescribeScheduleRequest) (*DescribeScheduleResponse, error)
+	// ListSchedules lists schedules by id.
+	ListSchedules(ctx context.Context, req *ListSchedulesRequest) (*ListSchedulesResponse, error)
+	// UpdateSchedule replaces a schedule's spec, action and policies.
+	// ErrNotFound, ErrInvalidArgument.
+	UpdateSchedule(ctx context.Context, req *UpdateScheduleRequest) (*UpdateScheduleResponse, error)
+	// PatchSchedule pauses or unpauses a schedule, triggers an action now,
+	// or backfills time ranges. ErrNotFound, ErrInvalidArgument.
+	PatchSchedule(ctx context.Context, req *PatchScheduleRequest) (*PatchScheduleResponse, error)
+	// DeleteSchedule deletes a schedule; the runs it started stay.
+	// ErrNotFound.
+	DeleteSchedule(ctx context.Context, req *DeleteScheduleRequest) (*DeleteScheduleResponse, error)
 }

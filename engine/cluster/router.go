@@ -332,3 +332,38 @@ func (r *Router) GetChunks(ctx context.Context, req *api.GetChunksRequest) (*api
 func (r *Router) NotifyChildClosed(ctx context.Context, req *api.NotifyChildClosedRequest) (*api.NotifyChildClosedResponse, error) {
 	return route(r, ctx, req.ParentWorkflowID, req, api.Service.NotifyChildClosed)
 }
+
+// CreateSchedule implements api.Service: on the server that serves the schedule's
+// shard (a schedule id is routed like a workflow id).
+func (r *Router) CreateSchedule(ctx context.Context, req *api.CreateScheduleRequest) (*api.CreateScheduleResponse, error) {
+	return route(r, ctx, req.ScheduleID, req, api.Service.CreateSchedule)
+}
+
+// DescribeSchedule implements api.Service: on the server that serves the schedule's
+// shard (a schedule id is routed like a workflow id).
+func (r *Router) DescribeSchedule(ctx context.Context, req *api.DescribeScheduleRequest) (*api.DescribeScheduleResponse, error) {
+	return route(r, ctx, req.ScheduleID, req, api.Service.DescribeSchedule)
+}
+
+// ListSchedules implements api.Service (from the shared store).
+func (r *Router) ListSchedules(ctx context.Context, req *api.ListSchedulesRequest) (*api.ListSchedulesResponse, error) {
+	return r.local.ListSchedules(ctx, req)
+}
+
+// UpdateSchedule implements api.Service: on the server that serves the schedule's
+// shard (a schedule id is routed like a workflow id).
+func (r *Router) UpdateSchedule(ctx context.Context, req *api.UpdateScheduleRequest) (*api.UpdateScheduleResponse, error) {
+	return route(r, ctx, req.ScheduleID, req, api.Service.UpdateSchedule)
+}
+
+// PatchSchedule implements api.Service: on the server that serves the schedule's
+// shard (a schedule id is routed like a workflow id).
+func (r *Router) PatchSchedule(ctx context.Context, req *api.PatchScheduleRequest) (*api.PatchScheduleResponse, error) {
+	return route(r, ctx, req.ScheduleID, req, api.Service.PatchSchedule)
+}
+
+// DeleteSchedule implements api.Service: on the server that serves the schedule's
+// shard (a schedule id is routed like a workflow id).
+func (r *Router) DeleteSchedule(ctx context.Context, req *api.DeleteScheduleRequest) (*api.DeleteScheduleResponse, error) {
+	return route(r, ctx, req.ScheduleID, req, api.Service.DeleteSchedule)
+}

@@ -64,6 +64,12 @@ var routes = map[string]endpoint{
 	"GetTranscript":           route(false, api.Service.GetTranscript),
 	"DescribeCluster":         route(false, api.Service.DescribeCluster),
 	"NotifyChildClosed":       route(false, api.Service.NotifyChildClosed),
+	"CreateSchedule":          route(false, api.Service.CreateSchedule),
+	"DescribeSchedule":        route(false, api.Service.DescribeSchedule),
+	"ListSchedules":           route(false, api.Service.ListSchedules),
+	"UpdateSchedule":          route(false, api.Service.UpdateSchedule),
+	"PatchSchedule":           route(false, api.Service.PatchSchedule),
+	"DeleteSchedule":          route(false, api.Service.DeleteSchedule),
 }
 
 // Methods returns the names of the served methods.

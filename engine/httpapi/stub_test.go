@@ -183,3 +183,27 @@ func (s *stubService) UpdateWorkflow(_ context.Context, req *api.UpdateWorkflowR
 func (s *stubService) NotifyChildClosed(_ context.Context, req *api.NotifyChildClosedRequest) (*api.NotifyChildClosedResponse, error) {
 	return stubCall[api.NotifyChildClosedResponse](s, "NotifyChildClosed", req)
 }
+
+func (s *stubService) CreateSchedule(_ context.Context, req *api.CreateScheduleRequest) (*api.CreateScheduleResponse, error) {
+	return stubCall[api.CreateScheduleResponse](s, "CreateSchedule", req)
+}
+
+func (s *stubService) DescribeSchedule(_ context.Context, req *api.DescribeScheduleRequest) (*api.DescribeScheduleResponse, error) {
+	return stubCall[api.DescribeScheduleResponse](s, "DescribeSchedule", req)
+}
+
+func (s *stubService) ListSchedules(_ context.Context, req *api.ListSchedulesRequest) (*api.ListSchedulesResponse, error) {
+	return stubCall[api.ListSchedulesResponse](s, "ListSchedules", req)
+}
+
+func (s *stubService) UpdateSchedule(_ context.Context, req *api.UpdateScheduleRequest) (*api.UpdateScheduleResponse, error) {
+	return stubCall[api.UpdateScheduleResponse](s, "UpdateSchedule", req)
+}
+
+func (s *stubService) PatchSchedule(_ context.Context, req *api.PatchScheduleRequest) (*api.PatchScheduleResponse, error) {
+	return stubCall[api.PatchScheduleResponse](s, "PatchSchedule", req)
+}
+
+func (s *stubService) DeleteSchedule(_ context.Context, req *api.DeleteScheduleRequest) (*api.DeleteScheduleResponse, error) {
+	return stubCall[api.DeleteScheduleResponse](s, "DeleteSchedule", req)
+}

@@ -120,6 +120,22 @@ type Client interface {
 	// WatchStream follows a run's live stream (the tokens its model calls
 	// stream) from after afterSeq; read it with Stream.Next.
 	WatchStream(ctx context.Context, workflowID, runID string, afterSeq int64) *Stream
+	// CreateSchedule creates a schedule (docs/schedules.md): an error
+	// wrapping api.ErrAlreadyStarted when the id is taken,
+	// api.ErrInvalidArgument for a bad spec.
+	CreateSchedule(ctx context.Context, opts ScheduleOptions) error
+	// UpdateSchedule replaces a schedule's spec, action and policies
+	// (opts.Paused and Note are ignored: PatchSchedule changes them).
+	UpdateSchedule(ctx context.Context, opts ScheduleOptions) error
+	// DescribeSchedule returns a schedule, its recent and next actions.
+	DescribeSchedule(ctx context.Context, id string) (*api.ScheduleInfo, error)
+	// ListSchedules lists schedules by id.
+	ListSchedules(ctx context.Context, req *api.ListSchedulesRequest) (*api.ListSchedulesResponse, error)
+	// PatchSchedule pauses or unpauses a schedule (with a note), triggers
+	// an action now, or backfills time ranges.
+	PatchSchedule(ctx context.Context, req api.PatchScheduleRequest) error
+	// DeleteSchedule deletes a schedule; the runs it started stay.
+	DeleteSchedule(ctx context.Context, id string) error
 	// Service returns the service contract underneath (workers use it).
 	Service() api.Service
 	// Converter returns the payload converter.

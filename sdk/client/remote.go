@@ -469,3 +469,33 @@ func (r *RemoteService) DescribeCluster(ctx context.Context, req *api.DescribeCl
 func (r *RemoteService) NotifyChildClosed(ctx context.Context, req *api.NotifyChildClosedRequest) (*api.NotifyChildClosedResponse, error) {
 	return call[api.NotifyChildClosedRequest, api.NotifyChildClosedResponse](ctx, r, "NotifyChildClosed", req)
 }
+
+// CreateSchedule implements api.Service.
+func (r *RemoteService) CreateSchedule(ctx context.Context, req *api.CreateScheduleRequest) (*api.CreateScheduleResponse, error) {
+	return callAbout[api.CreateScheduleRequest, api.CreateScheduleResponse](ctx, r, "CreateSchedule", req.ScheduleID, req)
+}
+
+// DescribeSchedule implements api.Service.
+func (r *RemoteService) DescribeSchedule(ctx context.Context, req *api.DescribeScheduleRequest) (*api.DescribeScheduleResponse, error) {
+	return callAbout[api.DescribeScheduleRequest, api.DescribeScheduleResponse](ctx, r, "DescribeSchedule", req.ScheduleID, req)
+}
+
+// ListSchedules implements api.Service.
+func (r *RemoteService) ListSchedules(ctx context.Context, req *api.ListSchedulesRequest) (*api.ListSchedulesResponse, error) {
+	return call[api.ListSchedulesRequest, api.ListSchedulesResponse](ctx, r, "ListSchedules", req)
+}
+
+// UpdateSchedule implements api.Service.
+func (r *RemoteService) UpdateSchedule(ctx context.Context, req *api.UpdateScheduleRequest) (*api.UpdateScheduleResponse, error) {
+	return callAbout[api.UpdateScheduleRequest, api.UpdateScheduleResponse](ctx, r, "UpdateSchedule", req.ScheduleID, req)
+}
+
+// PatchSchedule implements api.Service.
+func (r *RemoteService) PatchSchedule(ctx context.Context, req *api.PatchScheduleRequest) (*api.PatchScheduleResponse, error) {
+	return callAbout[api.PatchScheduleRequest, api.PatchScheduleResponse](ctx, r, "PatchSchedule", req.ScheduleID, req)
+}
+
+// DeleteSchedule implements api.Service.
+func (r *RemoteService) DeleteSchedule(ctx context.Context, req *api.DeleteScheduleRequest) (*api.DeleteScheduleResponse, error) {
+	return callAbout[api.DeleteScheduleRequest, api.DeleteScheduleResponse](ctx, r, "DeleteSchedule", req.ScheduleID, req)
+}

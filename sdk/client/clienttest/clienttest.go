@@ -83,6 +83,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 		{"PayloadChunks", testChunks},
 		{"AgentKit", testAgentKit},
 		{"AsyncCompletion", testAsyncCompletion},
+		{"Schedules", testSchedules},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

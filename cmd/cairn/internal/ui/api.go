@@ -41,6 +41,8 @@ func (h *Handler) apiRoutes() {
 	get("/api/transcript", h.apiTranscript)
 	get("/api/compare", h.apiCompare)
 	get("/api/cluster", h.apiCluster)
+	get("/api/schedules", h.apiSchedules)
+	get("/api/schedule", h.apiSchedule)
 	h.mux.Handle("GET /api/stream/run", h.apiAuth(http.HandlerFunc(h.streamRun)))
 	h.mux.Handle("GET /api/stream/agent", h.apiAuth(http.HandlerFunc(h.streamAgent)))
 	post("/api/signal", h.apiSignal)
@@ -50,6 +52,7 @@ func (h *Handler) apiRoutes() {
 	post("/api/resolve", h.apiResolve)
 	post("/api/budget", h.apiBudget)
 	post("/api/approve", h.apiApprove)
+	post("/api/schedule", h.apiScheduleAction)
 }
 
 // apiAuth refuses API calls that are not signed in (401, JSON).

@@ -122,7 +122,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // pages are the paths that load the app (it routes in the browser).
-var pages = []string{"/", "/runs", "/runs/", "/paused", "/effects", "/queues", "/cluster", "/agent/", "/compare"}
+var pages = []string{"/", "/runs", "/runs/", "/paused", "/effects", "/queues", "/cluster", "/agent/", "/compare", "/schedules", "/schedules/"}
 
 func (h *Handler) routes() {
 	for _, p := range pages {

@@ -10,6 +10,7 @@ import * as queues from "./pages/queues.js";
 import * as cluster from "./pages/cluster.js";
 import * as agent from "./pages/agent.js";
 import * as compare from "./pages/compare.js";
+import * as schedules from "./pages/schedules.js";
 
 // Relative times ("3s ago") are kept current on every page, open runs and
 // closed ones alike: each <time> made by when() is rewritten every second.
@@ -44,6 +45,7 @@ const routes = [
   [/^\/cluster$/, cluster, "cluster"],
   [/^\/agent\/([^/]+)(?:\/([^/]+))?$/, agent, "runs"],
   [/^\/compare$/, compare, "runs"],
+  [/^\/schedules(?:\/([^/]+))?$/, schedules, "schedules"],
 ];
 let cleanup = null;
 async function route() {
@@ -105,7 +107,7 @@ document.addEventListener("keydown", (e) => {
   const k = e.key;
   if (pending === "g") {
     pending = "";
-    const to = { r: "/runs", p: "/paused", e: "/effects", q: "/queues", c: "/cluster" }[k];
+    const to = { r: "/runs", p: "/paused", e: "/effects", q: "/queues", c: "/cluster", s: "/schedules" }[k];
     if (to) { e.preventDefault(); go(to); }
     return;
   }

@@ -208,6 +208,8 @@ func (e *Engine) workflowTask(st *machine.RunState, epoch, first int64) *api.Wor
 		ContinueAsNewSuggested: e.m.SuggestContinueAsNew(st),
 		SuggestContinueAsNewAt: e.m.Limits.SuggestContinueAsNewAt,
 		MaxPayloadBytes:        e.m.Limits.MaxPayloadBytes,
+		TraceParent:            st.TraceParent,
+		TraceState:             st.TraceState,
 	}
 }
 
@@ -582,9 +584,20 @@ func (e *Engine) activityTask(ctx context.Context, st *machine.RunState, a *mach
 		ScheduledTime: a.ScheduledTime, StartedTime: a.StartedTime, Deadline: a.LeaseDeadline,
 		StartToCloseTimeout: a.Options.StartToCloseTimeout, HeartbeatTimeout: a.Options.HeartbeatTimeout,
 		HeartbeatDetails: a.HeartbeatDetails, MaxResultBytes: e.m.Limits.MaxPayloadBytes, HardDeadline: a.HardDeadline(),
-		Metered: a.Metered,
-		KeyTask: a.KeyPending,
+		Metered:     a.Metered,
+		KeyTask:     a.KeyPending,
+		TraceParent: activityTraceParent(st, a),
+		TraceState:  st.TraceState,
 	}, nil
+}
+
+// activityTraceParent is the trace context a's attempts are traced under:
+// the workflow task that scheduled it, else the run's.
+func activityTraceParent(st *machine.RunState, a *machine.ActivityInfo) string {
+	if a.TraceParent != "" {
+		return a.TraceParent
+	}
+	return st.TraceParent
 }
 
 // clonePayload copies p's data, so that what one caller is handed is never

@@ -51,6 +51,10 @@ type WorkflowTask struct {
 	// task, and fails the task with cause CauseLimitExceeded instead of
 	// sending what would be refused.
 	MaxPayloadBytes int
+	// TraceParent and TraceState are the run's W3C trace context (its
+	// WorkflowStarted's), empty when the run is not traced.
+	TraceParent string
+	TraceState  string
 }
 
 // WorkflowQuery is a query to answer from the run's current state.
@@ -161,6 +165,11 @@ type ScheduleActivityCommand struct {
 	// when it is larger than ShareResultMinBytes, so that other payloads
 	// can reference it (see history.ActivityScheduled.ShareResult).
 	ShareResult bool
+	// TraceParent is the W3C traceparent of the workflow task that
+	// scheduled the activity (set by a tracing worker, not by workflow
+	// code): its attempts are traced as its children. Not recorded in the
+	// history; replay ignores it.
+	TraceParent string `json:",omitempty"`
 }
 
 // ShareResultMinBytes is the smallest result a ShareResult activity has
@@ -217,6 +226,10 @@ type StartChildWorkflowCommand struct {
 	TaskTimeout       time.Duration
 	ParentClosePolicy history.ParentClosePolicy
 	ReusePolicy       ReusePolicy
+	// TraceParent is the W3C traceparent of the workflow task that
+	// started the child (set by a tracing worker): the child run is traced
+	// as its child. Not recorded in the parent's history; replay ignores it.
+	TraceParent string `json:",omitempty"`
 }
 
 // SignalExternalWorkflowCommand signals another run (→ SignalExternalSent).
@@ -383,6 +396,12 @@ type ActivityTask struct {
 	// worker that scheduled it did not declare it as this one does: answer
 	// with CompleteActivity.KeyMaterial, without running the activity.
 	KeyTask bool
+	// TraceParent and TraceState are the W3C trace context the attempt is
+	// traced under: the workflow task that scheduled it when that task was
+	// traced (ScheduleActivityCommand.TraceParent), else the run's. Empty:
+	// not traced.
+	TraceParent string
+	TraceState  string
 }
 
 // HeartbeatRequest extends an attempt's lease.

@@ -6,15 +6,19 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/cairnflow/cairn/activities"
 	"github.com/cairnflow/cairn/activities/llm"
 	"github.com/cairnflow/cairn/activities/llm/fakellm"
 	"github.com/cairnflow/cairn/engine"
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/history/badgerstore"
 	"github.com/cairnflow/cairn/internal/storetest"
 	"github.com/cairnflow/cairn/internal/tracing"
@@ -203,4 +207,139 @@ func TestTraceTree(t *testing.T) {
 	if greets != 1 || chats != 2 || tools != 1 || childTasks < 1 {
 		t.Fatalf("greets %d, model calls %d, tool calls %d, child tasks %d (spans %v)", greets, chats, tools, childTasks, count)
 	}
+}
+
+// TracedWait greets, then waits for a "go" signal; its "state" query
+// answers what it has so far.
+func TracedWait(ctx sdk.Context, name string) (string, error) {
+	var got string
+	if err := sdk.SetQueryHandler(ctx, "state", func() (string, error) { return got, nil }); err != nil {
+		return "", err
+	}
+	actx := sdk.WithActivityOptions(ctx, sdk.ActivityOptions{StartToCloseTimeout: time.Minute})
+	g, err := sdk.ExecuteActivity(actx, Greet, name).Get(ctx)
+	if err != nil {
+		return "", err
+	}
+	got = g
+	sdk.GetSignalChannel[string](ctx, "go").Receive(ctx)
+	return got, nil
+}
+
+// runUntil runs w until the returned function is called (it waits for Run
+// to return).
+func runUntil(t *testing.T, w *worker.Worker) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := w.Run(ctx); err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// waitQuiet waits until the run's activity completed and a workflow task
+// decided after it: the run is quiet, waiting for a signal.
+func waitQuiet(t *testing.T, ctx context.Context, c client.Client, id string) {
+	t.Helper()
+	done := false
+	for from := int64(1); ; {
+		resp, err := c.Service().GetHistory(ctx, &api.GetHistoryRequest{WorkflowID: id, FromEventID: from, WaitNewEvents: true})
+		must(t, err)
+		from += int64(len(resp.Events))
+		for _, ev := range resp.Events {
+			switch ev.Type() {
+			case history.TypeActivityCompleted:
+				done = true
+			case history.TypeWorkflowTaskCompleted:
+				if done && from == resp.NextEventID {
+					return
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatal(ctx.Err())
+		}
+	}
+}
+
+func spanNames(spans []sdktrace.ReadOnlySpan) map[string]int {
+	m := map[string]int{}
+	for _, s := range spans {
+		m[s.Name()]++
+	}
+	return m
+}
+
+// TestReplayEmitsNoSpan: a run's history replayed — by a worker that did
+// not run it (restart, sticky-cache miss), to answer a query, by the
+// Replayer — makes no span and counts no task twice. Only the new workflow
+// task gets a span (marked cairn.replayed); the activity that ran before
+// is neither run nor traced again.
+func TestReplayEmitsNoSpan(t *testing.T) {
+	ctx := testCtx(t)
+	tw := newTracedWorld(t)
+	// What uses the global provider (the Replayer, anything defaulted)
+	// records too.
+	otel.SetTracerProvider(tw.tp)
+	t.Cleanup(func() { otel.SetTracerProvider(noop.NewTracerProvider()) })
+
+	first := tw.worker(t, tw.tp, worker.Options{})
+	must(t, first.RegisterWorkflow(TracedWait))
+	stop := runUntil(t, first)
+	start(t, ctx, tw.c, "traced", "replay-1", TracedWait, "Ada")
+	waitQuiet(t, ctx, tw.c, "replay-1")
+	stop()
+	before := spanNames(tw.rec.Ended())
+	if before[tracing.SpanActivity] != 1 || before[tracing.SpanWorkflowTask] != 2 {
+		t.Fatalf("before the restart: spans %v", before)
+	}
+
+	// The Replayer replays the whole history: no span.
+	r := worker.NewReplayer(worker.ReplayerOptions{})
+	must(t, r.RegisterWorkflow(TracedWait))
+	must(t, r.ReplayWorkflow(ctx, tw.c, "replay-1", "", worker.ReplayOptions{}))
+
+	// A new worker (nothing cached) answers a query and takes the
+	// signal's task, replaying the history for each.
+	second := tw.worker(t, tw.tp, worker.Options{DisableSticky: true})
+	must(t, second.RegisterWorkflow(TracedWait))
+	runWorker(t, second)
+	var state string
+	must(t, tw.c.QueryWorkflow(ctx, "replay-1", "", "state", nil, &state))
+	if state != "Hello, Ada!" {
+		t.Fatalf("query answered %q", state)
+	}
+	if got := spanNames(tw.rec.Ended()); got[tracing.SpanWorkflowTask] != 2 || len(tw.rec.Ended()) != len(flatten(before)) {
+		t.Fatalf("after the replay and the query: spans %v, before %v", got, before)
+	}
+	must(t, tw.c.SignalWorkflow(ctx, "replay-1", "", "go", "now"))
+	var out string
+	must(t, tw.c.GetWorkflow(ctx, "replay-1", "").Get(ctx, &out))
+	after := tw.rec.Ended()
+	got := spanNames(after)
+	if got[tracing.SpanActivity] != 1 || got[tracing.SpanWorkflowTask] != 3 || len(after) != len(flatten(before))+1 {
+		t.Fatalf("after the signal: spans %v, before %v", got, before)
+	}
+	if v, _ := attr(after[len(after)-1], tracing.Replayed); !v.AsBool() {
+		t.Errorf("the new task's span does not say it replayed: %v", after[len(after)-1].Attributes())
+	}
+	s := second.Stats()
+	if s.ActivityTasks.Load() != 0 || s.WorkflowTasks.Load() != 1 || s.FullReplays.Load() != 1 {
+		t.Fatalf("second worker's counters: %d activity tasks, %d workflow tasks, %d full replays",
+			s.ActivityTasks.Load(), s.WorkflowTasks.Load(), s.FullReplays.Load())
+	}
+}
+
+func flatten(m map[string]int) []string {
+	var out []string
+	for k, n := range m {
+		for range n {
+			out = append(out, k)
+		}
+	}
+	return out
 }

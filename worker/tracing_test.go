@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -129,7 +130,7 @@ func str(s sdktrace.ReadOnlySpan, key attribute.Key) string {
 func TestTraceTree(t *testing.T) {
 	ctx := testCtx(t)
 	tw := newTracedWorld(t)
-	runWorker(t, tw.worker(t, tw.tp, worker.Options{}))
+	stop := runUntil(t, tw.worker(t, tw.tp, worker.Options{}))
 	run := start(t, ctx, tw.c, "traced", "trace-1", TracedAgent, "Ada")
 	must(t, tw.c.SignalWorkflow(ctx, "trace-1", "", "go", "now"))
 	var out string
@@ -137,6 +138,7 @@ func TestTraceTree(t *testing.T) {
 	if out != "Hello, Ada! Hello, Ada! Done." {
 		t.Fatalf("result %q", out)
 	}
+	stop() // every task's span has ended once Run returns
 	spans := tw.rec.Ended()
 	byID := map[trace.SpanID]sdktrace.ReadOnlySpan{}
 	for _, s := range spans {
@@ -227,7 +229,7 @@ func TracedWait(ctx sdk.Context, name string) (string, error) {
 }
 
 // runUntil runs w until the returned function is called (it waits for Run
-// to return).
+// to return), or the test ends.
 func runUntil(t *testing.T, w *worker.Worker) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -238,7 +240,10 @@ func runUntil(t *testing.T, w *worker.Worker) (stop func()) {
 			t.Errorf("worker: %v", err)
 		}
 	}()
-	return func() { cancel(); <-done }
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }
 
 // waitQuiet waits until the run's activity completed and a workflow task
@@ -307,7 +312,7 @@ func TestReplayEmitsNoSpan(t *testing.T) {
 	// signal's task, replaying the history for each.
 	second := tw.worker(t, tw.tp, worker.Options{DisableSticky: true})
 	must(t, second.RegisterWorkflow(TracedWait))
-	runWorker(t, second)
+	stopSecond := runUntil(t, second)
 	var state string
 	must(t, tw.c.QueryWorkflow(ctx, "replay-1", "", "state", nil, &state))
 	if state != "Hello, Ada!" {
@@ -319,6 +324,7 @@ func TestReplayEmitsNoSpan(t *testing.T) {
 	must(t, tw.c.SignalWorkflow(ctx, "replay-1", "", "go", "now"))
 	var out string
 	must(t, tw.c.GetWorkflow(ctx, "replay-1", "").Get(ctx, &out))
+	stopSecond()
 	after := tw.rec.Ended()
 	got := spanNames(after)
 	if got[tracing.SpanActivity] != 1 || got[tracing.SpanWorkflowTask] != 3 || len(after) != len(flatten(before))+1 {

@@ -656,7 +656,7 @@ func (e *Engine) CompleteActivity(ctx context.Context, req *api.CompleteActivity
 		return nil, err
 	}
 	e.stats.actCompleted.Add(1)
-	return &api.CompleteActivityResponse{}, nil
+	return &api.CompleteActivityResponse{CostUSD: e.price(req.Usage)}, nil
 }
 
 // errRunNotOpen marks an activity report for a run that has closed.
@@ -860,5 +860,15 @@ func (e *Engine) FailActivity(ctx context.Context, req *api.FailActivityRequest)
 		RetryAfter: req.RetryAfter, HeartbeatDetails: req.HeartbeatDetails}); err != nil {
 		return nil, err
 	}
-	return &api.FailActivityResponse{}, nil
+	return &api.FailActivityResponse{CostUSD: e.price(req.Usage)}, nil
+}
+
+// price is what the price table puts on an attempt's reported usage (the
+// budget's own accounting prices it in the transition).
+func (e *Engine) price(u history.Usage) float64 {
+	if u.IsZero() {
+		return 0
+	}
+	cost, _ := e.m.Pricing.Cost(u)
+	return cost
 }

@@ -176,8 +176,10 @@ func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask, rec
 	out.flush()
 	// The heartbeats go on while the outcome is delivered: a report that
 	// waits for a restarting server must not cost the lease.
-	verdict := w.report(task, result, err, hb, context.Cause(ctx), hb.takeDetails(), out.usageSum())
+	usage := out.usageSum()
+	verdict, cost := w.report(task, result, err, hb, context.Cause(ctx), hb.takeDetails(), usage)
 	hb.stop()
+	spans.usage(usage, cost)
 	spans.end(err, verdict)
 }
 
@@ -278,14 +280,22 @@ func (w *Worker) giveBack(task *api.ActivityTask) {
 
 // report sends the attempt's outcome, with its last heartbeat details and
 // its usage. cause is why the activity's context ended, if it did. It
-// returns the engine's answer (a tracing.Verdict value).
+// returns the engine's answer (a tracing.Verdict value) and the cost it
+// put on the usage.
 func (w *Worker) report(task *api.ActivityTask, result history.Payload, err error, hb *heartbeater, cause error,
-	details history.Payload, usage history.Usage) string {
+	details history.Payload, usage history.Usage) (verdict string, cost float64) {
 	details = hb.fitHeartbeat(details)
 	if err == nil {
 		req := &api.CompleteActivityRequest{TaskToken: task.TaskToken, Result: result, Identity: w.opts.Identity, Usage: usage,
 			HeartbeatDetails: details}
-		return w.deliver(task, hb, "completion", func(ctx context.Context) error { return w.completeActivity(ctx, task, req) })
+		verdict = w.deliver(task, hb, "completion", func(ctx context.Context) error {
+			resp, err := w.completeActivity(ctx, task, req)
+			if err == nil && resp != nil {
+				cost = resp.CostUSD
+			}
+			return err
+		})
+		return verdict, cost
 	}
 	req := &api.FailActivityRequest{TaskToken: task.TaskToken, Failure: sdk.ErrorToFailure(err), Identity: w.opts.Identity, Usage: usage,
 		HeartbeatDetails: details}
@@ -311,10 +321,14 @@ func (w *Worker) report(task *api.ActivityTask, result history.Payload, err erro
 	}
 	// Any other error of a Reconcile lookup is a plain failure: the engine
 	// asks the lookup again (it is a read); only ErrOutcomeUnknown pauses.
-	return w.deliver(task, hb, "failure", func(ctx context.Context) error {
-		_, err := w.svc.FailActivity(ctx, req)
+	verdict = w.deliver(task, hb, "failure", func(ctx context.Context) error {
+		resp, err := w.svc.FailActivity(ctx, req)
+		if err == nil && resp != nil {
+			cost = resp.CostUSD
+		}
 		return err
 	})
+	return verdict, cost
 }
 
 // reportTimeout bounds one attempt to deliver a report.

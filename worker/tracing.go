@@ -25,9 +25,12 @@ func (w *Worker) workflowTaskSpan(task *api.WorkflowTask) (context.Context, trac
 	ctx := tracing.Extract(context.Background(), task.TraceParent, task.TraceState)
 	ctx, span := w.tracer.Start(ctx, tracing.SpanWorkflowTask, trace.WithSpanKind(trace.SpanKindConsumer))
 	if span.IsRecording() {
+		// Few attributes: each costs its share of every span exported.
 		span.SetAttributes(tracing.WorkflowID.String(task.WorkflowID), tracing.RunID.String(task.RunID),
-			tracing.WorkflowType.String(task.WorkflowType), tracing.TaskQueue.String(task.TaskQueue),
-			tracing.Attempt.Int(int(task.Attempt)), tracing.Events.Int(len(task.Events)))
+			tracing.WorkflowType.String(task.WorkflowType))
+		if task.Attempt > 1 {
+			span.SetAttributes(tracing.Attempt.Int(int(task.Attempt)))
+		}
 	}
 	return ctx, span
 }
@@ -38,7 +41,6 @@ func stampCommands(span trace.Span, cmds []api.Command) {
 	if !span.IsRecording() {
 		return
 	}
-	span.SetAttributes(tracing.Commands.Int(len(cmds)))
 	var parent string
 	for i := range cmds {
 		c := &cmds[i]
@@ -82,8 +84,8 @@ func (w *Worker) activitySpans(ctx context.Context, task *api.ActivityTask) (con
 		return ctx, s
 	}
 	attrs := []attribute.KeyValue{tracing.WorkflowID.String(task.WorkflowID), tracing.RunID.String(task.RunID),
-		tracing.ActivityType.String(task.ActivityType), tracing.ActivityID.String(task.ActivityID),
-		tracing.EffectClass.String(task.Effect.String()), tracing.Attempt.Int(int(task.Attempt))}
+		tracing.ActivityType.String(task.ActivityType), tracing.EffectClass.String(task.Effect.String()),
+		tracing.Attempt.Int(int(task.Attempt))}
 	if task.IdempotencyKey != "" {
 		attrs = append(attrs, tracing.IdempotencyKey.String(task.IdempotencyKey))
 	}
@@ -101,6 +103,21 @@ func (w *Worker) activitySpans(ctx context.Context, task *api.ActivityTask) (con
 			)...))
 	}
 	return ctx, s
+}
+
+// usage puts what a metered attempt (a model call) consumed on its span,
+// as the GenAI conventions name tokens, with the cost the engine's price
+// table put on it (cairn.cost): the model call's own span, made inside the
+// activity, knows the tokens but not the price.
+func (s attemptSpans) usage(u history.Usage, cost float64) {
+	if u.IsZero() || !s.attempt.IsRecording() {
+		return
+	}
+	s.attempt.SetAttributes(attribute.Int64("gen_ai.usage.input_tokens", u.PromptTokens),
+		attribute.Int64("gen_ai.usage.output_tokens", u.CompletionTokens), tracing.Cost.Float64(cost))
+	if u.Model != "" {
+		s.attempt.SetAttributes(attribute.String("gen_ai.response.model", u.Model))
+	}
 }
 
 // end ends the attempt's spans with its error and the engine's answer to

@@ -72,7 +72,7 @@ type tracedWorld struct {
 
 func newTracedWorld(t *testing.T) *tracedWorld {
 	t.Helper()
-	opts := engine.Options{}
+	opts := engine.Options{Pricing: engine.Pricing{"fake-1": {Input: 2, Output: 8}}} // USD per million tokens
 	if st, owner := storetest.Embedded(t, "worker"); st != nil {
 		opts.Store, opts.Shards = st, owner
 	} else {
@@ -187,6 +187,13 @@ func TestTraceTree(t *testing.T) {
 			}
 			if str(s, tracing.ActivityType) == "Greet" && str(p, tracing.WorkflowID) == "trace-1" {
 				greets++
+			}
+			if str(s, tracing.ActivityType) == llm.ActivityName {
+				cost, _ := attr(s, tracing.Cost)
+				in, _ := attr(s, "gen_ai.usage.input_tokens")
+				if cost.AsFloat64() <= 0 || in.AsInt64() <= 0 {
+					t.Errorf("model call attempt without its usage and cost: %v", s.Attributes())
+				}
 			}
 		case s.Name() == "chat fake-1":
 			chats++

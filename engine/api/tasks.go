@@ -438,8 +438,13 @@ type CompleteActivityRequest struct {
 	KeyMaterial []byte
 }
 
-// CompleteActivityResponse is empty.
-type CompleteActivityResponse struct{}
+// CompleteActivityResponse answers a completion.
+type CompleteActivityResponse struct {
+	// CostUSD is what the engine's price table puts on the attempt's
+	// reported usage (0: no usage, or no price for its model): a worker
+	// traces it (cairn.cost).
+	CostUSD float64
+}
 
 // FailActivityRequest records an attempt's failure.
 type FailActivityRequest struct {
@@ -471,7 +476,11 @@ type FailActivityRequest struct {
 	HeartbeatDetails Payload
 }
 
-// FailActivityResponse is empty.
-type FailActivityResponse struct{}
+// FailActivityResponse answers a failure report.
+type FailActivityResponse struct {
+	// CostUSD is what the engine's price table puts on the attempt's
+	// reported usage (see CompleteActivityResponse.CostUSD).
+	CostUSD float64
+}
 
 // MarshalJSON writes the status by name ("running"), for people and scripts.

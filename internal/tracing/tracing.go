@@ -29,9 +29,7 @@ const (
 	WorkflowID     = attribute.Key("cairn.workflow.id")
 	RunID          = attribute.Key("cairn.run.id")
 	WorkflowType   = attribute.Key("cairn.workflow.type")
-	TaskQueue      = attribute.Key("cairn.task_queue")
 	ActivityType   = attribute.Key("cairn.activity.type")
-	ActivityID     = attribute.Key("cairn.activity.id")
 	EffectClass    = attribute.Key("cairn.effect_class")
 	IdempotencyKey = attribute.Key("cairn.idempotency_key")
 	Attempt        = attribute.Key("cairn.attempt")
@@ -43,12 +41,8 @@ const (
 	Verdict = attribute.Key("cairn.verdict")
 	// Reconcile marks an attempt that ran the activity's Reconcile lookup.
 	Reconcile = attribute.Key("cairn.reconcile")
-	// Commands counts the commands a workflow task decided; Events the
-	// new events it was given; Replayed says its run was rebuilt from its
-	// whole history first (a sticky-cache miss) — replay itself makes no
-	// span.
-	Commands = attribute.Key("cairn.commands")
-	Events   = attribute.Key("cairn.events")
+	// Replayed says a workflow task rebuilt its run from the whole history
+	// first (a sticky-cache miss, a restart) — replay itself makes no span.
 	Replayed = attribute.Key("cairn.replayed")
 	// Cost is a model call's cost in the run's budget unit.
 	Cost = attribute.Key("cairn.cost")

@@ -250,8 +250,7 @@ func (c *serviceClient) traceStart(ctx context.Context, req *api.StartWorkflowRe
 	if !span.IsRecording() {
 		return ctx, span
 	}
-	span.SetAttributes(tracing.WorkflowID.String(req.WorkflowID), tracing.WorkflowType.String(req.WorkflowType),
-		tracing.TaskQueue.String(req.TaskQueue))
+	span.SetAttributes(tracing.WorkflowID.String(req.WorkflowID), tracing.WorkflowType.String(req.WorkflowType))
 	req.TraceParent, req.TraceState = tracing.Inject(ctx)
 	return ctx, span
 }

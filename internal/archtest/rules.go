@@ -79,7 +79,8 @@ func is(paths ...string) func(string) bool {
 }
 
 // groundFloor are the low-level helpers below everything.
-var groundFloor = is("internal/clock", "internal/wire", "internal/runpool", "internal/gctune", "internal/crashpoint")
+var groundFloor = is("internal/clock", "internal/wire", "internal/runpool", "internal/gctune", "internal/crashpoint",
+	"internal/tracing", "internal/tracing/otlpenv")
 
 // testOnly are packages only tests may import: the suite's kits, and the
 // SDK's test environment (it embeds an engine, so a worker binary must not

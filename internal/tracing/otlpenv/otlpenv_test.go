@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
@@ -187,5 +190,58 @@ func TestExportOTLP(t *testing.T) {
 		if svc != "payables-worker" {
 			t.Errorf("service.name %q, want OTEL_SERVICE_NAME's", svc)
 		}
+	}
+}
+
+// BenchmarkWorkflowSpans is the tracing work of one one-activity workflow
+// alone — the client's start, two workflow tasks, one attempt, with the
+// attributes and the trace context in and out as Cairn makes them —
+// recorded only ("record") or also batched to the OTLP/HTTP exporter and
+// sent to an in-process server that discards it ("export"):
+//
+//	go test -run '^$' -bench WorkflowSpans -benchtime 50000x ./internal/tracing/otlpenv
+func BenchmarkWorkflowSpans(b *testing.B) {
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) }))
+	defer sink.Close()
+	for _, export := range []bool{false, true} {
+		name := "record"
+		var opts []sdktrace.TracerProviderOption
+		if export {
+			name = "export"
+			exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(sink.URL+"/v1/traces"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			opts = append(opts, sdktrace.WithBatcher(exp))
+		}
+		b.Run(name, func(b *testing.B) {
+			tp := sdktrace.NewTracerProvider(opts...)
+			defer func() { _ = tp.Shutdown(context.Background()) }()
+			tr := tracing.Tracer(tp)
+			const wf, run = "bench-123456", "0123456789abcdef0123456789abcdef"
+			b.ReportAllocs()
+			for b.Loop() {
+				ctx, s := tr.Start(context.Background(), tracing.SpanWorkflowStart, trace.WithSpanKind(trace.SpanKindProducer))
+				s.SetAttributes(tracing.WorkflowID.String(wf), tracing.WorkflowType.String("Hello"))
+				parent, state := tracing.Inject(ctx)
+				s.SetAttributes(tracing.RunID.String(run))
+				s.End()
+				for task := range 2 {
+					ctx, w := tr.Start(tracing.Extract(context.Background(), parent, state), tracing.SpanWorkflowTask,
+						trace.WithSpanKind(trace.SpanKindConsumer))
+					w.SetAttributes(tracing.WorkflowID.String(wf), tracing.RunID.String(run), tracing.WorkflowType.String("Hello"))
+					if task == 0 {
+						p, _ := tracing.Inject(ctx)
+						_, a := tr.Start(tracing.Extract(context.Background(), p, state), tracing.SpanActivity,
+							trace.WithSpanKind(trace.SpanKindConsumer))
+						a.SetAttributes(tracing.WorkflowID.String(wf), tracing.RunID.String(run), tracing.ActivityType.String("Greet"),
+							tracing.EffectClass.String("Read"), tracing.Attempt.Int(1))
+						a.SetAttributes(tracing.Verdict.String(tracing.VerdictRecorded))
+						a.End()
+					}
+					w.End()
+				}
+			}
+		})
 	}
 }

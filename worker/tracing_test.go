@@ -84,6 +84,9 @@ func newTracedWorld(t *testing.T) *tracedWorld {
 	eng, err := engine.Open(opts)
 	must(t, err)
 	t.Cleanup(func() { _ = eng.Close() })
+	if opts.Shards != nil { // Postgres: serve every shard of the test's schema
+		must(t, eng.Acquire(context.Background(), opts.Shards.(*storetest.Owner).All()))
+	}
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	fake := fakellm.New(fakellm.Script{fakellm.CallTool("Note", `{"text":"hello"}`), fakellm.Say("Done.")})

@@ -205,11 +205,12 @@ func (e *Engine) workflowTask(st *machine.RunState, epoch, first int64) *api.Wor
 		TaskToken:  encodeToken(&wftToken{W: st.WorkflowID, R: st.RunID, E: epoch}),
 		WorkflowID: st.WorkflowID, RunID: st.RunID, WorkflowType: st.WorkflowType, TaskQueue: st.TaskQueue,
 		Attempt: st.WFT.Attempt, FirstEventID: first, NextEventID: st.NextEventID,
-		ContinueAsNewSuggested: e.m.SuggestContinueAsNew(st),
-		SuggestContinueAsNewAt: e.m.Limits.SuggestContinueAsNewAt,
-		MaxPayloadBytes:        e.m.Limits.MaxPayloadBytes,
-		TraceParent:            st.TraceParent,
-		TraceState:             st.TraceState,
+		ContinueAsNewSuggested:    e.m.SuggestContinueAsNew(st),
+		SuggestContinueAsNewAt:    e.m.Limits.SuggestContinueAsNewAt,
+		MaxPayloadBytes:           e.m.Limits.MaxPayloadBytes,
+		SuggestContinueAsNewBytes: e.m.Limits.SuggestContinueAsNewBytes,
+		TraceParent:               st.TraceParent,
+		TraceState:                st.TraceState,
 	}
 }
 
@@ -613,8 +614,8 @@ func (e *Engine) RecordActivityHeartbeat(ctx context.Context, req *api.Heartbeat
 		return nil, err
 	}
 	defer e.leave()
-	var tok actToken
-	if err := decodeToken(req.TaskToken, &tok); err != nil {
+	tok, err := e.activityToken(req.TaskToken, req.WorkflowID, req.RunID, req.ActivityID)
+	if err != nil {
 		return nil, err
 	}
 	unlock := e.lock(tok.W)
@@ -646,11 +647,11 @@ func (e *Engine) CompleteActivity(ctx context.Context, req *api.CompleteActivity
 		return nil, err
 	}
 	defer e.leave()
-	var tok actToken
-	if err := decodeToken(req.TaskToken, &tok); err != nil {
+	tok, err := e.activityToken(req.TaskToken, req.WorkflowID, req.RunID, req.ActivityID)
+	if err != nil {
 		return nil, err
 	}
-	err := e.report(ctx, tok, machine.AttemptReport{Kind: machine.ReportCompleted, Result: req.Result, ResultOmitted: req.ResultOmitted,
+	err = e.report(ctx, tok, machine.AttemptReport{Kind: machine.ReportCompleted, Result: req.Result, ResultOmitted: req.ResultOmitted,
 		Identity: req.Identity, Usage: req.Usage, HeartbeatDetails: req.HeartbeatDetails, KeyMaterial: req.KeyMaterial})
 	if err != nil {
 		return nil, err
@@ -835,8 +836,8 @@ func (e *Engine) FailActivity(ctx context.Context, req *api.FailActivityRequest)
 		return nil, err
 	}
 	defer e.leave()
-	var tok actToken
-	if err := decodeToken(req.TaskToken, &tok); err != nil {
+	tok, err := e.activityToken(req.TaskToken, req.WorkflowID, req.RunID, req.ActivityID)
+	if err != nil {
 		return nil, err
 	}
 	if err := e.m.CheckPayload("failure details", req.Failure.Details); err != nil {

@@ -36,8 +36,9 @@ const (
 	// Verdict is what the engine answered the attempt's report: recorded
 	// (it is the activity's outcome), stale (the attempt no longer held
 	// its lease: the engine judged it against the effects ledger),
-	// refused, abandoned (the worker stopped before delivering it), or given
-	// back (the lease ended before the attempt began: it never ran).
+	// refused, abandoned (the worker stopped before delivering it),
+	// given_back (the lease ended before the attempt began: it never ran)
+	// or pending (asynchronous completion: someone else reports it).
 	Verdict = attribute.Key("cairn.verdict")
 	// Reconcile marks an attempt that ran the activity's Reconcile lookup.
 	Reconcile = attribute.Key("cairn.reconcile")
@@ -55,6 +56,9 @@ const (
 	VerdictRefused   = "refused"
 	VerdictAbandoned = "abandoned"
 	VerdictGivenBack = "given_back"
+	// VerdictPending: the activity returned activities.ErrResultPending;
+	// someone else reports its outcome (asynchronous completion).
+	VerdictPending = "pending"
 )
 
 // Tracer returns Cairn's tracer of tp, or of the global provider when tp

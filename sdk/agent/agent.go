@@ -72,7 +72,8 @@ type Options struct {
 	System string
 	// Tools the model may call.
 	Tools []Tool
-	// MaxTurns bounds the model calls of one Run (default 20).
+	// MaxTurns bounds the model calls of one Run (default 20); a resumed
+	// agent (Resume) counts those of the runs before too.
 	MaxTurns int
 	// Budget, when set, is the run's budget (sdk.SetBudget): the engine
 	// pauses the run when it is used up.
@@ -106,6 +107,26 @@ type Options struct {
 	// ignored: two agents of one workflow that run at once need a signal
 	// each.
 	ApprovalSignal string
+	// ApprovalLinks also sends each call awaiting approval as a link
+	// (link.go): the activity ApprovalLinkActivity hands the request and
+	// its task token to the worker's ApprovalNotifier, and the person (or
+	// webhook) following the link decides with CompleteApproval. The
+	// signal and the update still decide too; the first decision wins.
+	// The link is valid for ApprovalTimeout (default
+	// DefaultApprovalLinkTimeout).
+	ApprovalLinks bool
+	// Resume starts the agent from a conversation carried from the run
+	// before (Agent.Carry) instead of a new one: System is not added
+	// again (the carried conversation has it), the settings (Model,
+	// Tools, …) apply from here on. See carry.go.
+	Resume *Carry
+	// ContinueAsNew, when set, is called at the start of a turn once the
+	// engine suggests continuing as new (sdk.ContinueAsNewSuggested: the
+	// history has grown long or large), with the conversation to carry;
+	// Run returns the error it returns — sdk.NewContinueAsNewError with
+	// an input that holds the Carry, for the workflow to return — or goes
+	// on in this run when it returns nil.
+	ContinueAsNew func(ctx sdk.Context, c Carry) error
 }
 
 // Tool is a tool the model may call: an activity, its name and
@@ -198,6 +219,8 @@ type Agent struct {
 	tools map[string]*Tool
 	tr    Transcript
 	turn  int // model calls made by this agent (activity ids)
+	// carriedTurns counts the model calls of the runs before (Resume).
+	carriedTurns int
 
 	// Approvals (see receive): the calls awaiting one, in the order they
 	// started waiting; the last decision per call id; those received while
@@ -216,6 +239,7 @@ type approvalSlot struct {
 	callID string
 	ap     *Approval
 	call   history.ToolCall // what the approval-requested marker says
+	over   bool             // the wait is over (decided, or timed out)
 }
 
 // New returns an agent; with opts.Budget set it sets the run's budget.
@@ -239,9 +263,13 @@ func New(ctx sdk.Context, opts Options) *Agent {
 		}
 		settings.Tools = append(settings.Tools, history.ToolSpec{Name: t.Name, Description: t.Description, Parameters: schema})
 	}
-	a.tr.appendEntry(history.TranscriptEntry{Config: settings})
-	if opts.System != "" {
-		a.tr.Append(history.ChatMessage{Role: "system", Content: opts.System})
+	if opts.Resume != nil {
+		a.resume(opts.Resume, settings)
+	} else {
+		a.tr.appendEntry(history.TranscriptEntry{Config: settings})
+		if opts.System != "" {
+			a.tr.Append(history.ChatMessage{Role: "system", Content: opts.System})
+		}
 	}
 	if !opts.Budget.IsZero() {
 		sdk.SetBudget(ctx, opts.Budget)
@@ -277,9 +305,13 @@ func (a *Agent) Run(ctx sdk.Context, userMessage string) (Result, error) {
 	a.listen(ctx)
 	var res Result
 	for {
-		if res.Turns >= a.opts.MaxTurns {
+		if a.carriedTurns+res.Turns >= a.opts.MaxTurns {
 			res.StopReason = "max_turns"
 			return res, fmt.Errorf("%w: %d model calls", ErrMaxTurns, res.Turns)
+		}
+		if err := a.continueAsNew(ctx); err != nil {
+			res.StopReason = "continue_as_new"
+			return res, err
 		}
 		answer, err := a.callModel(ctx)
 		res.Turns++
@@ -490,12 +522,18 @@ func (t *Tool) decode(args string) (any, error) {
 // the timeout: timedOut), and records the decision.
 func (a *Agent) awaitApproval(ctx sdk.Context, key string, slot *approvalSlot) (ap Approval, timedOut bool) {
 	_ = sdk.RecordMarker(ctx, history.MarkerApprovalRequested, key, a.approvalRequest(slot))
+	withdraw := func() {}
+	if a.opts.ApprovalLinks {
+		withdraw = a.requestByLink(ctx, key, slot)
+	}
 	has := func() bool { return slot.ap != nil }
 	if a.opts.ApprovalTimeout > 0 {
 		_, _ = sdk.AwaitWithTimeout(ctx, a.opts.ApprovalTimeout, has)
 	} else {
 		_ = sdk.Await(ctx, has)
 	}
+	slot.over = true
+	withdraw()
 	a.unwait(slot)
 	if slot.ap != nil {
 		ap = *slot.ap

@@ -81,6 +81,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 		{"LongPollCancel", testLongPollCancel},
 		{"PayloadChunks", testChunks},
 		{"AgentKit", testAgentKit},
+		{"AsyncCompletion", testAsyncCompletion},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -57,7 +57,7 @@ func (t *transition) scheduleActivity(c *api.ScheduleActivityCommand, wtc int64,
 		Effect: effect, IdempotencyKey: key, HasReconcile: reconcile, ScheduledTime: t.now,
 		State: api.ActivityStateScheduled, Attempt: 1, Metered: c.Metered, KeyPending: pending,
 		BusinessKey: c.BusinessKey || pending && d.BusinessKey, ShareResult: c.ShareResult, OriginKey: origin,
-		TraceParent: c.TraceParent}
+		TraceParent: bounded(c.TraceParent, maxTraceParent)}
 	if c.Metered {
 		st.Turns++
 		a.Turn = st.Turns

@@ -455,7 +455,7 @@ func (t *transition) startChild(c *api.StartChildWorkflowCommand, wtc int64, ref
 // workflow task that started it, else its parent run's.
 func childTraceParent(st *RunState, c *api.StartChildWorkflowCommand) string {
 	if c.TraceParent != "" {
-		return c.TraceParent
+		return bounded(c.TraceParent, maxTraceParent)
 	}
 	return st.TraceParent
 }

@@ -209,6 +209,8 @@ func (e *Engine) workflowTask(st *machine.RunState, epoch, first int64) *api.Wor
 		SuggestContinueAsNewAt:    e.m.Limits.SuggestContinueAsNewAt,
 		MaxPayloadBytes:           e.m.Limits.MaxPayloadBytes,
 		SuggestContinueAsNewBytes: e.m.Limits.SuggestContinueAsNewBytes,
+		TraceParent:               st.TraceParent,
+		TraceState:                st.TraceState,
 	}
 }
 
@@ -596,9 +598,20 @@ func (e *Engine) activityTask(ctx context.Context, st *machine.RunState, a *mach
 		ScheduledTime: a.ScheduledTime, StartedTime: a.StartedTime, Deadline: a.LeaseDeadline,
 		StartToCloseTimeout: a.Options.StartToCloseTimeout, HeartbeatTimeout: a.Options.HeartbeatTimeout,
 		HeartbeatDetails: a.HeartbeatDetails, MaxResultBytes: e.m.Limits.MaxPayloadBytes, HardDeadline: a.HardDeadline(),
-		Metered: a.Metered,
-		KeyTask: a.KeyPending,
+		Metered:     a.Metered,
+		KeyTask:     a.KeyPending,
+		TraceParent: activityTraceParent(st, a),
+		TraceState:  st.TraceState,
 	}, nil
+}
+
+// activityTraceParent is the trace context a's attempts are traced under:
+// the workflow task that scheduled it, else the run's.
+func activityTraceParent(st *machine.RunState, a *machine.ActivityInfo) string {
+	if a.TraceParent != "" {
+		return a.TraceParent
+	}
+	return st.TraceParent
 }
 
 // clonePayload copies p's data, so that what one caller is handed is never
@@ -657,7 +670,7 @@ func (e *Engine) CompleteActivity(ctx context.Context, req *api.CompleteActivity
 		return nil, err
 	}
 	e.stats.actCompleted.Add(1)
-	return &api.CompleteActivityResponse{}, nil
+	return &api.CompleteActivityResponse{CostUSD: e.price(req.Usage)}, nil
 }
 
 // errRunNotOpen marks an activity report for a run that has closed.
@@ -861,5 +874,15 @@ func (e *Engine) FailActivity(ctx context.Context, req *api.FailActivityRequest)
 		RetryAfter: req.RetryAfter, HeartbeatDetails: req.HeartbeatDetails}); err != nil {
 		return nil, err
 	}
-	return &api.FailActivityResponse{}, nil
+	return &api.FailActivityResponse{CostUSD: e.price(req.Usage)}, nil
+}
+
+// price is what the price table puts on an attempt's reported usage (the
+// budget's own accounting prices it in the transition).
+func (e *Engine) price(u history.Usage) float64 {
+	if u.IsZero() {
+		return 0
+	}
+	cost, _ := e.m.Pricing.Cost(u)
+	return cost
 }

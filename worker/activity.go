@@ -14,6 +14,7 @@ import (
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/internal/clock"
+	"github.com/cairnflow/cairn/internal/tracing"
 	"github.com/cairnflow/cairn/sdk"
 )
 
@@ -118,7 +119,8 @@ func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask, rec
 		w.keyTask(parent, task)
 		return
 	}
-	ctx, cancel := context.WithCancelCause(parent)
+	ctx, spans := w.activitySpans(parent, task)
+	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	// The hard end as a deadline of the context (a real-time one: the
 	// remaining time by the worker's clock, from now).
@@ -164,6 +166,7 @@ func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask, rec
 			// frozen process). It is given back, never started.
 			hb.stop()
 			w.giveBack(task)
+			spans.end(nil, tracing.VerdictGivenBack)
 			return
 		}
 		if err == nil {
@@ -176,12 +179,16 @@ func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask, rec
 		// ids): the attempt stays started under its timeouts.
 		hb.stop()
 		w.stats.ActivityPending.Add(1)
+		spans.end(nil, tracing.VerdictPending)
 		return
 	}
 	// The heartbeats go on while the outcome is delivered: a report that
 	// waits for a restarting server must not cost the lease.
-	w.report(task, result, err, hb, context.Cause(ctx), hb.takeDetails(), out.usageSum())
+	usage := out.usageSum()
+	verdict, cost := w.report(task, result, err, hb, context.Cause(ctx), hb.takeDetails(), usage)
 	hb.stop()
+	spans.usage(usage, cost)
+	spans.end(err, verdict)
 }
 
 // keyTask answers a key task: the activity's key material as this worker
@@ -280,15 +287,23 @@ func (w *Worker) giveBack(task *api.ActivityTask) {
 }
 
 // report sends the attempt's outcome, with its last heartbeat details and
-// its usage. cause is why the activity's context ended, if it did.
+// its usage. cause is why the activity's context ended, if it did. It
+// returns the engine's answer (a tracing.Verdict value) and the cost it
+// put on the usage.
 func (w *Worker) report(task *api.ActivityTask, result history.Payload, err error, hb *heartbeater, cause error,
-	details history.Payload, usage history.Usage) {
+	details history.Payload, usage history.Usage) (verdict string, cost float64) {
 	details = hb.fitHeartbeat(details)
 	if err == nil {
 		req := &api.CompleteActivityRequest{TaskToken: task.TaskToken, Result: result, Identity: w.opts.Identity, Usage: usage,
 			HeartbeatDetails: details}
-		w.deliver(task, hb, "completion", func(ctx context.Context) error { return w.completeActivity(ctx, task, req) })
-		return
+		verdict = w.deliver(task, hb, "completion", func(ctx context.Context) error {
+			resp, err := w.completeActivity(ctx, task, req)
+			if err == nil && resp != nil {
+				cost = resp.CostUSD
+			}
+			return err
+		})
+		return verdict, cost
 	}
 	req := &api.FailActivityRequest{TaskToken: task.TaskToken, Failure: sdk.ErrorToFailure(err), Identity: w.opts.Identity, Usage: usage,
 		HeartbeatDetails: details}
@@ -314,10 +329,14 @@ func (w *Worker) report(task *api.ActivityTask, result history.Payload, err erro
 	}
 	// Any other error of a Reconcile lookup is a plain failure: the engine
 	// asks the lookup again (it is a read); only ErrOutcomeUnknown pauses.
-	w.deliver(task, hb, "failure", func(ctx context.Context) error {
-		_, err := w.svc.FailActivity(ctx, req)
+	verdict = w.deliver(task, hb, "failure", func(ctx context.Context) error {
+		resp, err := w.svc.FailActivity(ctx, req)
+		if err == nil && resp != nil {
+			cost = resp.CostUSD
+		}
 		return err
 	})
+	return verdict, cost
 }
 
 // reportTimeout bounds one attempt to deliver a report.
@@ -329,28 +348,29 @@ const reportTimeout = 30 * time.Second
 // only delays it: the outcome of an attempt is never dropped while the
 // worker runs. Once the worker has stopped (Run returned), a report still
 // undelivered is abandoned with an error line; the attempt's lease then
-// decides. hb, when set, keeps the lease while the report waits.
-func (w *Worker) deliver(task *api.ActivityTask, hb *heartbeater, what string, send func(ctx context.Context) error) {
+// decides. hb, when set, keeps the lease while the report waits. It returns
+// the engine's answer: a tracing.Verdict value.
+func (w *Worker) deliver(task *api.ActivityTask, hb *heartbeater, what string, send func(ctx context.Context) error) string {
 	for failures := 0; ; failures++ {
 		ctx, cancel := context.WithTimeout(w.reportCtx, reportTimeout)
 		err := send(ctx)
 		cancel()
 		switch {
 		case err == nil:
-			return
+			return tracing.VerdictRecorded
 		case errors.Is(err, api.ErrStaleAttempt), errors.Is(err, api.ErrWorkflowClosed):
 			log := w.activityLog(task)
 			log.Warn().Err(err).Str("report", what).Msg("activity report: this attempt no longer holds the lease; the engine recorded what it proves")
-			return
+			return tracing.VerdictStale
 		case !retryableReport(err):
 			log := w.activityLog(task)
 			log.Error().Err(err).Str("report", what).Msg("activity report refused; the lease will expire")
-			return
+			return tracing.VerdictRefused
 		}
 		if w.reportCtx.Err() != nil {
 			log := w.activityLog(task)
 			log.Error().Err(err).Str("report", what).Msg("worker stopped before the activity's outcome could be reported; the lease will expire")
-			return
+			return tracing.VerdictAbandoned
 		}
 		log := w.activityLog(task)
 		log.Warn().Err(err).Str("report", what).Int("failures", failures+1).Msg("could not report the activity's outcome yet; retrying")

@@ -5,11 +5,17 @@ package worker_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/cairnflow/cairn/engine"
 	"github.com/cairnflow/cairn/history/badgerstore"
@@ -34,6 +40,52 @@ func BenchmarkOneActivityWorkflowsSDK(b *testing.B) {
 }
 
 func benchOneActivitySDK(b *testing.B, inflight int, wo worker.Options) {
+	benchOneActivityWith(b, inflight, client.Options{}, wo)
+}
+
+// BenchmarkTracing is BenchmarkOneActivityWorkflowsSDK with OpenTelemetry
+// tracing off (no provider: the global no-op) and on (the SDK's provider,
+// every span sampled, batched to the OTLP/HTTP exporter and sent to an
+// in-process HTTP server that reads and discards the bodies), the two
+// interleaved in one sitting with -count. Compare cpu-µs/workflow:
+//
+//	go test -run '^$' -bench Tracing -benchtime 5000x -count 5 ./worker
+func BenchmarkTracing(b *testing.B) {
+	b.Run("off", func(b *testing.B) { benchOneActivitySDK(b, 256, worker.Options{}) })
+	b.Run("on", func(b *testing.B) {
+		sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/x-protobuf")
+		}))
+		defer sink.Close()
+		exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(sink.URL+"/v1/traces"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		counted := &countingExporter{SpanExporter: exp}
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(counted))
+		benchOneActivityWith(b, 256, client.Options{TracerProvider: tp}, worker.Options{TracerProvider: tp})
+		if err := tp.Shutdown(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		// 4 expected (the start, two workflow tasks, the attempt); fewer
+		// means the batcher dropped spans and the figure is low.
+		b.ReportMetric(float64(counted.n.Load())/float64(b.N), "spans/workflow")
+	})
+}
+
+// countingExporter counts the spans it exports.
+type countingExporter struct {
+	sdktrace.SpanExporter
+	n atomic.Int64
+}
+
+func (e *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	e.n.Add(int64(len(spans)))
+	return e.SpanExporter.ExportSpans(ctx, spans)
+}
+
+func benchOneActivityWith(b *testing.B, inflight int, co client.Options, wo worker.Options) {
 	st, err := badgerstore.Open(badgerstore.Options{Dir: b.TempDir()}) // fsync on
 	if err != nil {
 		b.Fatal(err)
@@ -46,7 +98,7 @@ func benchOneActivitySDK(b *testing.B, inflight int, wo worker.Options) {
 		_ = eng.Close()
 		_ = st.Close()
 	}()
-	c := client.NewLocal(eng, client.Options{})
+	c := client.NewLocal(eng, co)
 	wo.TaskQueue = "bench"
 	w, err := worker.New(c, wo)
 	if err != nil {

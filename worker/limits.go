@@ -22,19 +22,19 @@ import (
 // activity as completed without its result: its effect happened); a
 // completion refused for its size all the same (a transport's body limit)
 // is sent once more without its result.
-func (w *Worker) completeActivity(ctx context.Context, task *api.ActivityTask, req *api.CompleteActivityRequest) error {
+func (w *Worker) completeActivity(ctx context.Context, task *api.ActivityTask, req *api.CompleteActivityRequest) (*api.CompleteActivityResponse, error) {
 	size := len(req.Result.Data)
 	if max := task.MaxResultBytes; max > 0 && size > max && req.ResultOmitted == "" {
 		req.Result, req.ResultOmitted = history.Payload{}, fmt.Sprintf("the activity result is %d bytes, over the limit of %d", size, max)
 		w.warnOmitted(task, req.ResultOmitted)
 	}
-	_, err := w.svc.CompleteActivity(ctx, req)
+	resp, err := w.svc.CompleteActivity(ctx, req)
 	if errors.Is(err, api.ErrLimitExceeded) && req.ResultOmitted == "" {
 		req.Result, req.ResultOmitted = history.Payload{}, fmt.Sprintf("the %d-byte result was refused: %v", size, err)
 		w.warnOmitted(task, req.ResultOmitted)
-		_, err = w.svc.CompleteActivity(ctx, req)
+		resp, err = w.svc.CompleteActivity(ctx, req)
 	}
-	return err
+	return resp, err
 }
 
 func (w *Worker) warnOmitted(task *api.ActivityTask, reason string) {

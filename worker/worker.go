@@ -24,11 +24,13 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/oklog/run"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cairnflow/cairn/activities"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/internal/clock"
 	"github.com/cairnflow/cairn/internal/runpool"
+	"github.com/cairnflow/cairn/internal/tracing"
 	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/sdk/client"
 )
@@ -95,6 +97,12 @@ type Options struct {
 	// the worker the same one: a lease is an absolute time of the engine's
 	// clock.
 	Clock clock.Clock
+	// TracerProvider makes the OpenTelemetry spans of the worker's
+	// workflow tasks and activity attempts, children of the trace context
+	// each run carries (default: the global provider, a no-op unless the
+	// program installed one; workercli installs one from the standard
+	// OTEL_* environment). Replay makes no span.
+	TracerProvider trace.TracerProvider
 }
 
 // Validate reports options that cannot work.
@@ -194,6 +202,7 @@ type Worker struct {
 	// declarations are the registered activities as each poll declares
 	// them to the engine (set by Run).
 	declarations []api.ActivityDeclaration
+	tracer       trace.Tracer
 }
 
 // declare lists the registered activities with their class, business key
@@ -259,6 +268,7 @@ func New(c client.Client, opts Options) (*Worker, error) {
 		tasks:    runpool.New(opts.MaxConcurrentWorkflowTasks + opts.ActivityPollers),
 		actSlots: make(chan struct{}, opts.MaxConcurrentActivities),
 		clk:      opts.Clock,
+		tracer:   tracing.Tracer(opts.TracerProvider),
 	}
 	w.chunks = client.NewChunkCache(w.svc, opts.ChunkCacheBytes)
 	w.reportCtx, w.stopReports = context.WithCancel(context.Background())

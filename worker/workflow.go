@@ -6,9 +6,11 @@ import (
 	"sync"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/internal/tracing"
 	"github.com/cairnflow/cairn/sdk"
 )
 
@@ -76,9 +78,12 @@ func (w *Worker) handleWorkflowTask(task *api.WorkflowTask) {
 // runWorkflowTask runs the task on c (locked) and reports whether c's
 // Execution may serve the run's next task.
 func (w *Worker) runWorkflowTask(c *cached, task *api.WorkflowTask) (keep bool) {
-	ctx := context.Background()
+	ctx, span := w.workflowTaskSpan(task)
+	var spanErr error
+	defer func() { endSpan(span, spanErr) }()
 	cmds, err := w.process(ctx, c, task)
 	if err != nil {
+		spanErr = err
 		w.stats.WorkflowTaskFails.Add(1)
 		cause, f := sdk.TaskFailure(err)
 		log := w.taskLog(task)
@@ -90,6 +95,7 @@ func (w *Worker) runWorkflowTask(c *cached, task *api.WorkflowTask) (keep bool) 
 		return false
 	}
 	w.fitUpdateResults(task, cmds)
+	stampCommands(span, cmds)
 	if reason := commandsOverLimit(task, cmds); reason != "" {
 		w.failForLimit(ctx, task, reason)
 		return false
@@ -100,6 +106,7 @@ func (w *Worker) runWorkflowTask(c *cached, task *api.WorkflowTask) (keep bool) 
 		req.StickyQueue = w.sticky
 	}
 	if _, err := w.svc.CompleteWorkflowTask(ctx, req); err != nil {
+		spanErr = err
 		switch {
 		case errors.Is(err, api.ErrStaleTask), errors.Is(err, api.ErrWorkflowClosed):
 		case errors.Is(err, api.ErrLimitExceeded):
@@ -193,6 +200,9 @@ func (w *Worker) process(ctx context.Context, c *cached, task *api.WorkflowTask)
 	}
 	c.exec = exec
 	w.stats.FullReplays.Add(1)
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(tracing.Replayed.Bool(true))
+	}
 	return exec.ProcessTask(full)
 }
 

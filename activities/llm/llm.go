@@ -205,16 +205,21 @@ func (m *Model) call(ctx context.Context, in history.Payload) (Result, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.RequestTimeout)
 	defer cancel()
+	ctx, span := m.callSpan(ctx, req)
 	var r Result
 	if req.settings.Stream {
 		r, err = m.stream(ctx, req)
 	} else {
 		r, err = m.complete(ctx, req)
 	}
+	if err == nil {
+		err = checkAnswer(r, req.settings.AllowEmptyAnswer)
+	}
+	endCall(span, r, err)
 	if err != nil {
 		return Result{}, err
 	}
-	return r, checkAnswer(r, req.settings.AllowEmptyAnswer)
+	return r, nil
 }
 
 // complete makes a call without streaming.

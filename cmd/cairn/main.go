@@ -29,7 +29,9 @@ import (
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/cairnflow/cairn/internal/tracing/otlpenv"
 	"github.com/cairnflow/cairn/sdk/client"
 	"github.com/cairnflow/cairn/worker/workercli"
 )
@@ -47,6 +49,10 @@ type globals struct {
 	stdout  io.Writer
 	stderr  io.Writer
 	color   bool
+	// traces is the tracer provider of the CLI's client calls, built from
+	// the OTEL_* environment by the first dial (nil: none), flushed when
+	// the command ends.
+	traces *sdktrace.TracerProvider
 }
 
 func main() {
@@ -67,7 +73,11 @@ func cli(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := root.ExecuteContext(ctx); err != nil {
+	err := root.ExecuteContext(ctx)
+	if g.traces != nil {
+		flushTraces(g.traces.Shutdown)
+	}
+	if err != nil {
 		code := exitCode(err)
 		if errors.As(err, new(silentError)) {
 			return code
@@ -178,8 +188,21 @@ func clientFlags(cmd *cobra.Command, g *globals) *cobra.Command {
 }
 
 // dial returns a client for the server named by the client flags.
+// With the OTEL_* environment asking for traces, the runs it starts join
+// (or begin) a trace: docs/observability.md.
 func (g *globals) dial() (client.Client, error) {
-	return client.Dial(withDefaultPort(g.address), client.Options{Identity: cliIdentity()}, client.DialOptions{Token: g.token})
+	opts := client.Options{Identity: cliIdentity()}
+	if g.traces == nil {
+		tp, err := otlpenv.New(context.Background(), "cairn-cli", os.LookupEnv)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		g.traces = tp
+	}
+	if g.traces != nil {
+		opts.TracerProvider = g.traces
+	}
+	return client.Dial(withDefaultPort(g.address), opts, client.DialOptions{Token: g.token})
 }
 
 func cliIdentity() string {

@@ -24,6 +24,7 @@ import (
 	"github.com/cairnflow/cairn/history/badgerstore"
 	"github.com/cairnflow/cairn/history/pgstore"
 	"github.com/cairnflow/cairn/internal/crashpoint"
+	"github.com/cairnflow/cairn/internal/tracing/otlpenv"
 )
 
 // Server is one `cairn server` (or `cairn dev`) process: its store, its
@@ -53,6 +54,13 @@ type Server struct {
 func serve(ctx context.Context, g *globals, f serverFlags, hooks serveHooks) error {
 	s := &Server{g: g, f: f, hooks: hooks}
 	defer s.close()
+	// Traces, when the OTEL_* environment asks for them (the demo's
+	// worker and client of cairn dev trace with the global provider).
+	shutdown, err := otlpenv.Setup(ctx, "cairn-server")
+	if err != nil {
+		return usageError{err}
+	}
+	defer flushTraces(shutdown)
 	for _, step := range []func() error{s.configure, s.openStore, s.openEngine, s.listen, s.joinCluster, s.serveAPI, s.serveUI, s.addActors} {
 		if err := step(); err != nil {
 			return err
@@ -65,6 +73,13 @@ func serve(ctx context.Context, g *globals, f serverFlags, hooks serveHooks) err
 		return nil
 	}, func(error) {})
 	return s.group.Run()
+}
+
+// flushTraces sends the spans still queued, waiting at most 5 seconds.
+func flushTraces(shutdown func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = shutdown(ctx) // an unreachable collector must not hold the exit
 }
 
 // configure checks the flags that need no resource: the log level, the

@@ -57,6 +57,10 @@ type WorkflowTask struct {
 	// measures from the events themselves, so it replays exactly); 0
 	// means unknown (no suggestion by size).
 	SuggestContinueAsNewBytes int64
+	// TraceParent and TraceState are the run's W3C trace context (its
+	// WorkflowStarted's), empty when the run is not traced.
+	TraceParent string
+	TraceState  string
 }
 
 // WorkflowQuery is a query to answer from the run's current state.
@@ -167,6 +171,11 @@ type ScheduleActivityCommand struct {
 	// when it is larger than ShareResultMinBytes, so that other payloads
 	// can reference it (see history.ActivityScheduled.ShareResult).
 	ShareResult bool
+	// TraceParent is the W3C traceparent of the workflow task that
+	// scheduled the activity (set by a tracing worker, not by workflow
+	// code): its attempts are traced as its children. Not recorded in the
+	// history; replay ignores it.
+	TraceParent string `json:",omitempty"`
 }
 
 // ShareResultMinBytes is the smallest result a ShareResult activity has
@@ -223,6 +232,10 @@ type StartChildWorkflowCommand struct {
 	TaskTimeout       time.Duration
 	ParentClosePolicy history.ParentClosePolicy
 	ReusePolicy       ReusePolicy
+	// TraceParent is the W3C traceparent of the workflow task that
+	// started the child (set by a tracing worker): the child run is traced
+	// as its child. Not recorded in the parent's history; replay ignores it.
+	TraceParent string `json:",omitempty"`
 }
 
 // SignalExternalWorkflowCommand signals another run (→ SignalExternalSent).
@@ -389,6 +402,12 @@ type ActivityTask struct {
 	// worker that scheduled it did not declare it as this one does: answer
 	// with CompleteActivity.KeyMaterial, without running the activity.
 	KeyTask bool
+	// TraceParent and TraceState are the W3C trace context the attempt is
+	// traced under: the workflow task that scheduled it when that task was
+	// traced (ScheduleActivityCommand.TraceParent), else the run's. Empty:
+	// not traced.
+	TraceParent string
+	TraceState  string
 }
 
 // HeartbeatRequest extends an attempt's lease.
@@ -445,8 +464,13 @@ type CompleteActivityRequest struct {
 	ActivityID string
 }
 
-// CompleteActivityResponse is empty.
-type CompleteActivityResponse struct{}
+// CompleteActivityResponse answers a completion.
+type CompleteActivityResponse struct {
+	// CostUSD is what the engine's price table puts on the attempt's
+	// reported usage (0: no usage, or no price for its model): a worker
+	// traces it (cairn.cost).
+	CostUSD float64
+}
 
 // FailActivityRequest records an attempt's failure.
 type FailActivityRequest struct {
@@ -488,7 +512,11 @@ type FailActivityRequest struct {
 	ActivityID string
 }
 
-// FailActivityResponse is empty.
-type FailActivityResponse struct{}
+// FailActivityResponse answers a failure report.
+type FailActivityResponse struct {
+	// CostUSD is what the engine's price table puts on the attempt's
+	// reported usage (see CompleteActivityResponse.CostUSD).
+	CostUSD float64
+}
 
 // MarshalJSON writes the status by name ("running"), for people and scripts.

@@ -124,6 +124,12 @@ type StartWorkflowRequest struct {
 	// workflow id another server serves: the run its parent decided
 	// (docs/scale-out.md). Clients leave it nil.
 	Child *ChildOf `json:",omitempty"`
+	// TraceParent and TraceState are the W3C trace context of the caller
+	// (OpenTelemetry), recorded on the run's WorkflowStarted: the run's
+	// workflow tasks and activity attempts are traced as its children.
+	// Empty: not traced.
+	TraceParent string `json:",omitempty"`
+	TraceState  string `json:",omitempty"`
 }
 
 // ChildOf is the parent side of a child run started on another server.

@@ -56,7 +56,8 @@ func (t *transition) scheduleActivity(c *api.ScheduleActivityCommand, wtc int64,
 	a := &ActivityInfo{ScheduledEventID: id, ActivityID: c.ActivityID, ActivityType: c.ActivityType, Options: opts,
 		Effect: effect, IdempotencyKey: key, HasReconcile: reconcile, ScheduledTime: t.now,
 		State: api.ActivityStateScheduled, Attempt: 1, Metered: c.Metered, KeyPending: pending,
-		BusinessKey: c.BusinessKey || pending && d.BusinessKey, ShareResult: c.ShareResult, OriginKey: origin}
+		BusinessKey: c.BusinessKey || pending && d.BusinessKey, ShareResult: c.ShareResult, OriginKey: origin,
+		TraceParent: bounded(c.TraceParent, maxTraceParent)}
 	if c.Metered {
 		st.Turns++
 		a.Turn = st.Turns

@@ -230,6 +230,8 @@ func (m *Machine) Start(p StartParams, now time.Time) (*RunState, Output) {
 		Parent:           p.Parent,
 		Budget:           req.Budget,
 		ForkOf:           p.ForkOf,
+		TraceParent:      bounded(req.TraceParent, maxTraceParent),
+		TraceState:       bounded(req.TraceState, maxTraceState),
 	}
 	if st.FirstRunID == "" {
 		st.FirstRunID = p.RunID
@@ -242,6 +244,7 @@ func (m *Machine) Start(p StartParams, now time.Time) (*RunState, Output) {
 		WorkflowType: req.WorkflowType, TaskQueue: req.TaskQueue, Input: req.Input,
 		ExecutionTimeout: req.ExecutionTimeout, RunTimeout: req.RunTimeout, TaskTimeout: st.TaskTimeout,
 		ContinuedFromRunID: p.ContinuedFrom, FirstRunID: st.FirstRunID, Identity: req.Identity, Budget: req.Budget,
+		TraceParent: st.TraceParent, TraceState: st.TraceState,
 	}
 	if p.Parent != nil {
 		started.ParentWorkflowID = p.Parent.WorkflowID
@@ -260,6 +263,22 @@ func (m *Machine) Start(p StartParams, now time.Time) (*RunState, Output) {
 	t.deadline(Deadline{At: st.RunDeadline, Kind: DeadlineRunTimeout})
 	t.needWFT()
 	return st, t.out
+}
+
+// The longest W3C trace context kept (a traceparent is 55 characters;
+// tracestate is at most 32 entries of 256): anything longer is dropped, not
+// stored, so that a caller cannot grow a run's state through it.
+const (
+	maxTraceParent = 128
+	maxTraceState  = 512
+)
+
+// bounded is s, or empty when it is longer than max.
+func bounded(s string, max int) string {
+	if len(s) > max {
+		return ""
+	}
+	return s
 }
 
 // Signal delivers a signal.

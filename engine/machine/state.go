@@ -108,6 +108,11 @@ type RunState struct {
 	// Limits.MaxUpdates): an update sent again with an id found here is
 	// answered from its record, never applied twice.
 	Updates []UpdateRecord `msgpack:",omitempty"`
+
+	// TraceParent and TraceState are the run's W3C trace context, as its
+	// WorkflowStarted records it (empty: not traced). Its tasks carry it.
+	TraceParent string `msgpack:",omitempty"`
+	TraceState  string `msgpack:",omitempty"`
 }
 
 // UpdateRecord is an accepted update of a run.
@@ -283,6 +288,10 @@ type ActivityInfo struct {
 	// ForkHeld: a fork held the action (no ledger answered it); the run
 	// waits for a person to perform it or give its result.
 	ForkHeld bool `msgpack:",omitempty"`
+	// TraceParent is the W3C traceparent of the workflow task that
+	// scheduled the activity, when it was traced (its attempts are traced
+	// as its children); empty: the run's.
+	TraceParent string `msgpack:",omitempty"`
 }
 
 // TimerInfo is one running user timer.

@@ -443,12 +443,21 @@ func (t *transition) startChild(c *api.StartChildWorkflowCommand, wtc int64, ref
 	t.out.ChildStarts = append(t.out.ChildStarts, ChildStart{Params: StartParams{
 		Request: api.StartWorkflowRequest{WorkflowID: c.WorkflowID, WorkflowType: c.WorkflowType, TaskQueue: queue,
 			Input: c.Input, ExecutionTimeout: c.ExecutionTimeout, RunTimeout: c.RunTimeout, TaskTimeout: c.TaskTimeout,
-			ReusePolicy: c.ReusePolicy},
+			ReusePolicy: c.ReusePolicy, TraceParent: childTraceParent(st, c), TraceState: st.TraceState},
 		RunID:  runID,
 		Parent: &ParentRef{WorkflowID: st.WorkflowID, RunID: st.RunID, InitiatedEventID: id, ParentClosePolicy: c.ParentClosePolicy},
 		ForkOf: childFork(st),
 	}})
 	return nil
+}
+
+// childTraceParent is the trace context a child run is traced under: the
+// workflow task that started it, else its parent run's.
+func childTraceParent(st *RunState, c *api.StartChildWorkflowCommand) string {
+	if c.TraceParent != "" {
+		return bounded(c.TraceParent, maxTraceParent)
+	}
+	return st.TraceParent
 }
 
 // cancelChild records the parent's request to cancel a child and, when the
@@ -499,7 +508,8 @@ func (t *transition) continueAsNew(c *api.ContinueAsNewCommand, wtc int64) {
 	st := t.st
 	next := StartParams{
 		Request: api.StartWorkflowRequest{WorkflowID: st.WorkflowID, WorkflowType: c.WorkflowType, TaskQueue: c.TaskQueue,
-			Input: c.Input, ExecutionTimeout: st.ExecutionTimeout, RunTimeout: c.RunTimeout, TaskTimeout: c.TaskTimeout},
+			Input: c.Input, ExecutionTimeout: st.ExecutionTimeout, RunTimeout: c.RunTimeout, TaskTimeout: c.TaskTimeout,
+			TraceParent: st.TraceParent, TraceState: st.TraceState},
 		RunID:             t.m.NewRunID(),
 		FirstRunID:        st.FirstRunID,
 		Parent:            st.Parent,

@@ -68,6 +68,7 @@ func TestRulesCatchBreaks(t *testing.T) {
 		Rules[8].Name:  {"worker", "history/badgerstore"},
 		Rules[9].Name:  {"engine/machine", "os"},
 		Rules[10].Name: {"history/storecopy", "history/badgerstore"},
+		Rules[11].Name: {"worker", "go.opentelemetry.io/otel/sdk/trace"},
 	}
 	if len(breaks) != len(Rules) {
 		t.Fatalf("%d rules, %d deliberate breaks: give every rule one", len(Rules), len(breaks))

@@ -79,7 +79,8 @@ func is(paths ...string) func(string) bool {
 }
 
 // groundFloor are the low-level helpers below everything.
-var groundFloor = is("internal/clock", "internal/wire", "internal/runpool", "internal/gctune", "internal/crashpoint")
+var groundFloor = is("internal/clock", "internal/wire", "internal/runpool", "internal/gctune", "internal/crashpoint",
+	"internal/tracing", "internal/tracing/otlpenv")
 
 // testOnly are packages only tests may import: the suite's kits, and the
 // SDK's test environment (it embeds an engine, so a worker binary must not
@@ -130,7 +131,9 @@ var Rules = []Rule{
 		}},
 	{Name: "the store copy is written against history.Store only (it links no store)",
 		Applies:   is("history/storecopy"),
-		Forbidden: func(imp string) bool { return ours(imp) && imp != "history" }},
+		Forbidden: func(imp string) bool { return ours(imp) && imp != "history" }}, {Name: "the libraries trace with the OpenTelemetry API only: no SDK, no exporter, no gRPC (internal/tracing/otlpenv is for binaries)",
+		Applies:   is("worker", "sdk", "sdk/client", "sdk/agent", "activities", "activities/llm", "internal/tracing", "engine"),
+		Forbidden: under("go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters", "google.golang.org/grpc", "internal/tracing/otlpenv"), Linked: true},
 }
 
 // Check returns every import of pkgs that breaks a rule.

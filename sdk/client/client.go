@@ -17,8 +17,12 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/internal/tracing"
 	"github.com/cairnflow/cairn/sdk"
 )
 
@@ -167,6 +171,11 @@ type Options struct {
 	Converter sdk.Converter
 	// Identity names this client in history (default "client").
 	Identity string
+	// TracerProvider makes the OpenTelemetry span of each run this client
+	// starts (cairn.workflow.start), whose W3C trace context the run
+	// carries to its workflow tasks, activities and children (default: the
+	// global provider, a no-op unless the program installed one).
+	TracerProvider trace.TracerProvider
 }
 
 // StartOptions describe a run to start.
@@ -212,7 +221,7 @@ func NewLocal(svc api.Service, opts Options) Client {
 	if opts.Identity == "" {
 		opts.Identity = "client"
 	}
-	return &serviceClient{svc: svc, opts: opts}
+	return &serviceClient{svc: svc, opts: opts, tracer: tracing.Tracer(opts.TracerProvider)}
 }
 
 type serviceClient struct {
@@ -221,6 +230,7 @@ type serviceClient struct {
 	// closer releases the transport's resources (Dial); nil for NewLocal,
 	// whose service belongs to the caller.
 	closer func() error
+	tracer trace.Tracer
 }
 
 func (c *serviceClient) Service() api.Service     { return c.svc }
@@ -262,11 +272,39 @@ func (c *serviceClient) StartWorkflow(ctx context.Context, opts StartOptions, wo
 	if err != nil {
 		return nil, err
 	}
+	ctx, span := c.traceStart(ctx, req)
 	resp, err := c.svc.StartWorkflow(ctx, req)
 	if err != nil {
+		endStart(span, "", err)
 		return nil, err
 	}
+	endStart(span, resp.RunID, nil)
 	return &run{c: c, workflowID: opts.ID, runID: resp.RunID}, nil
+}
+
+// traceStart starts the span of a run's start and puts its W3C trace
+// context in req, so that the run's tasks are traced under it.
+func (c *serviceClient) traceStart(ctx context.Context, req *api.StartWorkflowRequest) (context.Context, trace.Span) {
+	ctx, span := c.tracer.Start(ctx, tracing.SpanWorkflowStart, trace.WithSpanKind(trace.SpanKindProducer))
+	if !span.IsRecording() {
+		return ctx, span
+	}
+	span.SetAttributes(tracing.WorkflowID.String(req.WorkflowID), tracing.WorkflowType.String(req.WorkflowType))
+	req.TraceParent, req.TraceState = tracing.Inject(ctx)
+	return ctx, span
+}
+
+// endStart ends a start's span with the run it named or the error.
+func endStart(span trace.Span, runID string, err error) {
+	if span.IsRecording() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		} else {
+			span.SetAttributes(tracing.RunID.String(runID))
+		}
+	}
+	span.End()
 }
 
 func (c *serviceClient) ExecuteWorkflow(ctx context.Context, opts StartOptions, workflow any, input any, valuePtr any) (Run, error) {
@@ -296,10 +334,13 @@ func (c *serviceClient) SignalWithStartWorkflow(ctx context.Context, opts StartO
 	if err != nil {
 		return nil, err
 	}
+	ctx, span := c.traceStart(ctx, req)
 	resp, err := c.svc.SignalWithStartWorkflow(ctx, &api.SignalWithStartRequest{Start: *req, SignalName: signalName, SignalInput: sig})
 	if err != nil {
+		endStart(span, "", err)
 		return nil, err
 	}
+	endStart(span, resp.RunID, nil)
 	return &run{c: c, workflowID: opts.ID, runID: resp.RunID}, nil
 }
 

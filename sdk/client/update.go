@@ -90,7 +90,14 @@ func (c *serviceClient) UpdateWithStartWorkflow(ctx context.Context, start Start
 		return nil, err
 	}
 	req.Start = sreq
-	return c.update(ctx, req)
+	ctx, span := c.traceStart(ctx, sreq)
+	h, err := c.update(ctx, req)
+	if err != nil {
+		endStart(span, "", err)
+		return nil, err
+	}
+	endStart(span, h.RunID(), nil)
+	return h, nil
 }
 
 // update sends req until the update reaches the stage it waits for (each

@@ -24,12 +24,14 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/internal/gctune"
+	"github.com/cairnflow/cairn/internal/tracing/otlpenv"
 	"github.com/cairnflow/cairn/sdk"
 	"github.com/cairnflow/cairn/sdk/client"
 	"github.com/cairnflow/cairn/worker"
@@ -160,6 +162,15 @@ func runCommand(register func(worker.Registrar) error, opts Options) *cobra.Comm
 			}
 			log := zerolog.New(cmd.ErrOrStderr()).Level(lvl).With().Timestamp().Logger()
 			gctune.ForServer()
+			shutdown, err := otlpenv.Setup(cmd.Context(), opts.Name)
+			if err != nil {
+				return usageError{err}
+			}
+			defer func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = shutdown(ctx) // flush the spans still queued; an unreachable collector must not hold the exit
+			}()
 			c, err := client.Dial(address, client.Options{}, client.DialOptions{Token: token})
 			if err != nil {
 				return err

@@ -79,6 +79,17 @@ type Options struct {
 	// system. A Reconcile lookup, or the next attempt after a "did not
 	// happen", is dispatched only once it has passed. See docs/effects.md.
 	LeaseDriftMargin time.Duration
+	// Retention is how long a closed run is kept when its start did not
+	// say (api.StartWorkflowRequest.Retention): after it, the retention
+	// sweep deletes its history, state and list entries (retention.go;
+	// the effects ledger is kept). Zero: kept until deleted by hand.
+	// `cairn server` defaults to 30 days (docs/operations.md).
+	Retention time.Duration
+	// RetentionSweepInterval, when positive, runs the retention sweep
+	// (SweepRetention) in the background that often, on Clock. Zero: no
+	// background sweep (an embedded engine calls SweepRetention itself;
+	// `cairn server` sweeps every DefaultRetentionSweepInterval).
+	RetentionSweepInterval time.Duration
 }
 
 // DefaultLeaseDriftMargin is Options.LeaseDriftMargin's default.
@@ -91,6 +102,9 @@ func (o *Options) Validate() error {
 	}
 	if o.LeaseDriftMargin < 0 {
 		return fmt.Errorf("%w: engine: LeaseDriftMargin must not be negative", api.ErrInvalidArgument)
+	}
+	if o.RetentionSweepInterval < 0 {
+		return fmt.Errorf("%w: engine: RetentionSweepInterval must not be negative", api.ErrInvalidArgument)
 	}
 	if o.PollTimeout < 0 {
 		return fmt.Errorf("%w: engine: PollTimeout must not be negative", api.ErrInvalidArgument)
@@ -289,6 +303,10 @@ func Open(opts Options) (*Engine, error) {
 	}
 	e.running.Store(true)
 	e.timers.Start()
+	if opts.RetentionSweepInterval > 0 {
+		e.bg.Add(1)
+		go e.sweepLoop()
+	}
 	for _, c := range e.corrupt.list() {
 		e.failParentLater(c) // children quarantined at Open, or before it
 	}

@@ -139,6 +139,7 @@ func (x *txn) build(ctx context.Context) error {
 		if err := x.index(tr); err != nil {
 			return err
 		}
+		x.retentionRecords(tr)
 	}
 	return nil
 }

@@ -63,6 +63,7 @@ var routes = map[string]endpoint{
 	"GetTranscript":           route(false, api.Service.GetTranscript),
 	"DescribeCluster":         route(false, api.Service.DescribeCluster),
 	"NotifyChildClosed":       route(false, api.Service.NotifyChildClosed),
+	"DeleteWorkflow":          route(false, api.Service.DeleteWorkflow),
 }
 
 // Methods returns the names of the served methods.

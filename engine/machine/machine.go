@@ -230,6 +230,7 @@ func (m *Machine) Start(p StartParams, now time.Time) (*RunState, Output) {
 		Parent:           p.Parent,
 		Budget:           req.Budget,
 		ForkOf:           p.ForkOf,
+		Retention:        req.Retention,
 	}
 	if st.FirstRunID == "" {
 		st.FirstRunID = p.RunID
@@ -242,6 +243,7 @@ func (m *Machine) Start(p StartParams, now time.Time) (*RunState, Output) {
 		WorkflowType: req.WorkflowType, TaskQueue: req.TaskQueue, Input: req.Input,
 		ExecutionTimeout: req.ExecutionTimeout, RunTimeout: req.RunTimeout, TaskTimeout: st.TaskTimeout,
 		ContinuedFromRunID: p.ContinuedFrom, FirstRunID: st.FirstRunID, Identity: req.Identity, Budget: req.Budget,
+		Retention: req.Retention,
 	}
 	if p.Parent != nil {
 		started.ParentWorkflowID = p.Parent.WorkflowID

@@ -108,6 +108,11 @@ type RunState struct {
 	// Limits.MaxUpdates): an update sent again with an id found here is
 	// answered from its record, never applied twice.
 	Updates []UpdateRecord `msgpack:",omitempty"`
+
+	// Retention is how long the run is kept after it closes, as its start
+	// asked (WorkflowStarted.Retention); 0: the engine's default
+	// (engine.Options.Retention). A continue-as-new's next run keeps it.
+	Retention time.Duration `msgpack:",omitempty"`
 }
 
 // UpdateRecord is an accepted update of a run.

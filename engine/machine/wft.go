@@ -499,7 +499,8 @@ func (t *transition) continueAsNew(c *api.ContinueAsNewCommand, wtc int64) {
 	st := t.st
 	next := StartParams{
 		Request: api.StartWorkflowRequest{WorkflowID: st.WorkflowID, WorkflowType: c.WorkflowType, TaskQueue: c.TaskQueue,
-			Input: c.Input, ExecutionTimeout: st.ExecutionTimeout, RunTimeout: c.RunTimeout, TaskTimeout: c.TaskTimeout},
+			Input: c.Input, ExecutionTimeout: st.ExecutionTimeout, RunTimeout: c.RunTimeout, TaskTimeout: c.TaskTimeout,
+			Retention: st.Retention},
 		RunID:             t.m.NewRunID(),
 		FirstRunID:        st.FirstRunID,
 		Parent:            st.Parent,

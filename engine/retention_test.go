@@ -1,0 +1,181 @@
+package engine
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
+)
+
+// paidAndClosed runs workflow id through one payment of INV-1 (completed
+// with "paid") and completes it; it returns the run id.
+func paidAndClosed(h *harness, id string) string {
+	h.t.Helper()
+	run := h.start(id, "W")
+	h.complete(h.pollWFT("q"), pay("a1", "INV-1"))
+	h.completeActivity(h.pollActivity("q"), `"paid"`)
+	h.complete(h.pollWFT("q"), completeWF(`"done"`))
+	return run
+}
+
+func (h *harness) sweep() SweepReport {
+	h.t.Helper()
+	rep, err := h.eng.SweepRetention(h.ctx())
+	if err != nil {
+		h.t.Fatalf("sweep: %v", err)
+	}
+	return rep
+}
+
+// wantDeleted fails unless the run is gone from every read of the API.
+func (h *harness) wantDeleted(id, runID string) {
+	h.t.Helper()
+	_, err := h.eng.DescribeWorkflow(h.ctx(), &api.DescribeWorkflowRequest{WorkflowID: id, RunID: runID})
+	wantErr(h.t, err, api.ErrNotFound)
+	_, err = h.eng.GetHistory(h.ctx(), &api.GetHistoryRequest{WorkflowID: id, RunID: runID})
+	wantErr(h.t, err, api.ErrNotFound)
+	if last, err := h.store.LastEventID(h.ctx(), history.RunRef{WorkflowID: id, RunID: runID}); err != nil || last != 0 {
+		h.t.Fatalf("the store still holds events of %s/%s: last %d, %v", id, runID, last, err)
+	}
+	list, err := h.eng.ListWorkflows(h.ctx(), &api.ListWorkflowsRequest{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, w := range list.Workflows {
+		if w.WorkflowID == id && w.RunID == runID {
+			h.t.Fatalf("the list still shows %s/%s", id, runID)
+		}
+	}
+}
+
+// TestRetentionSweepKeepsLedger: a closed run is deleted once its
+// retention passed (by the engine's clock, not before), its ledger entry
+// stays, and the workflow id started again is answered from the ledger:
+// the payment is deduplicated, no second attempt is dispatched.
+func TestRetentionSweepKeepsLedger(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.Retention = 24 * time.Hour })
+	first := paidAndClosed(h, "pay")
+	h.advance(23 * time.Hour)
+	if rep := h.sweep(); rep.Deleted != 0 {
+		t.Fatalf("deleted before the retention passed: %+v", rep)
+	}
+	h.describe("pay")
+	h.advance(2 * time.Hour)
+	if rep := h.sweep(); rep.Deleted != 1 || rep.Skipped != 0 {
+		t.Fatalf("sweep: %+v", rep)
+	}
+	h.wantDeleted("pay", first)
+	if s := h.eng.Stats(); s.RunsDeleted != 1 || s.RetentionSweeps != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+	effects, err := h.eng.ListEffects(h.ctx(), &api.ListEffectsRequest{WorkflowID: "pay"})
+	if err != nil || len(effects.Effects) != 1 {
+		t.Fatalf("the ledger entry is gone: %+v, %v", effects, err)
+	}
+	h.wantConsistent()
+
+	second := h.start("pay", "W")
+	if second == first {
+		t.Fatal("no new run")
+	}
+	h.complete(h.pollWFT("q"), pay("a1", "INV-1"))
+	evs := h.history("pay")
+	d, _ := find[*history.ActivityDeduplicated](t, evs)
+	if string(d.Result.Data) != `"paid"` {
+		t.Fatalf("deduplicated with %q:\n%s", d.Result.Data, types(evs))
+	}
+	h.noActivity("q")
+	if rep := h.sweep(); rep.Deleted != 0 {
+		t.Fatalf("swept an open run: %+v", rep)
+	}
+}
+
+// TestRetentionPerStart: a start's own retention overrides the default,
+// and a negative one keeps the run; without a default nothing expires.
+func TestRetentionPerStart(t *testing.T) {
+	h := newHarness(t)
+	closeNow := func(id string, retention time.Duration) string {
+		run := h.startWith(api.StartWorkflowRequest{WorkflowID: id, WorkflowType: "W", TaskQueue: "q", Retention: retention}).RunID
+		h.complete(h.pollWFT("q"), completeWF(`"done"`))
+		return run
+	}
+	short := closeNow("short", time.Hour)
+	closeNow("forever", -1)
+	closeNow("default", 0)
+	h.advance(2 * time.Hour)
+	if rep := h.sweep(); rep.Deleted != 1 {
+		t.Fatalf("sweep: %+v", rep)
+	}
+	h.wantDeleted("short", short)
+	h.advance(10000 * time.Hour)
+	if rep := h.sweep(); rep.Deleted != 0 {
+		t.Fatalf("sweep: %+v", rep)
+	}
+	h.describe("forever")
+	h.describe("default")
+	h.wantConsistent()
+}
+
+// TestDeleteWorkflow: an open run is refused unless forced (then
+// terminated first); a closed one is deleted at once; a deleted run's
+// workflow id can be started again.
+func TestDeleteWorkflow(t *testing.T) {
+	h := newHarness(t)
+	run := h.start("wf", "W")
+	_, err := h.eng.DeleteWorkflow(h.ctx(), &api.DeleteWorkflowRequest{WorkflowID: "wf"})
+	wantErr(t, err, api.ErrFailedPrecondition)
+	resp, err := h.eng.DeleteWorkflow(h.ctx(), &api.DeleteWorkflowRequest{WorkflowID: "wf", Force: true, Reason: "cleanup"})
+	if err != nil || !resp.Terminated || resp.RunID != run {
+		t.Fatalf("forced delete: %+v, %v", resp, err)
+	}
+	h.wantDeleted("wf", run)
+	_, err = h.eng.DeleteWorkflow(h.ctx(), &api.DeleteWorkflowRequest{WorkflowID: "wf"})
+	wantErr(t, err, api.ErrNotFound)
+
+	closed := paidAndClosed(h, "closed")
+	resp, err = h.eng.DeleteWorkflow(h.ctx(), &api.DeleteWorkflowRequest{WorkflowID: "closed", RunID: closed})
+	if err != nil || resp.Terminated {
+		t.Fatalf("delete: %+v, %v", resp, err)
+	}
+	h.wantDeleted("closed", closed)
+	h.wantConsistent()
+	again := h.start("wf", "W")
+	if again == run {
+		t.Fatal("the deleted run came back")
+	}
+	h.reopen()
+	h.wantDeleted("closed", closed)
+	h.describe("wf")
+}
+
+// TestRetentionKeepsBaseOfReset: a run a reset reads its first events
+// from is not deleted while the reset run is kept — the sweep postpones
+// it, DeleteWorkflow refuses it — and goes once the reset run is deleted.
+func TestRetentionKeepsBaseOfReset(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.Retention = time.Hour })
+	base := paidRun(h)
+	r := h.reset(api.ResetWorkflowRequest{WorkflowID: "pay-1", ToFirstTask: true})
+	h.advance(2 * time.Hour)
+	if rep := h.sweep(); rep.Deleted != 0 || rep.Postponed != 1 {
+		t.Fatalf("sweep: %+v", rep)
+	}
+	_, err := h.eng.DeleteWorkflow(h.ctx(), &api.DeleteWorkflowRequest{WorkflowID: "pay-1", RunID: base})
+	if !errors.Is(err, api.ErrFailedPrecondition) || !errors.Is(err, errBaseKept) {
+		t.Fatalf("delete of the base: %v", err)
+	}
+	h.historyOf("pay-1", r.RunID) // still readable through its base
+	h.terminate("pay-1")
+	h.advance(2 * time.Hour)
+	if rep := h.sweep(); rep.Deleted != 1 || rep.Postponed != 0 {
+		t.Fatalf("sweep after the reset run closed: %+v", rep)
+	}
+	h.wantDeleted("pay-1", r.RunID)
+	h.advance(RetentionRetry)
+	if rep := h.sweep(); rep.Deleted != 1 {
+		t.Fatalf("sweep of the base: %+v", rep)
+	}
+	h.wantDeleted("pay-1", base)
+	h.wantConsistent()
+}

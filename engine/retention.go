@@ -290,6 +290,11 @@ func (e *Engine) SweepRetention(ctx context.Context) (SweepReport, error) {
 			break
 		}
 	}
+	if r, ok := e.store.(history.Reclaimer); ok && rep.Deleted > 0 && ctx.Err() == nil {
+		if err := r.Reclaim(ctx); err != nil {
+			e.log.Warn().Err(err).Msg("retention: reclaim the store's space")
+		}
+	}
 	rep.Took = time.Since(start)
 	e.stats.sweeps.Add(1)
 	ev := e.log.Info()

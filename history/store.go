@@ -227,6 +227,14 @@ type Store interface {
 	Close() error
 }
 
+// Reclaimer is implemented by stores that can give the space of deleted
+// data back (after Batch.DeleteRuns and record deletes): the engine calls
+// it after a retention sweep that deleted runs. It may take long and does
+// not block commits for its duration (it is not a transaction).
+type Reclaimer interface {
+	Reclaim(ctx context.Context) error
+}
+
 // RunLister is implemented by stores that can name every run they hold
 // events for. Store reads a run's events only by its name, and the
 // engine's records name runs (their states, in SpaceRunState), but a run

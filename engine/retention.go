@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/cairnflow/cairn/engine/api"
@@ -48,9 +49,10 @@ func expiryKey(at time.Time, ref history.RunRef) []byte {
 }
 
 // deletedKey is a deleted run's tombstone (family "d" of SpaceIndex, value
-// the deletion time in unix nanos): the effects ledger may still name the
-// run, and `cairn check` tells a deleted run from a lost one by it. It is
-// kept as long as the ledger (forever).
+// the deletion time in unix nanos), written when its workflow id has
+// effects-ledger entries: the ledger may still name the run, and `cairn
+// check` tells a deleted run from a lost one by it. It is kept as long as
+// the ledger (forever).
 func deletedKey(ref history.RunRef) []byte {
 	return history.Key().Str("d").Str(ref.WorkflowID).Str(ref.RunID).Bytes()
 }
@@ -207,8 +209,16 @@ func (e *Engine) deleteBatch(ctx context.Context, x *txn, st *machine.RunState, 
 		x.batch.Deletes = append(x.batch.Deletes, history.RecordKey{Space: sp, Key: key})
 	}
 	x.batch.DeleteRuns = append(x.batch.DeleteRuns, ref)
-	x.batch.Puts = append(x.batch.Puts, history.Record{Space: history.SpaceIndex, Key: deletedKey(ref),
-		Value: history.Key().Int(x.now.UnixNano()).Bytes()})
+	// The tombstone only where the ledger may name the run: a workflow id
+	// with ledger entries (a run without keyed actions leaves nothing).
+	ledger, err := e.store.Scan(ctx, history.SpaceLedger, history.ScanOptions{Prefix: history.Key().Str(ref.WorkflowID).Bytes(), Limit: 1})
+	if err != nil {
+		return storeErr(err)
+	}
+	if len(ledger) > 0 {
+		x.batch.Puts = append(x.batch.Puts, history.Record{Space: history.SpaceIndex, Key: deletedKey(ref),
+			Value: history.Key().Int(x.now.UnixNano()).Bytes()})
+	}
 	del(history.SpaceRunState, stateKey(ref))
 	del(history.SpaceIndex, indexAllKey(st))
 	del(history.SpaceIndex, indexStatusKey(st.Status, st))
@@ -270,6 +280,7 @@ func (e *Engine) SweepRetention(ctx context.Context) (SweepReport, error) {
 			return rep, storeErr(err)
 		}
 		done := len(recs) < retentionSweepBatch
+		var due []expired
 		for _, r := range recs {
 			after = r.Key
 			kr := history.ReadKey(r.Key)
@@ -284,8 +295,9 @@ func (e *Engine) SweepRetention(ctx context.Context) (SweepReport, error) {
 				done = true
 				break
 			}
-			e.sweepOne(ctx, ref, r.Key, now, &rep)
+			due = append(due, expired{ref: ref, key: r.Key})
 		}
+		e.sweepRound(ctx, due, now, &rep)
 		if done || ctx.Err() != nil {
 			break
 		}
@@ -304,6 +316,44 @@ func (e *Engine) SweepRetention(ctx context.Context) (SweepReport, error) {
 	ev.Int("deleted", rep.Deleted).Int("postponed", rep.Postponed).Int("skipped", rep.Skipped).
 		Dur("took", rep.Took).Msg("retention sweep")
 	return rep, ctx.Err()
+}
+
+// expired is an expiry record due.
+type expired struct {
+	ref history.RunRef
+	key []byte
+}
+
+// sweepDeleters is how many runs a sweep deletes at once: each delete is
+// its own transaction, and concurrent ones share group commits.
+const sweepDeleters = 16
+
+// sweepRound deletes (or postpones) the runs of one round, sweepDeleters
+// at a time.
+func (e *Engine) sweepRound(ctx context.Context, due []expired, now time.Time, rep *SweepReport) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	next := make(chan expired)
+	for range min(sweepDeleters, len(due)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for d := range next {
+				var one SweepReport
+				e.sweepOne(ctx, d.ref, d.key, now, &one)
+				mu.Lock()
+				rep.Deleted += one.Deleted
+				rep.Postponed += one.Postponed
+				rep.Skipped += one.Skipped
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, d := range due {
+		next <- d
+	}
+	close(next)
+	wg.Wait()
 }
 
 // sweepOne deletes one expired run, or postpones it.

@@ -10,7 +10,8 @@ import (
 
 // Reclaim gives the space of deleted keys (history.Batch.DeleteRuns,
 // record deletes) and overwritten versions back to the disk: it compacts
-// the LSM tree's tables into one level, which drops them, then runs the
+// every table of the LSM tree down into the last level, which drops them
+// (badger.DB.CompactAll, a patch of Cairn's fork), then runs the
 // value log's garbage collection until no value-log file is worth
 // rewriting. What the memtables hold (the last writes, up to
 // Options.MemTableSize × NumMemTables) is reclaimed once Badger flushes
@@ -24,7 +25,7 @@ func (s *Store) Reclaim(ctx context.Context) error {
 		return err
 	}
 	defer s.gate.exit()
-	if err := s.db.Flatten(2); err != nil {
+	if err := s.db.CompactAll(); err != nil {
 		return fmt.Errorf("badgerstore: reclaim: compact: %w", err)
 	}
 	for ctx.Err() == nil {

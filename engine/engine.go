@@ -206,9 +206,14 @@ type Engine struct {
 	// reaches the runs other servers serve (SetRemote).
 	shards  *shardSet
 	remote  api.Service
-	corrupt quarantine // runs whose stored data is damaged (quarantine.go)
-	watch   watch
-	firing  atomic.Int64 // background transitions in progress (deadlines, parent-close policies)
+	corrupt quarantine     // runs whose stored data is damaged (quarantine.go)
+	chunkGC chunkCollector // payload chunks no run references (chunkgc.go)
+	// lastChunkCollect is when a sweep last collected chunks (only the
+	// sweep reads and writes it: SweepRetention runs one at a time).
+	lastChunkCollect time.Time
+	sweepMu          sync.Mutex // one retention sweep at a time
+	watch            watch
+	firing           atomic.Int64 // background transitions in progress (deadlines, parent-close policies)
 	// firingCond is broadcast when firing drops to zero.
 	firingMu   sync.Mutex
 	firingCond *sync.Cond

@@ -256,7 +256,32 @@ type SweepReport struct {
 	// Skipped: expired runs another server of the cluster serves, or
 	// whose delete failed (tried again by the next sweep).
 	Skipped int
-	Took    time.Duration
+	// ChunksDeleted: payload chunks no kept run references any more
+	// (CollectChunks, run after a sweep that deleted runs, at most once
+	// per ChunkCollectInterval).
+	ChunksDeleted int
+	Took          time.Duration
+}
+
+// ChunkCollectInterval is how often at most a sweep collects payload
+// chunks (CollectChunks reads every stored history).
+const ChunkCollectInterval = time.Hour
+
+// collectChunksAfterSweep runs CollectChunks when the store holds chunks,
+// the engine serves every shard and the last collection is old enough.
+func (e *Engine) collectChunksAfterSweep(ctx context.Context, now time.Time, rep *SweepReport) {
+	if e.opts.Shards != nil || now.Sub(e.lastChunkCollect) < ChunkCollectInterval && !e.lastChunkCollect.IsZero() {
+		return
+	}
+	if stored, err := e.store.Scan(ctx, history.SpaceChunk, history.ScanOptions{Limit: 1}); err != nil || len(stored) == 0 {
+		return
+	}
+	e.lastChunkCollect = now
+	cr, err := e.CollectChunks(ctx)
+	rep.ChunksDeleted = cr.Deleted
+	if err != nil {
+		e.log.Warn().Err(err).Msg("retention: collect payload chunks")
+	}
 }
 
 // SweepRetention deletes every closed run whose retention has passed (by
@@ -269,6 +294,8 @@ func (e *Engine) SweepRetention(ctx context.Context) (SweepReport, error) {
 		return SweepReport{}, err
 	}
 	defer e.leave()
+	e.sweepMu.Lock()
+	defer e.sweepMu.Unlock()
 	start := time.Now()
 	var rep SweepReport
 	now := e.now()
@@ -302,6 +329,9 @@ func (e *Engine) SweepRetention(ctx context.Context) (SweepReport, error) {
 			break
 		}
 	}
+	if rep.Deleted > 0 {
+		e.collectChunksAfterSweep(ctx, now, &rep)
+	}
 	if r, ok := e.store.(history.Reclaimer); ok && rep.Deleted > 0 && ctx.Err() == nil {
 		if err := r.Reclaim(ctx); err != nil {
 			e.log.Warn().Err(err).Msg("retention: reclaim the store's space")
@@ -313,7 +343,7 @@ func (e *Engine) SweepRetention(ctx context.Context) (SweepReport, error) {
 	if rep.Deleted == 0 && rep.Postponed == 0 && rep.Skipped == 0 {
 		ev = e.log.Debug()
 	}
-	ev.Int("deleted", rep.Deleted).Int("postponed", rep.Postponed).Int("skipped", rep.Skipped).
+	ev.Int("deleted", rep.Deleted).Int("postponed", rep.Postponed).Int("skipped", rep.Skipped).Int("chunks_deleted", rep.ChunksDeleted).
 		Dur("took", rep.Took).Msg("retention sweep")
 	return rep, ctx.Err()
 }

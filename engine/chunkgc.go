@@ -42,7 +42,7 @@ import (
 //
 // One engine's lock cannot cover the transactions of the other servers of
 // a cluster: CollectChunks refuses to run on an engine with shards
-// (Options.Shards), whose deleted runs' chunks stay (docs/operations.md).
+// (Options.Shards), whose deleted runs' chunks stay (docs/retention.md).
 
 // chunkCollector is the engine's state of a collection.
 type chunkCollector struct {

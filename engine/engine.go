@@ -83,7 +83,7 @@ type Options struct {
 	// say (api.StartWorkflowRequest.Retention): after it, the retention
 	// sweep deletes its history, state and list entries (retention.go;
 	// the effects ledger is kept). Zero: kept until deleted by hand.
-	// `cairn server` defaults to 30 days (docs/operations.md).
+	// `cairn server` defaults to 30 days (docs/retention.md).
 	Retention time.Duration
 	// RetentionSweepInterval, when positive, runs the retention sweep
 	// (SweepRetention) in the background that often, on Clock. Zero: no

@@ -242,3 +242,27 @@ func TestRetentionCollectsChunks(t *testing.T) {
 		Input: history.Payload{Encoding: "json", Ref: h3}})
 	wantErr(t, err, api.ErrInvalidArgument)
 }
+
+// TestLateReportForDeletedRun: an activity attempt that reports after its
+// run was deleted (forced) is refused (its token names a run that does
+// not exist), and the ledger entry its intent wrote (in flight) still
+// stands: the workflow id's next run pauses on the action for a person
+// instead of paying again.
+func TestLateReportForDeletedRun(t *testing.T) {
+	h := newHarness(t)
+	h.start("pay", "W")
+	h.complete(h.pollWFT("q"), pay("a1", "INV-1"))
+	a := h.pollActivity("q")
+	if _, err := h.eng.DeleteWorkflow(h.ctx(), &api.DeleteWorkflowRequest{WorkflowID: "pay", Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := h.eng.CompleteActivity(h.ctx(), &api.CompleteActivityRequest{TaskToken: a.TaskToken, Result: jsonPayload(`"paid"`)})
+	wantErr(t, err, api.ErrInvalidArgument)
+	h.wantConsistent()
+	h.start("pay", "W")
+	h.complete(h.pollWFT("q"), pay("a1", "INV-1"))
+	h.noActivity("q")
+	if d := h.describe("pay"); d.Info.Pause == nil {
+		t.Fatalf("the next run did not pause on the action in flight: %+v", d.Info)
+	}
+}

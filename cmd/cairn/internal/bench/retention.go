@@ -152,78 +152,95 @@ func RunRetention(ctx context.Context, o RetentionOptions) (*RetentionResult, er
 	return res, nil
 }
 
+// retentionQueue is the task queue of the runs RunRetention creates.
+const retentionQueue = "retention"
+
 // createClosedRuns drives o.Runs runs through one activity each to
-// completion, o.Concurrency at a time.
+// completion, o.Concurrency open at a time: starters, and scripted workers
+// on one task queue (a workflow task schedules the activity, or completes
+// the run once the activity completed).
 func createClosedRuns(ctx context.Context, eng *engine.Engine, o RetentionOptions) error {
 	payload := history.Payload{Encoding: "json", Data: fmt.Appendf(nil, "%q", make([]byte, max(o.PayloadBytes-2, 0)))}
-	var next atomic.Int64
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	slots := make(chan struct{}, o.Concurrency) // one per open run
+	var closed atomic.Int64
 	var wg sync.WaitGroup
-	errs := make(chan error, o.Concurrency)
-	for range o.Concurrency {
+	loop := func(step func() error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				i := next.Add(1)
-				if i > int64(o.Runs) || ctx.Err() != nil {
-					return
-				}
-				if err := oneRun(ctx, eng, fmt.Sprintf("retention-%d", i), payload); err != nil {
-					errs <- err
-					return
-				}
-				if i%10000 == 0 {
-					fmt.Fprintf(o.Out, "%d runs\n", i)
+			for ctx.Err() == nil && closed.Load() < int64(o.Runs) {
+				if err := step(); err != nil && ctx.Err() == nil {
+					cancel(err)
 				}
 			}
 		}()
 	}
+	for range 8 {
+		loop(func() error { return workflowStep(ctx, eng, payload, slots, &closed, o) })
+		loop(func() error { return activityStep(ctx, eng, payload) })
+	}
+	for i := 1; i <= o.Runs; i++ {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		_, err := eng.StartWorkflow(ctx, &api.StartWorkflowRequest{WorkflowID: fmt.Sprintf("retention-%d", i), WorkflowType: "Bench",
+			TaskQueue: retentionQueue, Input: payload})
+		if err != nil {
+			cancel(err)
+			break
+		}
+	}
 	wg.Wait()
-	close(errs)
-	return errors.Join(<-errs, ctx.Err())
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return ctx.Err()
 }
 
-// oneRun starts workflow id on its own task queue, schedules one activity,
-// completes it and completes the run.
-func oneRun(ctx context.Context, eng *engine.Engine, id string, payload history.Payload) error {
-	queue := id
-	if _, err := eng.StartWorkflow(ctx, &api.StartWorkflowRequest{WorkflowID: id, WorkflowType: "Bench", TaskQueue: queue, Input: payload}); err != nil {
+// workflowStep takes one workflow task: it schedules the activity, or
+// completes the run once the activity completed.
+func workflowStep(ctx context.Context, eng *engine.Engine, payload history.Payload, slots chan struct{}, closed *atomic.Int64, o RetentionOptions) error {
+	resp, err := eng.PollWorkflowTask(ctx, &api.PollWorkflowTaskRequest{TaskQueue: retentionQueue})
+	if err != nil || resp.Task == nil {
 		return err
 	}
-	wft, err := pollWFT(ctx, eng, queue)
-	if err != nil {
+	done := false
+	for _, ev := range resp.Task.Events {
+		if ev.Type() == history.TypeActivityCompleted {
+			done = true
+		}
+	}
+	cmd := api.Command{Type: api.CommandScheduleActivity, ScheduleActivity: &api.ScheduleActivityCommand{ActivityID: "1", ActivityType: "Echo",
+		Input: payload, Options: history.ActivityOptions{StartToCloseTimeout: time.Minute}}}
+	if done {
+		cmd = api.Command{Type: api.CommandCompleteWorkflow, CompleteWorkflow: &api.CompleteWorkflowCommand{Result: payload}}
+	}
+	if _, err := eng.CompleteWorkflowTask(ctx, &api.CompleteWorkflowTaskRequest{TaskToken: resp.Task.TaskToken, Commands: []api.Command{cmd}}); err != nil {
 		return err
 	}
-	_, err = eng.CompleteWorkflowTask(ctx, &api.CompleteWorkflowTaskRequest{TaskToken: wft.TaskToken, Commands: []api.Command{{
-		Type: api.CommandScheduleActivity, ScheduleActivity: &api.ScheduleActivityCommand{ActivityID: "1", ActivityType: "Echo", Input: payload,
-			Options: history.ActivityOptions{StartToCloseTimeout: time.Minute}}}}})
-	if err != nil {
+	if done {
+		<-slots
+		if n := closed.Add(1); n%10000 == 0 {
+			fmt.Fprintf(o.Out, "%d runs\n", n)
+		}
+	}
+	return nil
+}
+
+// activityStep completes one activity attempt with payload.
+func activityStep(ctx context.Context, eng *engine.Engine, payload history.Payload) error {
+	resp, err := eng.PollActivityTask(ctx, &api.PollActivityTaskRequest{TaskQueue: retentionQueue})
+	if err != nil || resp.Task == nil {
 		return err
 	}
-	act, err := eng.PollActivityTask(ctx, &api.PollActivityTaskRequest{TaskQueue: queue})
-	if err != nil || act.Task == nil {
-		return fmt.Errorf("poll activity of %s: %v", id, err)
-	}
-	if _, err := eng.CompleteActivity(ctx, &api.CompleteActivityRequest{TaskToken: act.Task.TaskToken, Result: payload}); err != nil {
-		return err
-	}
-	if wft, err = pollWFT(ctx, eng, queue); err != nil {
-		return err
-	}
-	_, err = eng.CompleteWorkflowTask(ctx, &api.CompleteWorkflowTaskRequest{TaskToken: wft.TaskToken, Commands: []api.Command{{
-		Type: api.CommandCompleteWorkflow, CompleteWorkflow: &api.CompleteWorkflowCommand{Result: payload}}}})
+	_, err = eng.CompleteActivity(ctx, &api.CompleteActivityRequest{TaskToken: resp.Task.TaskToken, Result: payload})
 	return err
-}
-
-func pollWFT(ctx context.Context, eng *engine.Engine, queue string) (*api.WorkflowTask, error) {
-	resp, err := eng.PollWorkflowTask(ctx, &api.PollWorkflowTaskRequest{TaskQueue: queue})
-	if err != nil {
-		return nil, err
-	}
-	if resp.Task == nil {
-		return nil, fmt.Errorf("no workflow task on %s", queue)
-	}
-	return resp.Task, nil
 }
 
 // dirBytes returns the disk space the files under dir occupy (allocated

@@ -405,8 +405,8 @@ func (e *Engine) sweepOne(ctx context.Context, ref history.RunRef, key []byte, n
 	case errors.Is(err, api.ErrNotFound):
 		// Deleted by hand, or under another expiry: drop the record.
 		if e.commitFenced(ctx, &history.Batch{Deletes: []history.RecordKey{{Space: history.SpaceIndex, Key: key}}},
-			map[string]bool{ref.WorkflowID: true}) == nil {
-			rep.Deleted++
+			map[string]bool{ref.WorkflowID: true}) != nil {
+			rep.Skipped++
 		}
 	default:
 		e.log.Warn().Err(err).Str("workflow_id", ref.WorkflowID).Str("run_id", ref.RunID).Msg("retention: delete failed")

@@ -266,3 +266,36 @@ func TestLateReportForDeletedRun(t *testing.T) {
 		t.Fatalf("the next run did not pause on the action in flight: %+v", d.Info)
 	}
 }
+
+// TestRetentionStaleExpiryRecord: a run deleted by hand after the default
+// retention changed leaves its expiry record (written under the old one):
+// the sweep finds no run behind it, drops it, and deletes nothing else.
+func TestRetentionStaleExpiryRecord(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.Retention = time.Hour })
+	run := h.start("wf", "W")
+	h.complete(h.pollWFT("q"), completeWF(`"done"`))
+	h.opts.Retention = 2 * time.Hour
+	h.reopen()
+	if _, err := h.eng.DeleteWorkflow(h.ctx(), &api.DeleteWorkflowRequest{WorkflowID: "wf"}); err != nil {
+		t.Fatal(err)
+	}
+	h.wantDeleted("wf", run)
+	expiries := func() int {
+		recs, err := h.store.Scan(h.ctx(), history.SpaceIndex, history.ScanOptions{Prefix: history.Key().Str("r").Bytes()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(recs)
+	}
+	if n := expiries(); n != 1 {
+		t.Fatalf("%d expiry records, want the stale one", n)
+	}
+	h.advance(3 * time.Hour)
+	if rep := h.sweep(); rep.Deleted != 0 || rep.Skipped != 0 {
+		t.Fatalf("sweep: %+v", rep)
+	}
+	if n := expiries(); n != 0 {
+		t.Fatalf("%d expiry records after the sweep", n)
+	}
+	h.wantConsistent()
+}

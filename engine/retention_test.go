@@ -299,3 +299,21 @@ func TestRetentionStaleExpiryRecord(t *testing.T) {
 	}
 	h.wantConsistent()
 }
+
+// TestRetentionSweepLoop: with RetentionSweepInterval the engine sweeps on
+// its own clock; the test waits for the loop to arm its next timer (the
+// sweep done), never sleeps.
+func TestRetentionSweepLoop(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.Retention = time.Hour; o.RetentionSweepInterval = time.Minute })
+	run := h.start("wf", "W")
+	h.complete(h.pollWFT("q"), completeWF(`"done"`))
+	h.clk.BlockUntil(1) // the loop armed its timer
+	h.clk.Advance(2 * time.Hour)
+	// The sweep ran once the loop armed the next one, a minute ahead
+	// (every other callback due by now has run).
+	h.clk.BlockUntilDueWithin(time.Minute)
+	if s := h.eng.Stats(); s.RetentionSweeps != 1 || s.RunsDeleted != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+	h.wantDeleted("wf", run)
+}

@@ -76,7 +76,9 @@ Badger store, lets their retention (1 hour) pass on a fake clock, runs the
 retention sweep, reclaims the store's space (compaction and value-log GC)
 and prints one JSON object: baseline_bytes (the data directory of an engine
 that stored nothing), peak_bytes (with the runs), after_bytes (after the
-sweep), after_over_baseline, and the seconds each phase took. Sizes are the
+sweep), after_over_baseline, and the seconds each phase took. The activity is
+a Read (no ledger entry); with --side-effect each run leaves its ledger entry,
+which retention keeps on purpose. Sizes are the
 disk blocks the directory's files occupy, measured with the store closed.
 docs/performance.md has the figure.`,
 		Args: cobra.NoArgs,
@@ -96,6 +98,7 @@ docs/performance.md has the figure.`,
 	f.IntVar(&o.Concurrency, "concurrency", 64, "runs driven at once")
 	f.IntVar(&o.PayloadBytes, "payload-bytes", 256, "size of each run's input, activity result and result")
 	f.StringVar(&o.Dir, "dir", "", "data directory (default: a temporary one, removed)")
+	f.BoolVar(&o.SideEffect, "side-effect", false, "schedule the activity as a SideEffect: each run leaves an effects-ledger entry, which retention keeps")
 	return cmd
 }
 

@@ -32,6 +32,9 @@ type RetentionOptions struct {
 	PayloadBytes int
 	// Dir holds the data (default: a temporary directory, removed).
 	Dir string
+	// SideEffect schedules the activity as a SideEffect: each run leaves
+	// its effects-ledger entry (and a tombstone), which retention keeps.
+	SideEffect bool
 }
 
 // RetentionResult is what RunRetention measured. Sizes are the bytes the
@@ -216,8 +219,12 @@ func workflowStep(ctx context.Context, eng *engine.Engine, payload history.Paylo
 			done = true
 		}
 	}
+	effect := history.Read
+	if o.SideEffect {
+		effect = history.SideEffect
+	}
 	cmd := api.Command{Type: api.CommandScheduleActivity, ScheduleActivity: &api.ScheduleActivityCommand{ActivityID: "1", ActivityType: "Echo",
-		Input: payload, Options: history.ActivityOptions{StartToCloseTimeout: time.Minute}}}
+		Input: payload, Effect: effect, Options: history.ActivityOptions{StartToCloseTimeout: time.Minute}}}
 	if done {
 		cmd = api.Command{Type: api.CommandCompleteWorkflow, CompleteWorkflow: &api.CompleteWorkflowCommand{Result: payload}}
 	}

@@ -317,3 +317,25 @@ func TestRetentionSweepLoop(t *testing.T) {
 	}
 	h.wantDeleted("wf", run)
 }
+
+// TestDeleteRefusesBaseOfFork: a fork (another workflow id) reads its
+// first events from its base: the base cannot be deleted while the fork
+// is kept, and can once the fork is deleted.
+func TestDeleteRefusesBaseOfFork(t *testing.T) {
+	h := newHarness(t)
+	base := paidRun(h)
+	f := h.fork(api.ForkWorkflowRequest{WorkflowID: "pay-1", NewWorkflowID: "fork-1", Reason: "what if"})
+	_, err := h.eng.DeleteWorkflow(h.ctx(), &api.DeleteWorkflowRequest{WorkflowID: "pay-1"})
+	if !errors.Is(err, errBaseKept) {
+		t.Fatalf("delete of the fork's base: %v", err)
+	}
+	if _, err := h.eng.DeleteWorkflow(h.ctx(), &api.DeleteWorkflowRequest{WorkflowID: "fork-1", Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	h.wantDeleted("fork-1", f.RunID)
+	if _, err := h.eng.DeleteWorkflow(h.ctx(), &api.DeleteWorkflowRequest{WorkflowID: "pay-1"}); err != nil {
+		t.Fatalf("delete of the base once the fork is gone: %v", err)
+	}
+	h.wantDeleted("pay-1", base)
+	h.wantConsistent()
+}

@@ -26,7 +26,10 @@ package activities
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/cairnflow/cairn/history"
@@ -72,6 +75,21 @@ var (
 	// that does not wrap the context's when the request was certainly not
 	// sent.
 	ErrLeaseLost = errors.New("activities: lease lost")
+	// ErrResultPending, returned by an activity, says that its outcome
+	// will be reported later by someone else — a person following a link,
+	// a webhook — who holds the attempt's task token (Info.TaskToken) or
+	// its ids (workflow id, run id, activity id) and calls the client's
+	// CompleteActivity, FailActivity or HeartbeatActivity (or `cairn
+	// activity complete|fail|heartbeat`). The worker reports nothing and
+	// the attempt stays started: its start-to-close timeout (and heartbeat
+	// timeout, if set, which the token holder must then keep with
+	// HeartbeatActivity) still apply, so give such an activity a generous
+	// StartToCloseTimeout. Its effect class keeps its meaning: a
+	// SideEffect's intent was recorded before it ran, and its asynchronous
+	// completion is judged as a worker's report is. Hand the token over
+	// durably before returning: a Read attempt is dispatched again after a
+	// server restart (its start is not recorded), under a new token.
+	ErrResultPending = errors.New("activities: result pending: the activity will be completed asynchronously")
 )
 
 // Options declare an activity where it is registered.
@@ -123,6 +141,29 @@ type Info struct {
 	StartedTime   time.Time
 	// HeartbeatDetails are the last details recorded by an earlier attempt.
 	HeartbeatDetails history.Payload
+	// TaskToken names this attempt to the engine: whoever holds it can
+	// report the attempt's outcome after the activity returned
+	// ErrResultPending. TaskTokenString is its printable form.
+	TaskToken []byte
+}
+
+// TaskTokenString returns the task token in a printable form (unpadded
+// base64url: safe in a URL, a command line or a chat message), which
+// ParseTaskToken reads back.
+func (i *Info) TaskTokenString() string { return FormatTaskToken(i.TaskToken) }
+
+// FormatTaskToken returns a task token's printable form (unpadded
+// base64url).
+func FormatTaskToken(tok []byte) string { return base64.RawURLEncoding.EncodeToString(tok) }
+
+// ParseTaskToken reads a task token's printable form (FormatTaskToken);
+// padded base64url is accepted too.
+func ParseTaskToken(s string) ([]byte, error) {
+	tok, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(strings.TrimSpace(s), "="))
+	if err != nil || len(tok) == 0 {
+		return nil, fmt.Errorf("activities: %q is not a task token (unpadded base64url)", s)
+	}
+	return tok, nil
 }
 
 type infoKey struct{}

@@ -178,6 +178,10 @@ type Engine struct {
 	timers *timerq.Queue[timerKey]
 
 	bootGen int64
+	// limits are the activity limits and the slots held
+	// (activity_limits.go); limitsMu serialises their changes.
+	limits   *limiter
+	limitsMu sync.Mutex
 	// decls are the activity declarations of the task queues.
 	decls declarations
 	// bootPending: the boot generation could not be written at Open (a
@@ -247,10 +251,19 @@ type actItem struct {
 	schedID int64
 	attempt int32
 	recon   bool
+	// activityType and key (its LimitKey) place it under the queue's
+	// limits and fairness (activity_limits.go).
+	activityType, key string
 	// task, when set, was made by the transaction that scheduled the
 	// attempt (a Read activity handed off while it synced; see
 	// txn.handOff): the poller returns it as is.
 	task *api.ActivityTask
+}
+
+// newActItem is the queue item of a's current attempt.
+func newActItem(ref history.RunRef, schedID int64, a *machine.ActivityInfo) actItem {
+	return actItem{ref: ref, schedID: schedID, attempt: a.Attempt, recon: a.Reconciling, activityType: a.ActivityType,
+		key: a.Options.LimitKey}
 }
 
 type timerKey struct {
@@ -300,6 +313,13 @@ func Open(opts Options) (*Engine, error) {
 		}
 		go e.reclaim(func() { e.handBackActivity(it, it.task.LeaseEpoch) })
 		return true
+	})
+	e.limits = newLimiter(e.clk)
+	e.limits.kick = e.actQ.Kick
+	e.actQ.SetGate(matching.Gate[actItem]{
+		Key:     func(it actItem) (string, string) { return it.key, it.activityType },
+		Admit:   e.limits.admit,
+		Unadmit: func(_ string, it actItem) { e.limits.unadmit(it) },
 	})
 	e.timers = timerq.New(e.clk, e.onTimer)
 	e.pollers.since = e.now()

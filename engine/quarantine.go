@@ -211,6 +211,7 @@ func (e *Engine) quarantineLocked(ref history.RunRef, current bool, reason strin
 		entry.changed = make(chan struct{})
 	}
 	e.mu.Unlock()
+	e.limits.sync(ref, nil) // its leases go stale: so do their slots
 	if !e.corrupt.add(c) {
 		return e.corrupt.lookup(ref.WorkflowID, ref.RunID)
 	}

@@ -68,6 +68,7 @@ func (e *Engine) resync(ctx context.Context, entry *runEntry) error {
 		e.mu.Unlock()
 		entry.state = st
 		e.recent.Add(st.WorkflowID, st)
+		e.limits.sync(entry.ref, nil)
 	} else {
 		e.adopt(entry, st)
 	}

@@ -173,11 +173,14 @@ func (e *Engine) queueInfo(q *api.TaskQueueInfo) api.TaskQueueInfo {
 			q.WorkflowBacklog++
 		}
 	}
+	var live []actItem
 	for _, it := range e.actQ.Items(q.Name) {
 		if e.actLive(it) {
 			q.ActivityBacklog++
+			live = append(live, it)
 		}
 	}
+	q.ActivityLimits, q.ActivityKeys = e.limits.describe(q.Name, live)
 	sortPollers(q.WorkflowPollers)
 	sortPollers(q.ActivityPollers)
 	return *q

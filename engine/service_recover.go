@@ -197,6 +197,9 @@ func (e *Engine) recover(ctx context.Context) error {
 	if err := e.loadDeclarations(ctx); err != nil {
 		return err
 	}
+	if err := e.loadLimits(ctx); err != nil {
+		return err
+	}
 	if err := e.loadQuarantine(ctx); err != nil {
 		return fmt.Errorf("engine: recover: %w", err)
 	}
@@ -270,9 +273,10 @@ func (e *Engine) adopt(entry *runEntry, st *machine.RunState) {
 	if st.WFT.Scheduled && !st.WFT.BackoffUntil.After(e.now()) {
 		e.enqueueWFT(entry, st)
 	}
+	e.limits.adopt(entry.ref, st) // attempts still leased hold their slots
 	for _, id := range sortedKeys(st.Activities) {
 		if a := st.Activities[id]; a.State == api.ActivityStateScheduled {
-			e.actQ.Push(a.Options.TaskQueue, actItem{ref: entry.ref, schedID: id, attempt: a.Attempt, recon: a.Reconciling})
+			e.actQ.Push(a.Options.TaskQueue, newActItem(entry.ref, id, a))
 		}
 	}
 }

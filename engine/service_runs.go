@@ -276,6 +276,14 @@ func (e *Engine) describeRun(ctx context.Context, req *api.DescribeWorkflowReque
 		return nil, err
 	}
 	resp := describe(st)
+	for i := range resp.PendingActivities {
+		p := &resp.PendingActivities[i]
+		a := st.Activities[p.ScheduledEventID]
+		p.LimitKey = a.Options.LimitKey
+		if a.State == api.ActivityStateScheduled {
+			p.WaitsForLimit = e.limits.blocking(a.Options.TaskQueue, a.ActivityType, a.Options.LimitKey)
+		}
+	}
 	if resp.EffectReports, err = e.runReports(ctx, st.Ref()); err != nil {
 		return nil, err
 	}

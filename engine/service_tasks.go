@@ -205,9 +205,10 @@ func (e *Engine) workflowTask(st *machine.RunState, epoch, first int64) *api.Wor
 		TaskToken:  encodeToken(&wftToken{W: st.WorkflowID, R: st.RunID, E: epoch}),
 		WorkflowID: st.WorkflowID, RunID: st.RunID, WorkflowType: st.WorkflowType, TaskQueue: st.TaskQueue,
 		Attempt: st.WFT.Attempt, FirstEventID: first, NextEventID: st.NextEventID,
-		ContinueAsNewSuggested: e.m.SuggestContinueAsNew(st),
-		SuggestContinueAsNewAt: e.m.Limits.SuggestContinueAsNewAt,
-		MaxPayloadBytes:        e.m.Limits.MaxPayloadBytes,
+		ContinueAsNewSuggested:    e.m.SuggestContinueAsNew(st),
+		SuggestContinueAsNewAt:    e.m.Limits.SuggestContinueAsNewAt,
+		MaxPayloadBytes:           e.m.Limits.MaxPayloadBytes,
+		SuggestContinueAsNewBytes: e.m.Limits.SuggestContinueAsNewBytes,
 	}
 }
 
@@ -471,6 +472,16 @@ func (e *Engine) PollActivityTask(ctx context.Context, req *api.PollActivityTask
 			return &api.PollActivityTaskResponse{}, nil
 		}
 		task, err := e.dispatchActivity(ctx, item, req.Identity, req.Activities)
+		switch {
+		case task == nil && item.task == nil && err != nil:
+			e.limits.release(item) // not dispatched: its slot, if it took one, is free again
+		case task == nil && item.task == nil:
+			// A stale item: the slot it reserved is freed unless the attempt
+			// it names runs under it (a twin item dispatched it).
+			e.syncSlots(item.ref)
+		case item.task == nil:
+			e.limits.bind(item, task.LeaseEpoch)
+		}
 		if errors.Is(err, api.ErrDataCorrupt) || errors.Is(err, api.ErrNotOwner) {
 			continue // that run is quarantined now, or its shard moved: the poller waits for another task
 		}
@@ -506,7 +517,10 @@ func (e *Engine) handBackActivity(item actItem, epoch int64) {
 	}
 	if a, ok := entry.state.Activities[item.schedID]; ok && a.State == api.ActivityStateStarted && a.LeaseEpoch == epoch {
 		a.State, a.LeaseEpoch, a.LeaseDeadline = api.ActivityStateScheduled, 0, time.Time{}
-		e.actQ.Push(a.Options.TaskQueue, actItem{ref: item.ref, schedID: item.schedID, attempt: a.Attempt})
+		e.limits.sync(entry.ref, entry.state) // its slot is free until it is dispatched again
+		it := newActItem(item.ref, item.schedID, a)
+		it.recon = false
+		e.actQ.Push(a.Options.TaskQueue, it)
 	}
 }
 
@@ -600,8 +614,8 @@ func (e *Engine) RecordActivityHeartbeat(ctx context.Context, req *api.Heartbeat
 		return nil, err
 	}
 	defer e.leave()
-	var tok actToken
-	if err := decodeToken(req.TaskToken, &tok); err != nil {
+	tok, err := e.activityToken(req.TaskToken, req.WorkflowID, req.RunID, req.ActivityID)
+	if err != nil {
 		return nil, err
 	}
 	unlock := e.lock(tok.W)
@@ -633,11 +647,11 @@ func (e *Engine) CompleteActivity(ctx context.Context, req *api.CompleteActivity
 		return nil, err
 	}
 	defer e.leave()
-	var tok actToken
-	if err := decodeToken(req.TaskToken, &tok); err != nil {
+	tok, err := e.activityToken(req.TaskToken, req.WorkflowID, req.RunID, req.ActivityID)
+	if err != nil {
 		return nil, err
 	}
-	err := e.report(ctx, tok, machine.AttemptReport{Kind: machine.ReportCompleted, Result: req.Result, ResultOmitted: req.ResultOmitted,
+	err = e.report(ctx, tok, machine.AttemptReport{Kind: machine.ReportCompleted, Result: req.Result, ResultOmitted: req.ResultOmitted,
 		Identity: req.Identity, Usage: req.Usage, HeartbeatDetails: req.HeartbeatDetails, KeyMaterial: req.KeyMaterial})
 	if err != nil {
 		return nil, err
@@ -822,8 +836,8 @@ func (e *Engine) FailActivity(ctx context.Context, req *api.FailActivityRequest)
 		return nil, err
 	}
 	defer e.leave()
-	var tok actToken
-	if err := decodeToken(req.TaskToken, &tok); err != nil {
+	tok, err := e.activityToken(req.TaskToken, req.WorkflowID, req.RunID, req.ActivityID)
+	if err != nil {
 		return nil, err
 	}
 	if err := e.m.CheckPayload("failure details", req.Failure.Details); err != nil {

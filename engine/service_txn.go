@@ -334,6 +334,7 @@ func (e *Engine) installRun(tr *txnRun) {
 	close(entry.changed)
 	entry.changed = make(chan struct{})
 	e.watch.notify()
+	e.limits.sync(entry.ref, st) // frees the slots of the attempts that ended
 	for _, out := range tr.outs {
 		e.afterCommit(entry, st, out)
 	}
@@ -346,7 +347,7 @@ func (e *Engine) afterCommit(entry *runEntry, st *machine.RunState, out machine.
 	}
 	for _, id := range out.ActivitiesReady {
 		if a, ok := st.Activities[id]; ok && a.State == api.ActivityStateScheduled {
-			e.actQ.Push(a.Options.TaskQueue, actItem{ref: entry.ref, schedID: id, attempt: a.Attempt, recon: a.Reconciling})
+			e.actQ.Push(a.Options.TaskQueue, newActItem(entry.ref, id, a))
 		}
 	}
 	for _, d := range out.Deadlines {

@@ -252,8 +252,12 @@ func (e *Engine) dropShards(drop map[int]bool) {
 	for _, id := range ids {
 		unlock := e.lock(id)
 		e.mu.Lock()
+		entry := e.open[id]
 		delete(e.open, id)
 		e.mu.Unlock()
+		if entry != nil {
+			e.limits.sync(entry.ref, nil) // the shard's new owner counts its leases
+		}
 		unlock()
 	}
 	for _, id := range e.recent.Keys() {

@@ -217,6 +217,12 @@ func (b *transcriptBuilder) message(m *history.ChatMessage) {
 		b.items = append(b.items, api.TranscriptItem{Kind: api.ItemToolCall, ToolCall: t})
 	}
 	if m.Role == "tool" {
+		if b.results == nil {
+			// Before the run's first model call: a conversation carried
+			// from the run before (a continue-as-new, sdk/agent's Carry),
+			// whose calls ran there.
+			b.results = map[string]int{}
+		}
 		// The n-th result of a repeated call id answers its n-th call.
 		b.results[m.ToolCallID]++
 		key := strconv.FormatInt(b.turn, 10) + ":" + m.ToolCallID
@@ -225,7 +231,9 @@ func (b *transcriptBuilder) message(m *history.ChatMessage) {
 		}
 		if t := b.tools[key]; t != nil && t.Result == "" {
 			t.Result = m.Content
-			if t.ScheduledEventID == 0 && t.State == api.CallScheduled {
+			if b.turn == 0 && t.ScheduledEventID == 0 {
+				t.State = api.CallCompleted // it ran in the run before
+			} else if t.ScheduledEventID == 0 && t.State == api.CallScheduled {
 				t.State = api.CallFailed // answered without running: an unknown tool or invalid arguments
 			}
 		}

@@ -380,17 +380,25 @@ func (x *txn) handOffActivities(h *handedOff) {
 					// usual way, which applies the declaration first.
 					return actItem{}, false
 				}
+				it := newActItem(st.Ref(), id, a)
+				if !e.limits.admit(a.Options.TaskQueue, it) {
+					return actItem{}, false // a limit holds it back: it is queued after the commit
+				}
 				out, err := e.m.ActivityDispatched(st, id, epoch, identity, x.now)
 				if err != nil || len(out.Events) > 0 { // a Read attempt records nothing
+					e.limits.unadmit(it)
 					return actItem{}, false
 				}
 				task, err := e.activityTask(context.Background(), st, a, true) // the input is at hand: no read
 				if err != nil {
 					a.State, a.LeaseEpoch, a.LeaseDeadline = api.ActivityStateScheduled, 0, time.Time{}
+					e.limits.unadmit(it)
 					return actItem{}, false
 				}
+				e.limits.bind(it, epoch)
 				lease = out.Deadlines
-				return actItem{ref: st.Ref(), schedID: id, attempt: a.Attempt, task: task}, true
+				it.task = task
+				return it, true
 			})
 			if lease != nil {
 				h.deadlines = append(h.deadlines, lease...)

@@ -47,6 +47,13 @@ type ActivityOptions struct {
 	// Data}: a payload of its own may reference it (Payload.StoredRef)
 	// instead of copying it. The agent loop sets it on tool calls.
 	ShareResult bool
+	// LimitKey names the limits the activity counts against beside its
+	// type: keys separated by commas, such as "openai/gpt-4o,tenant/acme"
+	// (a model provider, a model, a tenant). The server limits how many
+	// activities of a key are in flight and start per second
+	// (`cairn task-queue limit`) and serves the keys of a queue in turn.
+	// Changing it does not affect replay.
+	LimitKey string
 }
 
 // RetryPolicy governs activity retries (see history.RetryPolicy).

@@ -125,6 +125,9 @@ type Execution struct {
 	replayWTC       int64
 	now             time.Time
 	historyLen      int64
+	historySize     int64 // the size of every event processed (WorkflowInfo.HistorySize)
+	historySeenSize int64 // the size of the events the current decision has seen
+	suggestCANBytes int64
 	decisionAttempt int32
 	taskAttempt     int32
 	taskSuggestCAN  bool
@@ -271,6 +274,9 @@ func (e *Execution) ProcessTask(task *api.WorkflowTask) ([]api.Command, error) {
 	if task.SuggestContinueAsNewAt > 0 {
 		e.suggestCANAt = task.SuggestContinueAsNewAt
 	}
+	if task.SuggestContinueAsNewBytes > 0 {
+		e.suggestCANBytes = task.SuggestContinueAsNewBytes
+	}
 	cmds, err := e.process(task.Events)
 	if err != nil {
 		e.broken = err
@@ -334,7 +340,8 @@ func (e *Execution) process(evs []history.Event) ([]api.Command, error) {
 	replayed := e.stats.ReplayedDecisions
 	for i := 0; i < len(evs); {
 		ev := &evs[i]
-		e.times = append(e.times, eventTime{ev.ID, ev.Time})
+		e.historySize += e.eventSize(ev)
+		e.times = append(e.times, eventTime{ev.ID, ev.Time, e.historySize})
 		switch a := ev.Attrs.(type) {
 		case *history.WorkflowTaskCompleted:
 			j := i + 1
@@ -371,7 +378,10 @@ func (e *Execution) process(evs []history.Event) ([]api.Command, error) {
 			}
 			e.liveDecision = false
 			e.lastEventID = evs[j-1].ID
-			e.times = append(e.times[:0], eventTime{evs[j-1].ID, evs[j-1].Time})
+			for k := i + 1; k < j; k++ {
+				e.historySize += e.eventSize(&evs[k])
+			}
+			e.times = append(e.times[:0], eventTime{evs[j-1].ID, evs[j-1].Time, e.historySize})
 			i = j
 			continue
 		case *history.ActivityStarted, *history.ActivityOutcomeUnknown, *history.ActivityDuplicateDetected, *history.ActivityLateReport, *history.ActivityKeyed,
@@ -445,22 +455,29 @@ func (e *Execution) decide(seen int64) bool {
 		return true
 	}
 	e.historyLen = seen
-	e.now = e.timeOf(seen)
+	e.now, e.historySeenSize = e.timeOf(seen)
 	e.runCoroutines()
 	return e.fatal == nil
 }
 
-func (e *Execution) timeOf(id int64) time.Time {
+// timeOf returns the time of event id and the history's size up to it.
+func (e *Execution) timeOf(id int64) (time.Time, int64) {
 	for i := len(e.times) - 1; i >= 0; i-- {
 		if e.times[i].id <= id {
-			return e.times[i].t
+			return e.times[i].t, e.times[i].size
 		}
 	}
 	if len(e.times) > 0 {
-		return e.times[0].t
+		return e.times[0].t, e.times[0].size
 	}
-	return e.now
+	return e.now, e.historySeenSize
 }
+
+// eventSize is an event's part of WorkflowInfo.HistorySize: the length of
+// its envelope (history.EventSize) as the code receives it — payloads it
+// decodes resolved, payloads the runtime only compares kept as references
+// (ResolveEventPayloads) — the same on every replay of the history.
+func (e *Execution) eventSize(ev *history.Event) int64 { return history.EventSize(*ev) }
 
 // match pairs the decision's commands with the command events recorded
 // after its WorkflowTaskCompleted, one for one and in order.

@@ -11,6 +11,9 @@ import (
 type eventTime struct {
 	id int64
 	t  time.Time
+	// size is the history's size up to and including event id
+	// (WorkflowInfo.HistorySize).
+	size int64
 }
 
 // commandEntry is a command of the current (or last live) decision.

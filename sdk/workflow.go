@@ -38,7 +38,10 @@ type WorkflowInfo struct {
 	HistoryLength int64
 	// ContinueAsNewSuggested is set when the history this decision has seen
 	// is at least as long as the engine's suggestion threshold (see
-	// api.WorkflowTask.SuggestContinueAsNewAt), so it replays exactly.
+	// api.WorkflowTask.SuggestContinueAsNewAt), or at least as large as
+	// its size threshold (SuggestContinueAsNewBytes), so it replays
+	// exactly. The thresholds are a fifth of the history limit (10,240 of
+	// 51,200 events) and 8 MiB by default: well before a limit.
 	ContinueAsNewSuggested bool
 	StartTime              time.Time
 	ExecutionTimeout       time.Duration
@@ -48,6 +51,13 @@ type WorkflowInfo struct {
 	ContinuedFromRunID     string
 	ParentWorkflowID       string
 	ParentRunID            string
+	// HistorySize is the size in bytes of the events the decision has
+	// seen: the sum of their encoded envelopes as the code receives them
+	// (payloads it decodes — results, signals — resolved; payloads the
+	// runtime only compares — activity inputs, a transcript passed by
+	// reference — as their 32-byte references). The SDK measures it from
+	// the events themselves, so it is the same on every replay.
+	HistorySize int64
 }
 
 // GetInfo returns the run's info as of the decision being made.
@@ -56,13 +66,20 @@ func GetInfo(ctx Context) WorkflowInfo {
 	i := e.info
 	i.Attempt = e.decisionAttempt
 	i.HistoryLength = e.historyLen
+	i.HistorySize = e.historySeenSize
 	if e.suggestCANAt > 0 {
-		i.ContinueAsNewSuggested = e.historyLen >= e.suggestCANAt
+		i.ContinueAsNewSuggested = e.historyLen >= e.suggestCANAt || e.suggestCANBytes > 0 && e.historySeenSize >= e.suggestCANBytes
 	} else {
 		i.ContinueAsNewSuggested = !e.replaying && e.taskSuggestCAN // an engine that does not send the threshold
 	}
 	return i
 }
+
+// ContinueAsNewSuggested reports whether the history the decision has seen
+// has grown past the engine's suggestion thresholds (its length or its
+// size: see WorkflowInfo.ContinueAsNewSuggested): a long-lived workflow
+// should then continue as new, carrying its state. Replay-safe.
+func ContinueAsNewSuggested(ctx Context) bool { return GetInfo(ctx).ContinueAsNewSuggested }
 
 // GetLogger returns the run's logger (fields workflow_id, run_id,
 // workflow_type). It is silent while the code replays recorded decisions,
@@ -243,6 +260,7 @@ func executeActivity[O any](c *wfContext, name string, in any) Future[O] {
 			ScheduleToCloseTimeout: opts.ScheduleToCloseTimeout,
 			HeartbeatTimeout:       opts.HeartbeatTimeout,
 			RetryPolicy:            opts.RetryPolicy,
+			LimitKey:               opts.LimitKey,
 		},
 		ShareResult: opts.ShareResult,
 	}

@@ -131,7 +131,7 @@ func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask, rec
 		IdempotencyKey: task.IdempotencyKey, WorkflowID: task.WorkflowID, RunID: task.RunID, WorkflowType: task.WorkflowType,
 		ActivityID: task.ActivityID, ActivityType: task.ActivityType, Attempt: task.Attempt, Effect: task.Effect,
 		Reconcile: task.Reconcile, Deadline: task.Deadline, ScheduledTime: task.ScheduledTime, StartedTime: task.StartedTime,
-		HeartbeatDetails: task.HeartbeatDetails,
+		HeartbeatDetails: task.HeartbeatDetails, TaskToken: task.TaskToken,
 	})
 	ctx = activities.WithHeartbeater(ctx, hb.record)
 	ctx = activities.WithChunks(ctx, w.chunks)
@@ -171,6 +171,13 @@ func (w *Worker) runActivity(parent context.Context, task *api.ActivityTask, rec
 		}
 	}
 	out.flush()
+	if !task.Reconcile && errors.Is(err, activities.ErrResultPending) {
+		// Someone else reports the outcome with the task token (or the
+		// ids): the attempt stays started under its timeouts.
+		hb.stop()
+		w.stats.ActivityPending.Add(1)
+		return
+	}
 	// The heartbeats go on while the outcome is delivered: a report that
 	// waits for a restarting server must not cost the lease.
 	w.report(task, result, err, hb, context.Cause(ctx), hb.takeDetails(), out.usageSum())

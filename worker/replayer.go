@@ -43,6 +43,9 @@ type ReplayerOptions struct {
 	// threshold the history was recorded under (default
 	// api.DefaultSuggestContinueAsNewAt).
 	SuggestContinueAsNewAt int64
+	// SuggestContinueAsNewBytes is its size threshold (default
+	// api.DefaultSuggestContinueAsNewBytes).
+	SuggestContinueAsNewBytes int64
 }
 
 // ReplayOptions configure one replay.
@@ -67,6 +70,9 @@ func NewReplayer(opts ReplayerOptions) *Replayer {
 	}
 	if opts.SuggestContinueAsNewAt == 0 {
 		opts.SuggestContinueAsNewAt = api.DefaultSuggestContinueAsNewAt
+	}
+	if opts.SuggestContinueAsNewBytes == 0 {
+		opts.SuggestContinueAsNewBytes = api.DefaultSuggestContinueAsNewBytes
 	}
 	reg := opts.Registry
 	if reg == nil {
@@ -141,7 +147,7 @@ func (r *Replayer) ReplayHistory(run history.RunRef, events []history.Event, opt
 	}
 	task := &api.WorkflowTask{WorkflowID: run.WorkflowID, RunID: run.RunID, WorkflowType: started.WorkflowType,
 		TaskQueue: started.TaskQueue, Attempt: 1, FirstEventID: 1, NextEventID: events[len(events)-1].ID + 1,
-		SuggestContinueAsNewAt: r.opts.SuggestContinueAsNewAt}
+		SuggestContinueAsNewAt: r.opts.SuggestContinueAsNewAt, SuggestContinueAsNewBytes: r.opts.SuggestContinueAsNewBytes}
 	eo := sdk.ExecutionOptions{Converter: r.opts.Converter}
 	if opts.Trace != nil {
 		n := 0

@@ -230,6 +230,10 @@ type Stats struct {
 	// restarting, refusing): each is retried after a backoff, and logged
 	// as a streak (see UnreachableSummaryEvery), not one line each.
 	PollFailures atomic.Int64
+	// ActivityPending counts activity attempts that returned
+	// activities.ErrResultPending: their outcome is reported by whoever
+	// holds the task token.
+	ActivityPending atomic.Int64
 }
 
 // cached is a run's Execution in the sticky cache; mu serialises its tasks.

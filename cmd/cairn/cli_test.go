@@ -108,6 +108,9 @@ func newTestServer(t *testing.T, withWorker bool, opts ...func(*engine.Options))
 				t.Fatal(err)
 			}
 		}
+		if err := registerAwait(w); err != nil {
+			t.Fatal(err)
+		}
 		go func() { done <- w.Run(ctx) }()
 	}
 	t.Cleanup(func() {
@@ -130,7 +133,7 @@ func newTestServer(t *testing.T, withWorker bool, opts ...func(*engine.Options))
 func (s *testServer) run(t *testing.T, stdin string, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	if len(args) > 0 && (args[0] == "workflow" || args[0] == "history" || args[0] == "task-queue" || args[0] == "effects") {
+	if len(args) > 0 && (args[0] == "workflow" || args[0] == "history" || args[0] == "task-queue" || args[0] == "effects" || args[0] == "activity") {
 		args = append(args, "--address", s.addr)
 	}
 	code := cli(args, strings.NewReader(stdin), &out, &errb)

@@ -69,6 +69,8 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 	start := func(id string) jsonCase {
 		return ok("workflow", "start", "--type", "Hold", "--id", id, "--task-queue", testQueue, "--input", `"`+id+`"`)
 	}
+	s.startAwait(t, "await-1")
+	s.startAwait(t, "await-2")
 	cases := []jsonCase{
 		ok(), // the list of commands
 		fails(2, "usage", "nonsense"),
@@ -130,10 +132,23 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 		{args: []string{"workflow", "reject", "agent-1", "--call", "call_2", "--by", "ada", "--reason", "no"}, srv: "paused"},
 		fails(2, "usage", "workflow", "reject", "hold-3", "--by", "ada"),
 
+		ok("activity"),
+		fails(2, "usage", "activity", "nonsense"),
+		ok("activity", "heartbeat", "--workflow-id", "await-1", "--activity-id", "ask", "--details", `"half"`),
+		fails(1, "not_found", "activity", "heartbeat", "--workflow-id", "nobody", "--activity-id", "ask"),
+		ok("activity", "complete", "--workflow-id", "await-1", "--activity-id", "ask", "--result", `"yes"`),
+		fails(1, "not_found", "activity", "complete", "--workflow-id", "nobody", "--activity-id", "ask"),
+		ok("activity", "fail", "--workflow-id", "await-2", "--activity-id", "ask", "--message", "no"),
+		fails(2, "usage", "activity", "fail", "--workflow-id", "await-2", "--activity-id", "ask"),
+
 		ok("task-queue"),
 		ok("task-queue", "describe", testQueue),
 		fails(2, "usage", "task-queue", "describe"),
 		ok("task-queue", "list"),
+		ok("task-queue", "limit", testQueue, "--type", "Charge", "--key", "tenant/*", "--max", "2", "--rate", "1.5"),
+		ok("task-queue", "limit", testQueue, "--type", "Charge", "--key", "tenant/*", "--clear"),
+		fails(2, "usage", "task-queue", "limit", testQueue),
+		fails(1, "invalid_argument", "task-queue", "limit", testQueue, "--key", "a,b", "--max", "1"),
 		ok("cluster"),
 		fails(2, "usage", "cluster", "nope"),
 		ok("cluster", "describe"),

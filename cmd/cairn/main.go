@@ -100,7 +100,7 @@ func newRoot(g *globals) *cobra.Command {
 		},
 	}
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print JSON for scripts (errors too, on stderr)")
-	root.AddCommand(serverCommand(g), devCommand(g), workflowCommand(g), taskQueueCommand(g), clusterCommand(g), effectsCommand(g), historyCommand(g), replayCommand(g),
+	root.AddCommand(serverCommand(g), devCommand(g), workflowCommand(g), taskQueueCommand(g), clusterCommand(g), effectsCommand(g), historyCommand(g), replayCommand(g), activityCommand(g),
 		demoCommand(g), benchCommand(g), versionCommand(g), backupCommand(g), restoreCommand(g), checkCommand(g), migrateCommand(g), fakeLLMCommand(g), vetCommand(g))
 	return root
 }

@@ -54,7 +54,122 @@ on a queue nobody polls shows here as a backlog with no pollers.`,
 			})
 		},
 	}
-	return clientFlags(group("task-queue", "Inspect task queues and their workers", describe, list), g)
+	return clientFlags(group("task-queue", "Inspect task queues and their workers", describe, list, limitCommand(g)), g)
+}
+
+// limitCommand is `cairn task-queue limit`: set or clear an activity limit.
+func limitCommand(g *globals) *cobra.Command {
+	var (
+		l     api.ActivityLimit
+		clear bool
+	)
+	cmd := &cobra.Command{
+		Use:   "limit QUEUE",
+		Short: "Limit the activities of a task queue in flight and per second",
+		Long: `Sets how many activities of the queue may be in flight at once across all its
+workers (--max) and how many may start per second (--rate, in bursts of
+--burst), for an activity type (--type), a limit key the activities declare
+(--key: a model "openai/gpt-4o", a tenant "tenant/acme"; "tenant/*" limits
+each tenant apart), or both. An activity waits on the queue until every
+limit it falls under has room; a slot held by a worker that died is freed
+when the activity's lease ends. --clear removes the limit of --type/--key.
+The limits are durable; task-queue describe shows them and their use.`,
+		Example: `  cairn task-queue limit agents --type llm.Chat --key openai/gpt-4o --max 8 --rate 5
+  cairn task-queue limit agents --key 'tenant/*' --max 2
+  cairn task-queue limit agents --key 'tenant/*' --clear`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l.TaskQueue = args[0]
+			if !clear && l.MaxInFlight == 0 && l.RatePerSecond == 0 {
+				return usagef("give --max or --rate (or --clear to remove the limit)")
+			}
+			c, err := g.dial()
+			if err != nil {
+				return err
+			}
+			var ls []api.ActivityLimit
+			if clear {
+				ls, err = c.ClearActivityLimit(cmd.Context(), l.TaskQueue, l.ActivityType, l.LimitKey)
+			} else {
+				ls, err = c.SetActivityLimit(cmd.Context(), l)
+			}
+			if err != nil {
+				return err
+			}
+			return g.emit(limitsOut{ls}, func(w io.Writer) {
+				if len(ls) == 0 {
+					fmt.Fprintf(w, "Queue %s has no activity limit.\n", l.TaskQueue)
+					return
+				}
+				rows := [][]string{}
+				for _, x := range ls {
+					rows = append(rows, limitRow(x))
+				}
+				table(w, limitHeader, rows)
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&l.ActivityType, "type", "", "the activity type limited (empty: every type)")
+	f.StringVar(&l.LimitKey, "key", "", `the limit key limited (empty: any key; "prefix*": each key of the family apart)`)
+	f.IntVar(&l.MaxInFlight, "max", 0, "at most this many in flight at once (0: no bound)")
+	f.Float64Var(&l.RatePerSecond, "rate", 0, "at most this many dispatched per second (0: no bound)")
+	f.IntVar(&l.Burst, "burst", 0, "the rate's burst (0: the rate rounded up)")
+	f.BoolVar(&clear, "clear", false, "remove the limit of --type and --key")
+	return cmd
+}
+
+// limitsOut is task-queue limit's --json: the queue's limits ("limits",
+// [] when there is none).
+type limitsOut struct {
+	Limits []api.ActivityLimit `view:"keep"`
+}
+
+var limitHeader = []string{"TYPE", "KEY", "MAX IN FLIGHT", "RATE/S", "BURST"}
+
+func limitRow(l api.ActivityLimit) []string {
+	orAll := func(s string) string {
+		if s == "" {
+			return "(any)"
+		}
+		return s
+	}
+	orNone := func(v string, zero bool) string {
+		if zero {
+			return "-"
+		}
+		return v
+	}
+	return []string{orAll(l.ActivityType), orAll(l.LimitKey), orNone(fmt.Sprint(l.MaxInFlight), l.MaxInFlight == 0),
+		orNone(fmt.Sprint(l.RatePerSecond), l.RatePerSecond == 0), orNone(fmt.Sprint(l.Burst), l.Burst == 0)}
+}
+
+// printLimits shows a queue's activity limits, their use and its backlog
+// by limit key.
+func printLimits(w io.Writer, q *api.TaskQueueInfo) {
+	if len(q.ActivityLimits) > 0 {
+		rows := [][]string{}
+		for _, l := range q.ActivityLimits {
+			rows = append(rows, append(limitRow(l.Limit), fmt.Sprint(l.InFlight), fmt.Sprint(l.Waiting)))
+			for _, k := range l.Keys {
+				rows = append(rows, []string{"", "  " + k.Key, "", "", "", fmt.Sprint(k.InFlight), fmt.Sprint(k.Waiting)})
+			}
+		}
+		fmt.Fprintln(w)
+		table(w, append(append([]string{}, limitHeader...), "IN FLIGHT", "WAITING"), rows)
+	}
+	if len(q.ActivityKeys) > 0 {
+		rows := [][]string{}
+		for _, k := range q.ActivityKeys {
+			key := k.Key
+			if key == "" {
+				key = "(no key)"
+			}
+			rows = append(rows, []string{key, fmt.Sprint(k.Waiting), fmt.Sprint(k.InFlight)})
+		}
+		fmt.Fprintln(w)
+		table(w, []string{"LIMIT KEY", "QUEUED", "IN FLIGHT (LIMITED)"}, rows)
+	}
 }
 
 // queuesOut is task-queue list's --json: the queues ("queues", [] when
@@ -90,6 +205,7 @@ func printTaskQueue(w io.Writer, q *api.TaskQueueInfo, now time.Time) {
 	if note := queueNote(*q); note != "" {
 		fmt.Fprintf(w, "%s\n", note)
 	}
+	printLimits(w, q)
 	if len(q.WorkflowPollers)+len(q.ActivityPollers) == 0 {
 		fmt.Fprintf(w, "\nNo worker polled this queue in the last %s.\n", api.PollerRetention)
 		return

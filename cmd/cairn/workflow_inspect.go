@@ -130,10 +130,15 @@ func printDescribe(g *globals, w io.Writer, out describeOut) {
 			if a.State == api.ActivityStateStarted {
 				lease = relative(a.LeaseExpires, now)
 			}
-			rows = append(rows, []string{"  " + fmt.Sprint(a.ScheduledEventID), a.ActivityType, a.Effect.String(), a.State.String(),
+			rows = append(rows, []string{"  " + fmt.Sprint(a.ScheduledEventID), a.ActivityID, a.ActivityType, a.Effect.String(), a.State.String(),
 				fmt.Sprint(a.Attempt), lease, relative(a.LastHeartbeat, now), last})
 		}
-		table(w, []string{"  EVENT", "ACTIVITY", "EFFECT", "STATE", "ATTEMPT", "LEASE ENDS", "HEARTBEAT", "LAST FAILURE"}, rows)
+		table(w, []string{"  EVENT", "ID", "ACTIVITY", "EFFECT", "STATE", "ATTEMPT", "LEASE ENDS", "HEARTBEAT", "LAST FAILURE"}, rows)
+		for _, a := range d.PendingActivities {
+			if a.WaitsForLimit != "" {
+				fmt.Fprintf(w, "  event %d waits for a slot: %s (cairn task-queue describe)\n", a.ScheduledEventID, a.WaitsForLimit)
+			}
+		}
 		printInDoubt(g, w, d.PendingActivities)
 	}
 	if len(d.PendingTimers) > 0 {

@@ -84,6 +84,10 @@ type Service interface {
 	// ListTaskQueues describes every task queue with a backlog or a poller
 	// seen lately (workers' sticky queues left out), by name.
 	ListTaskQueues(ctx context.Context, req *ListTaskQueuesRequest) (*ListTaskQueuesResponse, error)
+	// SetActivityLimit sets or clears a concurrency/rate limit on the
+	// activities of a task queue (ActivityLimit), durably; it applies at
+	// the next dispatch. ErrInvalidArgument, ErrLimitExceeded.
+	SetActivityLimit(ctx context.Context, req *SetActivityLimitRequest) (*SetActivityLimitResponse, error)
 	// ListEffects reads the effects ledger: every action with an
 	// idempotency key, its state, attempts, duplicates and result, across
 	// the runs of its workflow id.

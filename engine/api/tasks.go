@@ -51,6 +51,12 @@ type WorkflowTask struct {
 	// task, and fails the task with cause CauseLimitExceeded instead of
 	// sending what would be refused.
 	MaxPayloadBytes int
+	// SuggestContinueAsNewBytes is the history size from which workflow
+	// code sees ContinueAsNewSuggested (sdk.WorkflowInfo.HistorySize: the
+	// encoded size of the events the decision has seen, which the SDK
+	// measures from the events themselves, so it replays exactly); 0
+	// means unknown (no suggestion by size).
+	SuggestContinueAsNewBytes int64
 }
 
 // WorkflowQuery is a query to answer from the run's current state.
@@ -389,6 +395,16 @@ type ActivityTask struct {
 type HeartbeatRequest struct {
 	TaskToken []byte
 	Details   Payload
+	// WorkflowID, RunID (empty: the current run) and ActivityID name the
+	// activity instead of TaskToken, for asynchronous completion by id
+	// (the activity returned activities.ErrResultPending): the report is
+	// that of its current attempt. Set them only with an empty TaskToken.
+	// ActivityID is the id the workflow gave the activity
+	// (sdk.ActivityOptions.ActivityID, by default "1", "2", … in schedule
+	// order within a run), shown by DescribeWorkflow.
+	WorkflowID string
+	RunID      string
+	ActivityID string
 }
 
 // HeartbeatResponse says whether the activity should stop.
@@ -417,6 +433,16 @@ type CompleteActivityRequest struct {
 	// KeyMaterial answers a KeyTask (empty: the input payload's own bytes,
 	// which are canonical).
 	KeyMaterial []byte
+	// WorkflowID, RunID (empty: the current run) and ActivityID name the
+	// activity instead of TaskToken, for asynchronous completion by id
+	// (the activity returned activities.ErrResultPending): the report is
+	// that of its current attempt. Set them only with an empty TaskToken.
+	// ActivityID is the id the workflow gave the activity
+	// (sdk.ActivityOptions.ActivityID, by default "1", "2", … in schedule
+	// order within a run), shown by DescribeWorkflow.
+	WorkflowID string
+	RunID      string
+	ActivityID string
 }
 
 // CompleteActivityResponse is empty.
@@ -450,6 +476,16 @@ type FailActivityRequest struct {
 	// HeartbeatDetails are the attempt's last heartbeat details, if newer
 	// than the last heartbeat sent: the next attempt receives them.
 	HeartbeatDetails Payload
+	// WorkflowID, RunID (empty: the current run) and ActivityID name the
+	// activity instead of TaskToken, for asynchronous completion by id
+	// (the activity returned activities.ErrResultPending): the report is
+	// that of its current attempt. Set them only with an empty TaskToken.
+	// ActivityID is the id the workflow gave the activity
+	// (sdk.ActivityOptions.ActivityID, by default "1", "2", … in schedule
+	// order within a run), shown by DescribeWorkflow.
+	WorkflowID string
+	RunID      string
+	ActivityID string
 }
 
 // FailActivityResponse is empty.

@@ -24,6 +24,11 @@ type (
 // suggests continuing as new, unless configured otherwise.
 const DefaultSuggestContinueAsNewAt = 10240
 
+// DefaultSuggestContinueAsNewBytes is the history size (bytes, as
+// sdk.WorkflowInfo.HistorySize measures it) from which workflow code is
+// told to continue as new, unless configured otherwise: 8 MiB.
+const DefaultSuggestContinueAsNewBytes = 8 << 20
+
 // ReusePolicy decides whether a workflow id whose previous run is closed may
 // start a new run.
 type ReusePolicy uint8

@@ -183,6 +183,11 @@ type PendingActivity struct {
 	// of the store (a restore, an accepted data loss): it is not
 	// dispatched again before its Reconcile lookup or a person decides.
 	InDoubt string
+	// LimitKey is the activity's limit key; WaitsForLimit, for a
+	// scheduled activity, names the activity limit of its task queue that
+	// has no room for it now ("" when none holds it back).
+	LimitKey      string
+	WaitsForLimit string
 }
 
 // PendingTimer describes one running timer.
@@ -435,6 +440,11 @@ type TaskQueueInfo struct {
 	// queue within PollerRetention, by identity.
 	WorkflowPollers []PollerInfo
 	ActivityPollers []PollerInfo
+	// ActivityLimits are the queue's activity limits and their use;
+	// ActivityKeys its activity backlog by limit key (the queue serves
+	// its keys in turn), the in-flight count of keys under a limit.
+	ActivityLimits []ActivityLimitInfo
+	ActivityKeys   []LimitKeyInfo
 }
 
 // PollerRetention is how long the engine remembers a poller after its last

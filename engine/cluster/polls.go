@@ -336,7 +336,55 @@ func mergeQueue(a, b api.TaskQueueInfo) api.TaskQueueInfo {
 	a.ActivityBacklog += b.ActivityBacklog
 	a.WorkflowPollers = mergePollers(a.WorkflowPollers, b.WorkflowPollers)
 	a.ActivityPollers = mergePollers(a.ActivityPollers, b.ActivityPollers)
+	a.ActivityLimits = mergeLimits(a.ActivityLimits, b.ActivityLimits)
+	a.ActivityKeys = mergeKeys(a.ActivityKeys, b.ActivityKeys)
 	return a
+}
+
+// mergeLimits adds up the use of each limit on every server (each
+// enforces it for the runs of its shards).
+func mergeLimits(a, b []api.ActivityLimitInfo) []api.ActivityLimitInfo {
+	for _, l := range b {
+		i := slices.IndexFunc(a, func(x api.ActivityLimitInfo) bool {
+			return x.Limit.ActivityType == l.Limit.ActivityType && x.Limit.LimitKey == l.Limit.LimitKey
+		})
+		if i < 0 {
+			a = append(a, l)
+			continue
+		}
+		a[i].InFlight += l.InFlight
+		a[i].Waiting += l.Waiting
+		a[i].Keys = mergeKeys(a[i].Keys, l.Keys)
+	}
+	return a
+}
+
+func mergeKeys(a, b []api.LimitKeyInfo) []api.LimitKeyInfo {
+	for _, k := range b {
+		i := slices.IndexFunc(a, func(x api.LimitKeyInfo) bool { return x.Key == k.Key })
+		if i < 0 {
+			a = append(a, k)
+			continue
+		}
+		a[i].InFlight += k.InFlight
+		a[i].Waiting += k.Waiting
+	}
+	slices.SortFunc(a, func(x, y api.LimitKeyInfo) int { return cmpString(x.Key, y.Key) })
+	return a
+}
+
+// SetActivityLimit implements api.Service: the limit is recorded in the
+// shared store and applied by every live server (a server down meanwhile
+// reads it when it opens).
+func (r *Router) SetActivityLimit(ctx context.Context, req *api.SetActivityLimitRequest) (*api.SetActivityLimitResponse, error) {
+	resp, err := r.local.SetActivityLimit(ctx, req)
+	if err != nil || Forwarded(ctx) {
+		return resp, err
+	}
+	for _, p := range r.livePeers() {
+		_, _ = p.svc.SetActivityLimit(ctx, req)
+	}
+	return resp, nil
 }
 
 func mergePollers(a, b []api.PollerInfo) []api.PollerInfo {

@@ -47,6 +47,7 @@ var routes = map[string]endpoint{
 	"CountWorkflows":          route(false, api.Service.CountWorkflows),
 	"DescribeTaskQueue":       route(false, api.Service.DescribeTaskQueue),
 	"ListTaskQueues":          route(false, api.Service.ListTaskQueues),
+	"SetActivityLimit":        route(false, api.Service.SetActivityLimit),
 	"ListEffects":             route(false, api.Service.ListEffects),
 	"PollWorkflowTask":        route(true, api.Service.PollWorkflowTask),
 	"CompleteWorkflowTask":    route(false, api.Service.CompleteWorkflowTask),

@@ -387,6 +387,24 @@ func setMarker(v reflect.Value, marker string) bool {
 		case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.Uint8:
 			f.SetBytes([]byte(marker))
 			return true
+		case markable(f.Type()):
+			return setMarker(f, marker)
+		}
+	}
+	return false
+}
+
+// markable says whether a struct type has an exported field a marker can
+// go in (a request whose first such field is nested, as SetActivityLimit's).
+func markable(t reflect.Type) bool {
+	if t.Kind() != reflect.Struct {
+		return false
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.IsExported() && (f.Type.Kind() == reflect.String || f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Uint8 ||
+			markable(f.Type)) {
+			return true
 		}
 	}
 	return false
@@ -400,6 +418,8 @@ func findMarker(v reflect.Value, marker string) bool {
 			return f.String() == marker
 		case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.Uint8:
 			return string(f.Bytes()) == marker
+		case markable(f.Type()):
+			return findMarker(f, marker)
 		}
 	}
 	return false

@@ -116,6 +116,10 @@ func (s *stubService) DescribeTaskQueue(_ context.Context, req *api.DescribeTask
 	return stubCall[api.DescribeTaskQueueResponse](s, "DescribeTaskQueue", req)
 }
 
+func (s *stubService) SetActivityLimit(_ context.Context, req *api.SetActivityLimitRequest) (*api.SetActivityLimitResponse, error) {
+	return stubCall[api.SetActivityLimitResponse](s, "SetActivityLimit", req)
+}
+
 func (s *stubService) ListTaskQueues(_ context.Context, req *api.ListTaskQueuesRequest) (*api.ListTaskQueuesResponse, error) {
 	return stubCall[api.ListTaskQueuesResponse](s, "ListTaskQueues", req)
 }

@@ -29,6 +29,10 @@ type Limits struct {
 	// SuggestContinueAsNewAt sets WorkflowTask.ContinueAsNewSuggested from
 	// this history length on. Default 10,240.
 	SuggestContinueAsNewAt int64
+	// SuggestContinueAsNewBytes makes workflow code see the suggestion
+	// from this history size on (sdk.WorkflowInfo.HistorySize: the encoded
+	// size of the events it has seen). Default 8 MiB.
+	SuggestContinueAsNewBytes int64
 	// MaxPendingActivities, MaxPendingChildren and MaxPendingTimers bound
 	// what one run may have outstanding. Default 2,000 each.
 	MaxPendingActivities int
@@ -54,17 +58,18 @@ type Limits struct {
 // DefaultLimits returns the documented defaults.
 func DefaultLimits() Limits {
 	return Limits{
-		MaxPayloadBytes:         2 << 20,
-		InlinePayloadBytes:      16 << 10,
-		MaxHistoryEvents:        51200,
-		SuggestContinueAsNewAt:  api.DefaultSuggestContinueAsNewAt,
-		MaxPendingActivities:    2000,
-		MaxPendingChildren:      2000,
-		MaxPendingTimers:        2000,
-		MaxIDBytes:              1000,
-		MaxSignals:              10000,
-		MaxWorkflowTaskRefusals: 3,
-		MaxUpdates:              1000,
+		MaxPayloadBytes:           2 << 20,
+		InlinePayloadBytes:        16 << 10,
+		MaxHistoryEvents:          51200,
+		SuggestContinueAsNewAt:    api.DefaultSuggestContinueAsNewAt,
+		SuggestContinueAsNewBytes: api.DefaultSuggestContinueAsNewBytes,
+		MaxPendingActivities:      2000,
+		MaxPendingChildren:        2000,
+		MaxPendingTimers:          2000,
+		MaxIDBytes:                1000,
+		MaxSignals:                10000,
+		MaxWorkflowTaskRefusals:   3,
+		MaxUpdates:                1000,
 	}
 }
 
@@ -83,6 +88,9 @@ func (l *Limits) FillDefaults() {
 	}
 	if l.SuggestContinueAsNewAt == 0 {
 		l.SuggestContinueAsNewAt = d.SuggestContinueAsNewAt
+	}
+	if l.SuggestContinueAsNewBytes == 0 {
+		l.SuggestContinueAsNewBytes = d.SuggestContinueAsNewBytes
 	}
 	if l.MaxPendingActivities == 0 {
 		l.MaxPendingActivities = d.MaxPendingActivities
@@ -109,7 +117,7 @@ func (l *Limits) FillDefaults() {
 
 // Validate reports limits that cannot work.
 func (l Limits) Validate() error {
-	if l.MaxPayloadBytes < 0 || l.InlinePayloadBytes < 0 || l.MaxHistoryEvents < 0 || l.SuggestContinueAsNewAt < 0 ||
+	if l.MaxPayloadBytes < 0 || l.InlinePayloadBytes < 0 || l.MaxHistoryEvents < 0 || l.SuggestContinueAsNewAt < 0 || l.SuggestContinueAsNewBytes < 0 ||
 		l.MaxPendingActivities < 0 || l.MaxPendingChildren < 0 || l.MaxPendingTimers < 0 || l.MaxIDBytes < 0 ||
 		l.MaxSignals < 0 || l.MaxWorkflowTaskRefusals < 0 || l.MaxUpdates < 0 {
 		return fmt.Errorf("%w: limits must not be negative", api.ErrInvalidArgument)

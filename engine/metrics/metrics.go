@@ -94,6 +94,10 @@ var (
 		"Retention sweeps run since the engine opened.", nil, nil)
 	queueDepthDesc = prometheus.NewDesc("cairn_task_queue_depth",
 		"Tasks waiting on a task queue for a worker, by kind (workflow, activity).", []string{"queue", "kind"}, nil)
+	limitInFlightDesc = prometheus.NewDesc("cairn_activity_limit_in_flight",
+		"Activities holding a slot of an activity limit (cairn task-queue limit) on this server.", []string{"queue", "activity_type", "limit_key"}, nil)
+	limitMaxDesc = prometheus.NewDesc("cairn_activity_limit_max_in_flight",
+		"The most activities an activity limit lets be in flight at once (0: only a rate).", []string{"queue", "activity_type", "limit_key"}, nil)
 	queuePollersDesc = prometheus.NewDesc("cairn_task_queue_pollers",
 		"Worker long polls waiting on a task queue, by kind (workflow, activity).", []string{"queue", "kind"}, nil)
 )
@@ -101,7 +105,8 @@ var (
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{commitsDesc, workflowTasksDesc, activityTasksDesc, activityCompletionsDesc,
-		timersFiredDesc, openRunsDesc, pausedRunsDesc, corruptRunsDesc, pendingTimersDesc, duplicatesDesc, lateReportsDesc, inDoubtDesc, runsDeletedDesc, sweepsDesc, queueDepthDesc, queuePollersDesc} {
+		timersFiredDesc, openRunsDesc, pausedRunsDesc, corruptRunsDesc, pendingTimersDesc, duplicatesDesc, lateReportsDesc, inDoubtDesc, runsDeletedDesc, sweepsDesc, queueDepthDesc, queuePollersDesc,
+		limitInFlightDesc, limitMaxDesc} {
 		ch <- d
 	}
 }
@@ -124,6 +129,11 @@ func (c *Collector) pausedRuns() (int, bool) {
 		}
 		req.NextPageToken = resp.NextPageToken
 	}
+}
+
+// limitSource is a Source that reports its activity limits (the engine).
+type limitSource interface {
+	ActivityLimitsInUse() []api.ActivityLimitInfo
 }
 
 // Collect implements prometheus.Collector.
@@ -156,6 +166,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		n       int64
 	}{{api.VerdictConfirmation, s.EffectConfirmations}, {api.VerdictConflict, s.EffectConflicts}} {
 		ch <- prometheus.MustNewConstMetric(lateReportsDesc, prometheus.CounterValue, float64(v.n), v.verdict.String())
+	}
+	if src, ok := c.src.(limitSource); ok {
+		for _, l := range src.ActivityLimitsInUse() {
+			gauge(limitInFlightDesc, l.InFlight, l.Limit.TaskQueue, l.Limit.ActivityType, l.Limit.LimitKey)
+			gauge(limitMaxDesc, l.Limit.MaxInFlight, l.Limit.TaskQueue, l.Limit.ActivityType, l.Limit.LimitKey)
+		}
 	}
 	if c.opts.Queues == nil {
 		return

@@ -172,6 +172,10 @@ func TestServedByHTTPAPI(t *testing.T) {
 		}
 	}
 	pauseRun(ctx, t, eng, "paused")
+	if _, err := eng.SetActivityLimit(ctx, &api.SetActivityLimitRequest{Limit: api.ActivityLimit{TaskQueue: "agents", LimitKey: "openai/gpt-4o",
+		MaxInFlight: 8}}); err != nil {
+		t.Fatal(err)
+	}
 	// An activity poller parks on the queue (nothing to run).
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	polled := make(chan struct{})
@@ -198,6 +202,8 @@ func TestServedByHTTPAPI(t *testing.T) {
 		`cairn_task_queue_depth{kind="activity",queue="agents"} 0`,
 		`cairn_task_queue_pollers{kind="activity",queue="agents"} 1`,
 		`cairn_task_queue_pollers{kind="workflow",queue="agents"} 0`,
+		`cairn_activity_limit_in_flight{activity_type="",limit_key="openai/gpt-4o",queue="agents"} 0`,
+		`cairn_activity_limit_max_in_flight{activity_type="",limit_key="openai/gpt-4o",queue="agents"} 8`,
 	} {
 		if !bytes.Contains(body, []byte(line+"\n")) {
 			t.Errorf("/metrics lacks %q", line)

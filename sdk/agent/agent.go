@@ -68,11 +68,23 @@ const ApprovalSignal = history.DefaultApprovalSignal
 type Options struct {
 	// Model names the model (default: the model activity's Config.Model).
 	Model string
+	// Provider names the model's provider for the server's limits
+	// (default "model"): a model call's limit key is "Provider/Model"
+	// ("openai/gpt-4o"; the provider alone when Model is empty), so that
+	// `cairn task-queue limit QUEUE --key openai/gpt-4o --max 8` bounds
+	// the calls in flight to it across every worker.
+	Provider string
+	// LimitKey adds keys, comma-separated, to the limit key of the agent's
+	// model and tool calls: a tenant ("tenant/acme"), so that one
+	// tenant's agents cannot take every model slot (`--key 'tenant/*'`
+	// limits each tenant apart; the queue serves keys in turn).
+	LimitKey string
 	// System is the system prompt.
 	System string
 	// Tools the model may call.
 	Tools []Tool
-	// MaxTurns bounds the model calls of one Run (default 20).
+	// MaxTurns bounds the model calls of one Run (default 20); a resumed
+	// agent (Resume) counts those of the runs before too.
 	MaxTurns int
 	// Budget, when set, is the run's budget (sdk.SetBudget): the engine
 	// pauses the run when it is used up.
@@ -106,6 +118,26 @@ type Options struct {
 	// ignored: two agents of one workflow that run at once need a signal
 	// each.
 	ApprovalSignal string
+	// ApprovalLinks also sends each call awaiting approval as a link
+	// (link.go): the activity ApprovalLinkActivity hands the request and
+	// its task token to the worker's ApprovalNotifier, and the person (or
+	// webhook) following the link decides with CompleteApproval. The
+	// signal and the update still decide too; the first decision wins.
+	// The link is valid for ApprovalTimeout (default
+	// DefaultApprovalLinkTimeout).
+	ApprovalLinks bool
+	// Resume starts the agent from a conversation carried from the run
+	// before (Agent.Carry) instead of a new one: System is not added
+	// again (the carried conversation has it), the settings (Model,
+	// Tools, …) apply from here on. See carry.go.
+	Resume *Carry
+	// ContinueAsNew, when set, is called at the start of a turn once the
+	// engine suggests continuing as new (sdk.ContinueAsNewSuggested: the
+	// history has grown long or large), with the conversation to carry;
+	// Run returns the error it returns — sdk.NewContinueAsNewError with
+	// an input that holds the Carry, for the workflow to return — or goes
+	// on in this run when it returns nil.
+	ContinueAsNew func(ctx sdk.Context, c Carry) error
 }
 
 // Tool is a tool the model may call: an activity, its name and
@@ -198,6 +230,8 @@ type Agent struct {
 	tools map[string]*Tool
 	tr    Transcript
 	turn  int // model calls made by this agent (activity ids)
+	// carriedTurns counts the model calls of the runs before (Resume).
+	carriedTurns int
 
 	// Approvals (see receive): the calls awaiting one, in the order they
 	// started waiting; the last decision per call id; those received while
@@ -216,6 +250,7 @@ type approvalSlot struct {
 	callID string
 	ap     *Approval
 	call   history.ToolCall // what the approval-requested marker says
+	over   bool             // the wait is over (decided, or timed out)
 }
 
 // New returns an agent; with opts.Budget set it sets the run's budget.
@@ -239,9 +274,13 @@ func New(ctx sdk.Context, opts Options) *Agent {
 		}
 		settings.Tools = append(settings.Tools, history.ToolSpec{Name: t.Name, Description: t.Description, Parameters: schema})
 	}
-	a.tr.appendEntry(history.TranscriptEntry{Config: settings})
-	if opts.System != "" {
-		a.tr.Append(history.ChatMessage{Role: "system", Content: opts.System})
+	if opts.Resume != nil {
+		a.resume(opts.Resume, settings)
+	} else {
+		a.tr.appendEntry(history.TranscriptEntry{Config: settings})
+		if opts.System != "" {
+			a.tr.Append(history.ChatMessage{Role: "system", Content: opts.System})
+		}
 	}
 	if !opts.Budget.IsZero() {
 		sdk.SetBudget(ctx, opts.Budget)
@@ -277,9 +316,13 @@ func (a *Agent) Run(ctx sdk.Context, userMessage string) (Result, error) {
 	a.listen(ctx)
 	var res Result
 	for {
-		if res.Turns >= a.opts.MaxTurns {
+		if a.carriedTurns+res.Turns >= a.opts.MaxTurns {
 			res.StopReason = "max_turns"
 			return res, fmt.Errorf("%w: %d model calls", ErrMaxTurns, res.Turns)
+		}
+		if err := a.continueAsNew(ctx); err != nil {
+			res.StopReason = "continue_as_new"
+			return res, err
 		}
 		answer, err := a.callModel(ctx)
 		res.Turns++
@@ -328,6 +371,23 @@ func DefaultModelOptions() sdk.ActivityOptions {
 		RetryPolicy: &sdk.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 10}}
 }
 
+// ModelLimitKey is the limit key of the agent's model calls (unless
+// Options.ModelOptions sets one): "Provider/Model", then Options.LimitKey.
+func (a *Agent) ModelLimitKey() string {
+	provider := a.opts.Provider
+	if provider == "" {
+		provider = "model"
+	}
+	key := provider
+	if a.opts.Model != "" {
+		key += "/" + a.opts.Model
+	}
+	if a.opts.LimitKey != "" {
+		key += "," + a.opts.LimitKey
+	}
+	return key
+}
+
 // callModel makes one model call on the transcript so far.
 func (a *Agent) callModel(ctx sdk.Context) (history.ModelResult, error) {
 	a.turn++
@@ -336,6 +396,9 @@ func (a *Agent) callModel(ctx sdk.Context) (history.ModelResult, error) {
 		o = *a.opts.ModelOptions
 	}
 	o.ActivityID = "model:" + strconv.Itoa(a.turn)
+	if o.LimitKey == "" {
+		o.LimitKey = a.ModelLimitKey()
+	}
 	mctx := sdk.WithActivityOptions(ctx, o)
 	tip, sent := a.tr.tip, a.tr.sent
 	a.inFlight = true
@@ -437,6 +500,9 @@ func (a *Agent) runTool(ctx sdk.Context, c history.ToolCall, key string, p *prep
 	}
 	o.ActivityID = history.ToolActivityPrefix + key
 	o.ShareResult = true // recorded once: the transcript references it
+	if o.LimitKey == "" {
+		o.LimitKey = a.opts.LimitKey
+	}
 	tctx := sdk.WithActivityOptions(ctx, o)
 	r, err := sdk.ExecuteActivityByName[history.Payload](tctx, t.Name, p.in).Get(ctx)
 	if err != nil {
@@ -490,12 +556,18 @@ func (t *Tool) decode(args string) (any, error) {
 // the timeout: timedOut), and records the decision.
 func (a *Agent) awaitApproval(ctx sdk.Context, key string, slot *approvalSlot) (ap Approval, timedOut bool) {
 	_ = sdk.RecordMarker(ctx, history.MarkerApprovalRequested, key, a.approvalRequest(slot))
+	withdraw := func() {}
+	if a.opts.ApprovalLinks {
+		withdraw = a.requestByLink(ctx, key, slot)
+	}
 	has := func() bool { return slot.ap != nil }
 	if a.opts.ApprovalTimeout > 0 {
 		_, _ = sdk.AwaitWithTimeout(ctx, a.opts.ApprovalTimeout, has)
 	} else {
 		_ = sdk.Await(ctx, has)
 	}
+	slot.over = true
+	withdraw()
 	a.unwait(slot)
 	if slot.ap != nil {
 		ap = *slot.ap

@@ -76,6 +76,12 @@ type Client interface {
 	// ListTaskQueues describes the task queues with a backlog or a recent
 	// poller.
 	ListTaskQueues(ctx context.Context) ([]api.TaskQueueInfo, error)
+	// SetActivityLimit sets a concurrency/rate limit on the activities of
+	// a task queue (api.ActivityLimit) and returns the queue's limits.
+	SetActivityLimit(ctx context.Context, limit api.ActivityLimit) ([]api.ActivityLimit, error)
+	// ClearActivityLimit removes the limit of (task queue, activity type,
+	// limit key) and returns the queue's limits.
+	ClearActivityLimit(ctx context.Context, taskQueue, activityType, limitKey string) ([]api.ActivityLimit, error)
 	// ListEffects reads the effects ledger: the actions with an
 	// idempotency key, their state, attempts, duplicates and results.
 	ListEffects(ctx context.Context, req *api.ListEffectsRequest) (*api.ListEffectsResponse, error)
@@ -93,6 +99,23 @@ type Client interface {
 	// happened (with its result, encoded by the client's converter), it did
 	// not happen (retry with the same key), or it failed.
 	ResolveActivity(ctx context.Context, req ResolveRequest) error
+	// CompleteActivity reports the success of an activity attempt whose
+	// activity returned activities.ErrResultPending, with its result
+	// (encoded by the client's converter; nil for none). The report takes
+	// the path of a worker's: an attempt that no longer holds its lease (its
+	// timeout passed, or another attempt runs) is refused with an error
+	// wrapping api.ErrStaleAttempt after what it proves was recorded (a
+	// late report); by id, an activity that is no longer pending is
+	// api.ErrNotFound. A repeated identical report is acknowledged again.
+	CompleteActivity(ctx context.Context, ref ActivityRef, result any) error
+	// FailActivity reports the failure of such an attempt (retried per the
+	// activity's retry policy; an *sdk.ApplicationError's NonRetryable and
+	// activities.ErrOutcomeUnknown keep their meaning).
+	FailActivity(ctx context.Context, ref ActivityRef, err error) error
+	// HeartbeatActivity extends such an attempt's lease (its heartbeat
+	// timeout) and records progress details; it returns whether the
+	// workflow asked the activity to cancel.
+	HeartbeatActivity(ctx context.Context, ref ActivityRef, details any) (cancelRequested bool, err error)
 	// UpdateBudget raises (or lowers) an agent run's budget, or stops its
 	// held model calls, and returns the budget's new status.
 	UpdateBudget(ctx context.Context, u BudgetUpdate) (*api.BudgetStatus, error)
@@ -359,6 +382,23 @@ func (c *serviceClient) DescribeTaskQueue(ctx context.Context, taskQueue string)
 		return nil, err
 	}
 	return &resp.Queue, nil
+}
+
+func (c *serviceClient) SetActivityLimit(ctx context.Context, limit api.ActivityLimit) ([]api.ActivityLimit, error) {
+	resp, err := c.svc.SetActivityLimit(ctx, &api.SetActivityLimitRequest{Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Limits, nil
+}
+
+func (c *serviceClient) ClearActivityLimit(ctx context.Context, taskQueue, activityType, limitKey string) ([]api.ActivityLimit, error) {
+	resp, err := c.svc.SetActivityLimit(ctx, &api.SetActivityLimitRequest{Clear: true,
+		Limit: api.ActivityLimit{TaskQueue: taskQueue, ActivityType: activityType, LimitKey: limitKey}})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Limits, nil
 }
 
 func (c *serviceClient) ListTaskQueues(ctx context.Context) ([]api.TaskQueueInfo, error) {

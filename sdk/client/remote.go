@@ -371,6 +371,11 @@ func (r *RemoteService) CountWorkflows(ctx context.Context, req *api.CountWorkfl
 	return call[api.CountWorkflowsRequest, api.CountWorkflowsResponse](ctx, r, "CountWorkflows", req)
 }
 
+// SetActivityLimit implements api.Service.
+func (r *RemoteService) SetActivityLimit(ctx context.Context, req *api.SetActivityLimitRequest) (*api.SetActivityLimitResponse, error) {
+	return call[api.SetActivityLimitRequest, api.SetActivityLimitResponse](ctx, r, "SetActivityLimit", req)
+}
+
 // DescribeTaskQueue implements api.Service.
 func (r *RemoteService) DescribeTaskQueue(ctx context.Context, req *api.DescribeTaskQueueRequest) (*api.DescribeTaskQueueResponse, error) {
 	return call[api.DescribeTaskQueueRequest, api.DescribeTaskQueueResponse](ctx, r, "DescribeTaskQueue", req)
@@ -422,17 +427,17 @@ func (r *RemoteService) PollActivityTask(ctx context.Context, req *api.PollActiv
 
 // RecordActivityHeartbeat implements api.Service.
 func (r *RemoteService) RecordActivityHeartbeat(ctx context.Context, req *api.HeartbeatRequest) (*api.HeartbeatResponse, error) {
-	return call[api.HeartbeatRequest, api.HeartbeatResponse](ctx, r, "RecordActivityHeartbeat", req)
+	return callAbout[api.HeartbeatRequest, api.HeartbeatResponse](ctx, r, "RecordActivityHeartbeat", req.WorkflowID, req) // by ids: to the run's server
 }
 
 // CompleteActivity implements api.Service.
 func (r *RemoteService) CompleteActivity(ctx context.Context, req *api.CompleteActivityRequest) (*api.CompleteActivityResponse, error) {
-	return call[api.CompleteActivityRequest, api.CompleteActivityResponse](ctx, r, "CompleteActivity", req)
+	return callAbout[api.CompleteActivityRequest, api.CompleteActivityResponse](ctx, r, "CompleteActivity", req.WorkflowID, req) // by ids: to the run's server
 }
 
 // FailActivity implements api.Service.
 func (r *RemoteService) FailActivity(ctx context.Context, req *api.FailActivityRequest) (*api.FailActivityResponse, error) {
-	return call[api.FailActivityRequest, api.FailActivityResponse](ctx, r, "FailActivity", req)
+	return callAbout[api.FailActivityRequest, api.FailActivityResponse](ctx, r, "FailActivity", req.WorkflowID, req) // by ids: to the run's server
 }
 
 // GetChunks implements api.Service.

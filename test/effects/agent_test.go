@@ -124,6 +124,9 @@ type agent struct {
 	gate                  <-chan struct{}
 	calls                 atomic.Int32
 	say                   func(format string, args ...any)
+	// pending: after paying, SendPayment prints "pending KEY TOKEN RECEIPT"
+	// and returns ErrResultPending (the test completes it).
+	pending bool
 }
 
 // SendPayment pays through the provider, sending the idempotency key.
@@ -144,6 +147,10 @@ func (a *agent) SendPayment(ctx context.Context, p Payment) (Receipt, error) {
 		state = "deduped"
 	}
 	a.say("paid %s %d %s %s", key, info.Attempt, r.PaymentID, state)
+	if a.pending {
+		a.say("pending %s %s %s", key, info.TaskTokenString(), r.PaymentID)
+		return Receipt{}, activities.ErrResultPending
+	}
 	if n == a.gateAfter {
 		<-a.gate // killed here: paid, and nobody recorded it
 	}

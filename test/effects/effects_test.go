@@ -12,11 +12,13 @@ package effects_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/cairnflow/cairn/activities"
 	"github.com/cairnflow/cairn/engine"
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
@@ -652,4 +654,50 @@ func TestResolve(t *testing.T) {
 			t.Fatalf("ActivityResolved %+v", res)
 		}
 	})
+}
+
+// TestAsyncCompletionAfterWorkerKilled: SendPayment pays, hands its task
+// token over and returns ErrResultPending; its worker process is then
+// killed (SIGKILL). Nothing of the attempt lived in it: the token holder
+// completes the payment, the run finishes with that receipt, and the
+// payment was made and recorded once (its intent was recorded before it
+// ran, its completion is the ledger's).
+func TestAsyncCompletionAfterWorkerKilled(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	w1 := e.worker("w1", workerCfg{Class: history.SideEffect, Pending: true})
+	run := e.start("async-killed", inv)
+	p := w1.WaitFields(t.Context(), "pending") // pending KEY TOKEN PAYMENT
+	w1.Kill()
+	tok, err := activities.ParseTaskToken(p[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, found, err := e.prov.find(p[1])
+	if err != nil || !found || r.PaymentID != p[3] {
+		t.Fatalf("the provider holds %+v (%v, %v), want %s", r, found, err, p[3])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := e.c.CompleteActivity(ctx, client.ByToken(tok), r); err != nil {
+		t.Fatalf("complete by token after the worker died: %v", err)
+	}
+	w2 := e.worker("w2", workerCfg{Class: history.SideEffect})
+	out := result(t, run)
+	if len(out.Receipts) != 1 || out.Receipts[0] != r {
+		t.Fatalf("outcome %+v, want %+v", out, r)
+	}
+	e.wantPayments(1)
+	if s := w2.Lines("started"); len(s) != 0 {
+		t.Fatalf("SendPayment ran again: %q", s)
+	}
+	evs := e.history(run)
+	_, ids := evs.scheduled("SendPayment")
+	if len(ids) != 1 || len(evs.started(ids[0])) != 1 || evs.count(history.TypeActivityCompleted) < 1 ||
+		evs.count(history.TypeActivityDuplicateDetected) != 0 {
+		t.Fatalf("want one dispatch of SendPayment, completed once:\n%s", evs)
+	}
+	if err := e.c.CompleteActivity(ctx, client.ByToken(tok), Receipt{PaymentID: "other"}); !errors.Is(err, api.ErrStaleAttempt) {
+		t.Fatalf("a second, different completion: %v, want ErrStaleAttempt", err)
+	}
 }

@@ -57,6 +57,7 @@ const (
 	envListen     = "EFFECTS_LISTEN"  // the engine's fixed listen address (for a restart)
 	envQuiet      = "EFFECTS_QUIET"   // the child prints only what a long campaign needs
 	envVariant    = "EFFECTS_VARIANT" // "v2": the worker's PayInvoice is PayInvoiceV2 (a changed agent)
+	envPending    = "EFFECTS_PENDING" // SendPayment pays, prints its task token and returns ErrResultPending
 )
 
 const agentsQueue = "agents"
@@ -156,7 +157,7 @@ func runWorker() error {
 		class = activities.SideEffect
 	}
 	a := &agent{prov: provider{os.Getenv(envLedger)}, dedupe: class == activities.Idempotent, gate: gate, say: say,
-		lookupDown: os.Getenv(envLookupDown) != ""}
+		lookupDown: os.Getenv(envLookupDown) != "", pending: os.Getenv(envPending) != ""}
 	a.gateBefore, _ = strconv.Atoi(os.Getenv(envGateBefore))
 	a.gateAfter, _ = strconv.Atoi(os.Getenv(envGateAfter))
 	maxAct, _ := strconv.Atoi(os.Getenv(envMaxAct))
@@ -349,6 +350,7 @@ type workerCfg struct {
 	MaxAct      int                 // MaxConcurrentActivities (default: the worker's)
 	LookupDown  bool                // LookupPayment answers ErrOutcomeUnknown
 	Variant     string              // "v2": PayInvoiceV2 (a changed agent)
+	Pending     bool                // SendPayment leaves its outcome to the token holder (ErrResultPending)
 }
 
 // worker starts a worker process against e's engine.
@@ -373,7 +375,8 @@ func startWorker(t *testing.T, addr string, prov provider, name string, cfg work
 	return spawn(t, name, envMode+"=worker", envAddr+"="+addr, envLedger+"="+prov.path, envName+"="+name,
 		envQueue+"="+queue, envClass+"="+class, envReconcile+"="+flag(cfg.Reconcile), envBusiness+"="+flag(cfg.BusinessKey),
 		envGateBefore+"="+strconv.Itoa(cfg.GateBefore), envGateAfter+"="+strconv.Itoa(cfg.GateAfter),
-		envMaxAct+"="+strconv.Itoa(cfg.MaxAct), envLookupDown+"="+flag(cfg.LookupDown), envVariant+"="+cfg.Variant)
+		envMaxAct+"="+strconv.Itoa(cfg.MaxAct), envLookupDown+"="+flag(cfg.LookupDown), envVariant+"="+cfg.Variant,
+		envPending+"="+flag(cfg.Pending))
 }
 
 // start starts the agent.

@@ -46,19 +46,27 @@ func TestFIFOAndLen(t *testing.T) {
 }
 
 func TestPushFrontKeepsOrder(t *testing.T) {
-	var qq queue[int]
-	for i := 1; i <= 5; i++ {
-		qq.pushBack(i)
+	q := NewQueues[int]()
+	qq := &queue[int]{}
+	pop := func() int {
+		v, ok := q.popLocked("q", qq)
+		if !ok {
+			t.Fatal("nothing to pop")
+		}
+		return v
 	}
-	qq.pushFront(0)
-	qq.popFront()
-	qq.popFront()
-	qq.pushFront(1)
-	qq.pushFront(0)
-	qq.pushFront(-1)
+	for i := 1; i <= 5; i++ {
+		q.pushBack(qq, i)
+	}
+	q.pushFront(qq, 0)
+	pop()
+	pop()
+	q.pushFront(qq, 1)
+	q.pushFront(qq, 0)
+	q.pushFront(qq, -1)
 	var got []int
-	for len(qq.items) > qq.head {
-		got = append(got, qq.popFront())
+	for qq.n > 0 {
+		got = append(got, pop())
 	}
 	if want := []int{-1, 0, 1, 2, 3, 4, 5}; !slices.Equal(got, want) {
 		t.Fatalf("got %v, want %v", got, want)

@@ -73,6 +73,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 		{"List", testList},
 		{"Count", testCount},
 		{"TaskQueues", testTaskQueues},
+		{"ActivityLimits", testActivityLimits},
 		{"ResolvePausedRun", testResolve},
 		{"ListEffects", testListEffects},
 		{"DuplicateVisible", testDuplicateVisible},
@@ -82,6 +83,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 		{"LongPollCancel", testLongPollCancel},
 		{"PayloadChunks", testChunks},
 		{"AgentKit", testAgentKit},
+		{"AsyncCompletion", testAsyncCompletion},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -360,3 +360,24 @@ func testTaskQueues(t *testing.T, s *suite) {
 		t.Fatalf("DescribeTaskQueue of no name: %v, want ErrInvalidArgument", err)
 	}
 }
+
+// testActivityLimits sets, shows and clears an activity limit; a bad one
+// is refused with ErrInvalidArgument.
+func testActivityLimits(t *testing.T, s *suite) {
+	limit := api.ActivityLimit{TaskQueue: "clienttest-limits", ActivityType: "Charge", LimitKey: "tenant/*", MaxInFlight: 3,
+		RatePerSecond: 1.5}
+	ls, err := s.c.SetActivityLimit(s.ctx, limit)
+	if err != nil || len(ls) != 1 || ls[0] != limit {
+		t.Fatalf("SetActivityLimit: %+v %v", ls, err)
+	}
+	q, err := s.c.DescribeTaskQueue(s.ctx, "clienttest-limits")
+	if err != nil || len(q.ActivityLimits) != 1 || q.ActivityLimits[0].Limit != limit || q.ActivityLimits[0].InFlight != 0 {
+		t.Fatalf("described limits: %+v %v", q, err)
+	}
+	if ls, err = s.c.ClearActivityLimit(s.ctx, "clienttest-limits", "Charge", "tenant/*"); err != nil || len(ls) != 0 {
+		t.Fatalf("ClearActivityLimit: %+v %v", ls, err)
+	}
+	if _, err := s.c.SetActivityLimit(s.ctx, api.ActivityLimit{TaskQueue: "clienttest-limits"}); !errors.Is(err, api.ErrInvalidArgument) {
+		t.Fatalf("a limit of nothing: %v, want ErrInvalidArgument", err)
+	}
+}

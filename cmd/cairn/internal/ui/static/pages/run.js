@@ -316,7 +316,8 @@ function renderPending(el, v) {
     ${wft && wft.lastFailure ? html`<div class="callout bad">Workflow task failing (attempt ${wft.attempt}): ${wft.lastFailure.message}</div>` : ""}
     ${acts.length ? html`<table aria-label="Pending activities"><thead><tr><th>Activity</th><th>Effect</th><th>State</th><th class="num">Attempt</th><th>Lease ends</th><th>Last heartbeat</th><th>Next attempt</th><th>Last failure</th></tr></thead><tbody>
       ${acts.map((a) => html`<tr class="${a.state === "unknown" ? "paused" : ""}">
-        <td>${a.activityType} <span class="muted">#${a.scheduledEventId}</span></td><td>${a.effect}</td><td>${status(a.state)}</td>
+        <td>${a.activityType} <span class="muted">#${a.scheduledEventId}${a.activityId ? html` id ${a.activityId}` : ""}</span>${a.limitKey ? html`<div class="muted mono">${a.limitKey}</div>` : ""}</td><td>${a.effect}</td>
+        <td>${status(a.state)}${a.waitsForLimit ? html`<div class="pill warn" data-waits-for-limit title="cairn task-queue describe">waits for a slot: ${a.waitsForLimit}</div>` : ""}</td>
         <td class="num">${a.attempt}</td><td>${a.state === "started" ? when(a.leaseExpires) : "–"}</td>
         <td>${a.lastHeartbeat ? html`${when(a.lastHeartbeat)}${a.heartbeatDetails ? html`<div class="muted">${payloadText(a.heartbeatDetails)}</div>` : ""}` : "–"}</td>
         <td>${a.nextAttemptAt && a.state === "backoff" ? when(a.nextAttemptAt) : "–"}</td>

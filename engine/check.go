@@ -30,7 +30,7 @@ import (
 // The error is for a check that could not run (the store failing for a
 // reason other than damage); damage is in the report.
 func Check(ctx context.Context, store history.Store) (*CheckReport, error) {
-	c := &checker{store: store, r: &CheckReport{}, runs: map[history.RunRef]*checkedRun{}, refs: map[string]chunkUse{}}
+	c := &checker{store: store, r: &CheckReport{}, runs: map[history.RunRef]*checkedRun{}, refs: map[string]chunkUse{}, deleted: map[history.RunRef]bool{}}
 	steps := []func(context.Context) error{c.runStates, c.histories, c.currentRuns, c.indexes, c.ledger, c.chunks}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
@@ -46,8 +46,11 @@ func Check(ctx context.Context, store history.Store) (*CheckReport, error) {
 
 // CheckReport is what Check found.
 type CheckReport struct {
-	Runs          int `json:"runs"`
-	OpenRuns      int `json:"openRuns"`
+	Runs     int `json:"runs"`
+	OpenRuns int `json:"openRuns"`
+	// DeletedRuns counts the runs deleted on purpose (retention, cairn
+	// workflow delete) whose tombstones the store holds.
+	DeletedRuns   int `json:"deletedRuns,omitempty"`
 	Events        int `json:"events"`
 	Records       int `json:"records"`
 	LedgerEntries int `json:"ledgerEntries"`
@@ -87,6 +90,8 @@ type checker struct {
 	// refs holds every chunk hash a run references, with where it was
 	// first seen.
 	refs map[string]chunkUse
+	// deleted are the runs deleted on purpose (their tombstones).
+	deleted map[history.RunRef]bool
 }
 
 // chunkUse is where a chunk reference was seen: a run's event (or its
@@ -356,6 +361,12 @@ func (c *checker) indexes(ctx context.Context) error {
 			}
 		case "n":
 			c.occurrence(r, kr)
+		case "d":
+			ref := history.RunRef{WorkflowID: kr.Str(), RunID: kr.Str()}
+			if kr.Err() == nil {
+				c.deleted[ref] = true
+				c.r.DeletedRuns++
+			}
 		case "a", "s":
 			if kind == "s" {
 				_ = kr.Int()
@@ -445,6 +456,9 @@ func (c *checker) ledger(ctx context.Context) error {
 		ref := history.RunRef{WorkflowID: wf, RunID: le.RunID}
 		c.use(le.Result.Ref, chunkUse{ref: ref, what: "the result of ledger entry " + key})
 		cr := c.runs[ref]
+		if cr == nil && c.deleted[ref] {
+			return // the run was deleted (retention, cairn workflow delete); its ledger entries outlive it
+		}
 		if cr == nil {
 			c.problem("ledger", ref, "ledger entry %s names run %q, which has no run state", key, le.RunID)
 			return

@@ -39,6 +39,7 @@ func (x *txn) chunkExists(ctx context.Context, hash []byte) (bool, error) {
 	if _, ok := x.newChunks[k]; ok {
 		return true, nil
 	}
+	x.chunkRef(hash)
 	if x.e.chunks.Contains(k) {
 		return true, nil
 	}

@@ -42,6 +42,10 @@ func (r servingRouter) TerminateWorkflow(ctx context.Context, req *api.Terminate
 	return r.owner(req.WorkflowID).TerminateWorkflow(ctx, req)
 }
 
+func (r servingRouter) DeleteWorkflow(ctx context.Context, req *api.DeleteWorkflowRequest) (*api.DeleteWorkflowResponse, error) {
+	return r.owner(req.WorkflowID).DeleteWorkflow(ctx, req)
+}
+
 func (r servingRouter) RequestCancelWorkflow(ctx context.Context, req *api.CancelWorkflowRequest) (*api.CancelWorkflowResponse, error) {
 	return r.owner(req.WorkflowID).RequestCancelWorkflow(ctx, req)
 }

@@ -109,6 +109,7 @@ func (e *Engine) openRefs(ctx context.Context) ([]history.RunRef, error) {
 func (p *doubtPass) batch(ctx context.Context, refs []history.RunRef, last bool) error {
 	e := p.e
 	x := e.newTxn(e.now(), nil)
+	defer x.release()
 	var outs []doubted
 	for _, ref := range refs {
 		d, err := p.run(ctx, x, ref)

@@ -84,6 +84,17 @@ type Options struct {
 	// record in two transactions even without shards, as in a cluster
 	// (tests).
 	splitScheduleCommits bool
+	// Retention is how long a closed run is kept when its start did not
+	// say (api.StartWorkflowRequest.Retention): after it, the retention
+	// sweep deletes its history, state and list entries (retention.go;
+	// the effects ledger is kept). Zero: kept until deleted by hand.
+	// `cairn server` defaults to 30 days (docs/retention.md).
+	Retention time.Duration
+	// RetentionSweepInterval, when positive, runs the retention sweep
+	// (SweepRetention) in the background that often, on Clock. Zero: no
+	// background sweep (an embedded engine calls SweepRetention itself;
+	// `cairn server` sweeps every DefaultRetentionSweepInterval).
+	RetentionSweepInterval time.Duration
 }
 
 // DefaultLeaseDriftMargin is Options.LeaseDriftMargin's default.
@@ -96,6 +107,9 @@ func (o *Options) Validate() error {
 	}
 	if o.LeaseDriftMargin < 0 {
 		return fmt.Errorf("%w: engine: LeaseDriftMargin must not be negative", api.ErrInvalidArgument)
+	}
+	if o.RetentionSweepInterval < 0 {
+		return fmt.Errorf("%w: engine: RetentionSweepInterval must not be negative", api.ErrInvalidArgument)
 	}
 	if o.PollTimeout < 0 {
 		return fmt.Errorf("%w: engine: PollTimeout must not be negative", api.ErrInvalidArgument)
@@ -201,9 +215,14 @@ type Engine struct {
 	// reaches the runs other servers serve (SetRemote).
 	shards  *shardSet
 	remote  api.Service
-	corrupt quarantine // runs whose stored data is damaged (quarantine.go)
-	watch   watch
-	firing  atomic.Int64 // background transitions in progress (deadlines, parent-close policies)
+	corrupt quarantine     // runs whose stored data is damaged (quarantine.go)
+	chunkGC chunkCollector // payload chunks no run references (chunkgc.go)
+	// lastChunkCollect is when a sweep last collected chunks (only the
+	// sweep reads and writes it: SweepRetention runs one at a time).
+	lastChunkCollect time.Time
+	sweepMu          sync.Mutex // one retention sweep at a time
+	watch            watch
+	firing           atomic.Int64 // background transitions in progress (deadlines, parent-close policies)
 	// firingCond is broadcast when firing drops to zero.
 	firingMu   sync.Mutex
 	firingCond *sync.Cond
@@ -322,6 +341,10 @@ func Open(opts Options) (*Engine, error) {
 	}
 	e.running.Store(true)
 	e.timers.Start()
+	if opts.RetentionSweepInterval > 0 {
+		e.bg.Add(1)
+		go e.sweepLoop()
+	}
 	for _, c := range e.corrupt.list() {
 		e.failParentLater(c) // children quarantined at Open, or before it
 	}

@@ -39,6 +39,7 @@ func (e *Engine) noteReport(r *api.EffectReport) {
 // caller holds the workflow id's lock.
 func (e *Engine) recordClosedRunReport(ctx context.Context, st *machine.RunState, changes []machine.LedgerChange) error {
 	x := e.newTxn(e.now(), []string{st.WorkflowID})
+	defer x.release()
 	nst := st
 	for _, change := range changes {
 		r := change.Report

@@ -31,6 +31,10 @@ type Stats struct {
 	// inDoubt counts the actions put in doubt after a recovery of the
 	// store (doubt.go).
 	inDoubt atomic.Int64
+	// runsDeleted counts the runs deleted (by hand and by the retention
+	// sweep), sweeps the retention sweeps run.
+	runsDeleted atomic.Int64
+	sweeps      atomic.Int64
 }
 
 // StatsSnapshot is a copy of the counters.
@@ -65,6 +69,11 @@ type StatsSnapshot struct {
 	// engine opened over a recovered store (a restore, an accepted data
 	// loss: doubt.go).
 	EffectsInDoubt int64
+	// RunsDeleted counts the closed runs deleted since the engine opened
+	// (DeleteWorkflow and the retention sweep); RetentionSweeps the
+	// sweeps run.
+	RunsDeleted     int64
+	RetentionSweeps int64
 }
 
 // Stats returns the engine's counters.
@@ -82,6 +91,8 @@ func (e *Engine) Stats() StatsSnapshot {
 		EffectConfirmations:      e.stats.lateReports[api.VerdictConfirmation].Load(),
 		EffectConflicts:          e.stats.lateReports[api.VerdictConflict].Load(),
 		EffectsInDoubt:           e.stats.inDoubt.Load(),
+		RunsDeleted:              e.stats.runsDeleted.Load(),
+		RetentionSweeps:          e.stats.sweeps.Load(),
 	}
 }
 

@@ -35,6 +35,7 @@ func (e *Engine) transactLocked(ctx context.Context, ids, foreign []string, fn f
 		return err
 	}
 	x := e.newTxn(e.now(), ids)
+	defer x.release()
 	for _, id := range foreign {
 		x.foreign[id] = true
 	}

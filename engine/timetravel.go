@@ -190,10 +190,23 @@ func (e *Engine) ForkWorkflow(ctx context.Context, req *api.ForkWorkflowRequest)
 		}
 	}
 	var resp *api.ForkWorkflowResponse
-	err = e.transact(ctx, []string{req.NewWorkflowID}, func(x *txn) error {
+	// The base's lock too (when this server serves it): a delete of the
+	// base (retention, cairn workflow delete) either committed before —
+	// the base is gone and the fork refused — or waits and then finds the
+	// fork's base-index entry and keeps the base (retention.go).
+	ids := []string{req.NewWorkflowID}
+	if req.WorkflowID != req.NewWorkflowID {
+		ids = append(ids, req.WorkflowID)
+	}
+	err = e.transact(ctx, ids, func(x *txn) error {
 		if prev, err := x.forkExists(ctx, req, base); prev != nil || err != nil {
 			resp = prev
 			return err
+		}
+		if !x.foreign[req.WorkflowID] {
+			if _, _, err := e.loadState(ctx, base.WorkflowID, base.RunID); err != nil {
+				return err
+			}
 		}
 		st, out, err := e.m.Branch(machine.BranchParams{Kind: machine.BranchFork, Base: base, Events: events, AtEventID: at,
 			WorkflowID: req.NewWorkflowID, RunID: e.opts.NewRunID(), TaskQueue: req.TaskQueue, SandboxQueue: sandbox,

@@ -63,6 +63,9 @@ type txn struct {
 	ledgerEntries map[string]*machine.LedgerEntry
 	// newChunks are the payload chunks the batch writes (by hash).
 	newChunks map[string]struct{}
+	// chunkLocked: the transaction holds the chunk collector's read lock
+	// (chunkgc.go) until release.
+	chunkLocked bool
 	// foreign are the workflow ids the transaction touches that another
 	// server of the cluster serves (not locked: crossshard.go); notices
 	// the closed children whose foreign parents are to be told.
@@ -139,6 +142,7 @@ func (x *txn) build(ctx context.Context) error {
 		if err := x.index(tr); err != nil {
 			return err
 		}
+		x.retentionRecords(tr)
 	}
 	return nil
 }

@@ -158,11 +158,22 @@ type Batch struct {
 	// Fences: the batch commits only while every one of them holds (see
 	// Fence). A batch with fences and nothing else only checks them.
 	Fences []Fence
+	// DeleteRuns removes every stored event of each run, atomically with
+	// the rest of the batch (retention and `cairn workflow delete`):
+	// afterwards the run has no events (ReadEvents returns ErrNotFound,
+	// LastEventID 0, RunLister no longer names it) and a later Append
+	// starts it again at 1. Deleting a run that has no events is not an
+	// error. A batch may not both append to and delete one run, nor delete
+	// one twice (ErrInvalid). The engine's records of the run are the
+	// caller's to delete in the same batch (Deletes). A run with more
+	// events than one transaction holds returns ErrTooLarge and nothing
+	// is deleted.
+	DeleteRuns []RunRef
 }
 
 // Empty reports whether the batch would change nothing.
 func (b *Batch) Empty() bool {
-	return len(b.Appends) == 0 && len(b.Puts) == 0 && len(b.Deletes) == 0
+	return len(b.Appends) == 0 && len(b.Puts) == 0 && len(b.Deletes) == 0 && len(b.DeleteRuns) == 0
 }
 
 // ScanOptions select a range of records in one space. Keys are compared
@@ -214,6 +225,14 @@ type Store interface {
 	// other method returns ErrClosed. A Commit running when Close begins
 	// either completes or returns ErrClosed having written nothing.
 	Close() error
+}
+
+// Reclaimer is implemented by stores that can give the space of deleted
+// data back (after Batch.DeleteRuns and record deletes): the engine calls
+// it after a retention sweep that deleted runs. It may take long and does
+// not block commits for its duration (it is not a transaction).
+type Reclaimer interface {
+	Reclaim(ctx context.Context) error
 }
 
 // RunLister is implemented by stores that can name every run they hold

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
@@ -61,7 +62,43 @@ func benchCommand(g *globals) *cobra.Command {
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the server side to this file")
 	f.StringVar(&o.Postgres, "postgres", "", "keep the runs in this PostgreSQL database (a fresh schema, dropped afterwards) instead of Badger")
 	f.IntVar(&o.Servers, "servers", 1, "with --postgres: servers sharing the database (this process and more cairn server processes)")
-	cmd.AddCommand(benchWorkerCommand(), benchAgentCommand(g), benchAgentWorkerCommand(), benchAgentModelCommand())
+	cmd.AddCommand(benchRetentionCommand(g), benchWorkerCommand(), benchAgentCommand(g), benchAgentWorkerCommand(), benchAgentModelCommand())
+	return cmd
+}
+
+func benchRetentionCommand(g *globals) *cobra.Command {
+	o := bench.RetentionOptions{}
+	cmd := &cobra.Command{
+		Use:   "retention [--runs N]",
+		Short: "Measure the data directory before N closed runs, with them, and after the retention sweep deleted them",
+		Long: `Creates N closed one-activity runs through an embedded engine on a fsynced
+Badger store, lets their retention (1 hour) pass on a fake clock, runs the
+retention sweep, reclaims the store's space (compaction and value-log GC)
+and prints one JSON object: baseline_bytes (the data directory of an engine
+that stored nothing), peak_bytes (with the runs), after_bytes (after the
+sweep), after_over_baseline, and the seconds each phase took. The activity is
+a Read (no ledger entry); with --side-effect each run leaves its ledger entry,
+which retention keeps on purpose. Sizes are the
+disk blocks the directory's files occupy, measured with the store closed.
+docs/performance.md has the figure.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Out = g.stderr
+			res, err := bench.RunRetention(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			enc := json.NewEncoder(g.stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(res)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.Runs, "runs", 100000, "closed runs created, then deleted")
+	f.IntVar(&o.Concurrency, "concurrency", 64, "runs driven at once")
+	f.IntVar(&o.PayloadBytes, "payload-bytes", 256, "size of each run's input, activity result and result")
+	f.StringVar(&o.Dir, "dir", "", "data directory (default: a temporary one, removed)")
+	f.BoolVar(&o.SideEffect, "side-effect", false, "schedule the activity as a SideEffect: each run leaves an effects-ledger entry, which retention keeps")
 	return cmd
 }
 

@@ -72,6 +72,9 @@ waits for a person's approval (cairn workflow approve|reject, or the UI).`,
 			}
 		}
 		f.maxSessions = 1024
+		// No default retention (the data is the developer's, often
+		// removed on exit), but a start's own retention is honoured.
+		f.sweepEvery = engine.DefaultRetentionSweepInterval
 		return nil
 	}
 	return cmd

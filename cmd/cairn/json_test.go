@@ -39,14 +39,15 @@ type jsonCase struct {
 // notRunWithSuccess are the commands whose success is not run here, and
 // why; their failures are.
 var notRunWithSuccess = map[string]string{
-	"cairn server":      "serves until stopped; its log lines on stderr are JSON (zerolog) with or without --json",
-	"cairn dev":         "serves until stopped; test/ui starts `cairn dev --demo --json` and decodes its first line",
-	"cairn fakellm":     "serves until stopped",
-	"cairn demo":        "minutes of worker processes killed with SIGKILL (test/e2e runs the demo)",
-	"cairn demo agent":  "minutes of worker processes (test/e2e runs the agent demo)",
-	"cairn bench":       "a benchmark",
-	"cairn bench agent": "a benchmark",
-	"cairn migrate":     "needs PostgreSQL: TestMigrateCommand runs it with --json",
+	"cairn server":          "serves until stopped; its log lines on stderr are JSON (zerolog) with or without --json",
+	"cairn dev":             "serves until stopped; test/ui starts `cairn dev --demo --json` and decodes its first line",
+	"cairn fakellm":         "serves until stopped",
+	"cairn demo":            "minutes of worker processes killed with SIGKILL (test/e2e runs the demo)",
+	"cairn demo agent":      "minutes of worker processes (test/e2e runs the agent demo)",
+	"cairn bench":           "a benchmark",
+	"cairn bench agent":     "a benchmark",
+	"cairn bench retention": "a benchmark",
+	"cairn migrate":         "needs PostgreSQL: TestMigrateCommand runs it with --json",
 }
 
 // Every command of the tree prints JSON under --json — its outcome on
@@ -117,7 +118,10 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 		fails(1, "not_found", "workflow", "cancel", "nobody"),
 		ok("workflow", "terminate", "hold-2", "--reason", "test"),
 		fails(1, "not_found", "workflow", "terminate", "nobody"),
+		ok("workflow", "delete", "hold-2"),
+		fails(1, "not_found", "workflow", "delete", "hold-2"),
 		start("hold-3"),
+		fails(1, "failed_precondition", "workflow", "delete", "hold-3"),
 		ok("workflow", "budget", "hold-3", "--max-turns", "3", "--reason", "test"),
 		fails(1, "not_found", "workflow", "budget", "nobody", "--max-turns", "3", "--reason", "test"),
 		{args: []string{"workflow", "resolve", "pay-1", "--not-happened", "--reason", "not at the provider"}, srv: "paused"},
@@ -205,6 +209,7 @@ func TestEveryCommandSpeaksJSON(t *testing.T) {
 		fails(2, "usage", "demo", "agent", "extra"),
 		fails(2, "usage", "bench", "--workflows", "many"),
 		fails(2, "usage", "bench", "agent", "--turns", "many"),
+		fails(2, "usage", "bench", "retention", "--runs", "many"),
 
 		ok("vet", "./testdata/vet/good"),
 		fails(2, "usage", "vet", "--no-such-flag"),

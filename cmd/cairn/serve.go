@@ -108,6 +108,9 @@ func (s *Server) configure() error {
 	if f.driftMargin < 0 {
 		return usagef("--lease-drift-margin must not be negative")
 	}
+	if f.retention < 0 || f.sweepEvery < 0 {
+		return usagef("--retention and --retention-sweep-interval must not be negative")
+	}
 	return nil
 }
 
@@ -159,7 +162,8 @@ func (s *Server) openEngine() error {
 	if pricing == nil {
 		pricing = s.hooks.pricing
 	}
-	opts := engine.Options{Store: s.store, Logger: &s.log, Pricing: pricing, LeaseDriftMargin: s.f.driftMargin}
+	opts := engine.Options{Store: s.store, Logger: &s.log, Pricing: pricing, LeaseDriftMargin: s.f.driftMargin,
+		Retention: s.f.retention, RetentionSweepInterval: s.f.sweepEvery}
 	if s.pg != nil {
 		if s.node, err = s.newNode(); err != nil {
 			return err

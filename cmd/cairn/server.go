@@ -24,7 +24,13 @@ type serverFlags struct {
 	acceptDataLoss                                                        bool
 	maxSessions                                                           int
 	driftMargin                                                           time.Duration
+	retention, sweepEvery                                                 time.Duration
 }
+
+// DefaultRetention is `cairn server --retention`'s default: a closed run is
+// kept 30 days (Temporal's namespaces ask for one too; Temporal Cloud's
+// default is 30 days).
+const DefaultRetention = 30 * 24 * time.Hour
 
 // DefaultUIListen is where the web UI listens unless told otherwise.
 const DefaultUIListen = "127.0.0.1:8233"
@@ -71,6 +77,10 @@ the network.`,
 	cmd.Flags().IntVar(&f.maxSessions, "max-sessions", 1024, "most client sessions (upgraded connections) open at once")
 	cmd.Flags().DurationVar(&f.driftMargin, "lease-drift-margin", engine.DefaultLeaseDriftMargin,
 		"how long after a lost attempt's lease a Reconcile lookup or the next attempt waits (clock drift, requests still in flight; docs/effects.md)")
+	cmd.Flags().DurationVar(&f.retention, "retention", DefaultRetention,
+		"how long a closed run is kept when its start did not say, then deleted with its history (not its effects ledger); 0: kept until `cairn workflow delete`")
+	cmd.Flags().DurationVar(&f.sweepEvery, "retention-sweep-interval", engine.DefaultRetentionSweepInterval,
+		"how often the retention sweep deletes the closed runs whose retention passed")
 	return cmd
 }
 

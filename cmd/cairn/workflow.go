@@ -18,7 +18,7 @@ import (
 func workflowCommand(g *globals) *cobra.Command {
 	return clientFlags(group("workflow", "Start, inspect and steer workflows",
 		wfStart(g), wfList(g), wfCount(g), wfDescribe(g), wfShow(g), wfCompare(g), wfSignal(g), wfUpdate(g), wfQuery(g), wfStack(g), wfCancel(g),
-		wfTerminate(g), wfResult(g), wfExecute(g), wfResolve(g), wfApprove(g), wfReject(g), wfBudget(g), wfWatch(g),
+		wfTerminate(g), wfDelete(g), wfResult(g), wfExecute(g), wfResolve(g), wfApprove(g), wfReject(g), wfBudget(g), wfWatch(g),
 		wfReset(g), wfFork(g)), g)
 }
 

@@ -148,6 +148,37 @@ func wfTerminate(g *globals) *cobra.Command {
 		})
 }
 
+func wfDelete(g *globals) *cobra.Command {
+	var run string
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "delete WORKFLOW_ID",
+		Short: "Delete a closed run: its history, state and list entries (not its effects ledger)",
+		Long: `Deletes a closed run at once, as the retention sweep does once a run's
+retention has passed (cairn server --retention): its history, its state, its
+list entries. Its effects-ledger entries stay: the workflow id started again
+is still answered from them, so a payment is not made twice. An open run is
+refused unless --force, which terminates it first (as Temporal's
+DeleteWorkflowExecution does). A run a kept reset or fork reads its history
+from is refused until that run is deleted. Without --run: the current run.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.dial()
+			if err != nil {
+				return err
+			}
+			runID, err := c.DeleteWorkflow(cmd.Context(), args[0], run, force)
+			if err != nil {
+				return err
+			}
+			return g.emit(actionOut{args[0], runID, "delete"}, func(w io.Writer) { fmt.Fprintf(w, "deleted %s run %s\n", args[0], runID) })
+		},
+	}
+	runFlag(cmd, &run)
+	cmd.Flags().BoolVar(&force, "force", false, "terminate an open run first")
+	return cmd
+}
+
 // reasonCommand builds a `workflow VERB WORKFLOW_ID [--run] [--reason]`
 // command that calls act and reports done.
 func reasonCommand(g *globals, verb, short, done string, act func(c client.Client, ctx context.Context, id, run, reason string) error) *cobra.Command {

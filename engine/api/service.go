@@ -37,6 +37,12 @@ type Service interface {
 	RequestCancelWorkflow(ctx context.Context, req *CancelWorkflowRequest) (*CancelWorkflowResponse, error)
 	// TerminateWorkflow closes the run at once without running code.
 	TerminateWorkflow(ctx context.Context, req *TerminateWorkflowRequest) (*TerminateWorkflowResponse, error)
+	// DeleteWorkflow deletes a closed run (its history, state, list
+	// entries and occurrence counters; not its ledger entries) at once,
+	// as the retention sweep does when the run's retention has passed.
+	// ErrNotFound; ErrFailedPrecondition for an open run without Force,
+	// or for a run a kept reset or fork still reads its history from.
+	DeleteWorkflow(ctx context.Context, req *DeleteWorkflowRequest) (*DeleteWorkflowResponse, error)
 	// ResetWorkflow makes a new run of the workflow id from a run's
 	// history up to a workflow task, and terminates the run
 	// (timetravel.go).

@@ -130,6 +130,12 @@ type StartWorkflowRequest struct {
 	// Empty: not traced.
 	TraceParent string `json:",omitempty"`
 	TraceState  string `json:",omitempty"`
+	// Retention is how long the run is kept once closed (its history,
+	// state and list entries; not its effects-ledger entries, which have
+	// their own horizon): after it, the engine's retention sweep deletes
+	// it. Zero: the server's default (engine.Options.Retention); negative:
+	// kept until deleted by hand.
+	Retention time.Duration `json:",omitempty"`
 }
 
 // ChildOf is the parent side of a child run started on another server.
@@ -192,6 +198,27 @@ type TerminateWorkflowRequest struct {
 
 // TerminateWorkflowResponse is empty.
 type TerminateWorkflowResponse struct{}
+
+// DeleteWorkflowRequest deletes a closed run: its history, state and list
+// entries (not its effects-ledger entries: a workflow id started again
+// is still answered from them). RunID "" names the current run.
+type DeleteWorkflowRequest struct {
+	WorkflowID string
+	RunID      string
+	// Force terminates an open run first (as Temporal's
+	// DeleteWorkflowExecution does); without it an open run is refused
+	// with ErrFailedPrecondition.
+	Force    bool
+	Reason   string
+	Identity string
+}
+
+// DeleteWorkflowResponse names the run deleted.
+type DeleteWorkflowResponse struct {
+	RunID string
+	// Terminated: the run was open and Force terminated it first.
+	Terminated bool
+}
 
 func (s Status) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
 

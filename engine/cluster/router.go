@@ -220,6 +220,11 @@ func (r *Router) TerminateWorkflow(ctx context.Context, req *api.TerminateWorkfl
 	return route(r, ctx, req.WorkflowID, req, api.Service.TerminateWorkflow)
 }
 
+// DeleteWorkflow implements api.Service.
+func (r *Router) DeleteWorkflow(ctx context.Context, req *api.DeleteWorkflowRequest) (*api.DeleteWorkflowResponse, error) {
+	return route(r, ctx, req.WorkflowID, req, api.Service.DeleteWorkflow)
+}
+
 // DescribeWorkflow implements api.Service.
 func (r *Router) DescribeWorkflow(ctx context.Context, req *api.DescribeWorkflowRequest) (*api.DescribeWorkflowResponse, error) {
 	return route(r, ctx, req.WorkflowID, req, api.Service.DescribeWorkflow)

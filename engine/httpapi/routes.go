@@ -70,6 +70,7 @@ var routes = map[string]endpoint{
 	"UpdateSchedule":          route(false, api.Service.UpdateSchedule),
 	"PatchSchedule":           route(false, api.Service.PatchSchedule),
 	"DeleteSchedule":          route(false, api.Service.DeleteSchedule),
+	"DeleteWorkflow":          route(false, api.Service.DeleteWorkflow),
 }
 
 // Methods returns the names of the served methods.

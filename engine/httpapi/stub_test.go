@@ -76,6 +76,10 @@ func (s *stubService) TerminateWorkflow(_ context.Context, req *api.TerminateWor
 	return stubCall[api.TerminateWorkflowResponse](s, "TerminateWorkflow", req)
 }
 
+func (s *stubService) DeleteWorkflow(_ context.Context, req *api.DeleteWorkflowRequest) (*api.DeleteWorkflowResponse, error) {
+	return stubCall[api.DeleteWorkflowResponse](s, "DeleteWorkflow", req)
+}
+
 func (s *stubService) DescribeWorkflow(_ context.Context, req *api.DescribeWorkflowRequest) (*api.DescribeWorkflowResponse, error) {
 	return stubCall[api.DescribeWorkflowResponse](s, "DescribeWorkflow", req)
 }

@@ -232,6 +232,7 @@ func (m *Machine) Start(p StartParams, now time.Time) (*RunState, Output) {
 		ForkOf:           p.ForkOf,
 		TraceParent:      bounded(req.TraceParent, maxTraceParent),
 		TraceState:       bounded(req.TraceState, maxTraceState),
+		Retention:        req.Retention,
 	}
 	if st.FirstRunID == "" {
 		st.FirstRunID = p.RunID
@@ -245,6 +246,7 @@ func (m *Machine) Start(p StartParams, now time.Time) (*RunState, Output) {
 		ExecutionTimeout: req.ExecutionTimeout, RunTimeout: req.RunTimeout, TaskTimeout: st.TaskTimeout,
 		ContinuedFromRunID: p.ContinuedFrom, FirstRunID: st.FirstRunID, Identity: req.Identity, Budget: req.Budget,
 		TraceParent: st.TraceParent, TraceState: st.TraceState,
+		Retention: req.Retention,
 	}
 	if p.Parent != nil {
 		started.ParentWorkflowID = p.Parent.WorkflowID

@@ -113,6 +113,10 @@ type RunState struct {
 	// WorkflowStarted records it (empty: not traced). Its tasks carry it.
 	TraceParent string `msgpack:",omitempty"`
 	TraceState  string `msgpack:",omitempty"`
+	// Retention is how long the run is kept after it closes, as its start
+	// asked (WorkflowStarted.Retention); 0: the engine's default
+	// (engine.Options.Retention). A continue-as-new's next run keeps it.
+	Retention time.Duration `msgpack:",omitempty"`
 }
 
 // UpdateRecord is an accepted update of a run.

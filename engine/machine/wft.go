@@ -509,7 +509,8 @@ func (t *transition) continueAsNew(c *api.ContinueAsNewCommand, wtc int64) {
 	next := StartParams{
 		Request: api.StartWorkflowRequest{WorkflowID: st.WorkflowID, WorkflowType: c.WorkflowType, TaskQueue: c.TaskQueue,
 			Input: c.Input, ExecutionTimeout: st.ExecutionTimeout, RunTimeout: c.RunTimeout, TaskTimeout: c.TaskTimeout,
-			TraceParent: st.TraceParent, TraceState: st.TraceState},
+			TraceParent: st.TraceParent, TraceState: st.TraceState,
+			Retention: st.Retention},
 		RunID:             t.m.NewRunID(),
 		FirstRunID:        st.FirstRunID,
 		Parent:            st.Parent,

@@ -88,6 +88,10 @@ var (
 	inDoubtDesc = prometheus.NewDesc("cairn_effects_in_doubt_total",
 		"SideEffect actions put in doubt when the engine opened over a recovered store (a restore, an accepted data loss): each runs its Reconcile lookup first or pauses its run for a person.",
 		nil, nil)
+	runsDeletedDesc = prometheus.NewDesc("cairn_retention_runs_deleted_total",
+		"Closed runs deleted since the engine opened: by the retention sweep once their retention passed, or by hand (cairn workflow delete).", nil, nil)
+	sweepsDesc = prometheus.NewDesc("cairn_retention_sweeps_total",
+		"Retention sweeps run since the engine opened.", nil, nil)
 	queueDepthDesc = prometheus.NewDesc("cairn_task_queue_depth",
 		"Tasks waiting on a task queue for a worker, by kind (workflow, activity).", []string{"queue", "kind"}, nil)
 	limitInFlightDesc = prometheus.NewDesc("cairn_activity_limit_in_flight",
@@ -101,7 +105,7 @@ var (
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{commitsDesc, workflowTasksDesc, activityTasksDesc, activityCompletionsDesc,
-		timersFiredDesc, openRunsDesc, pausedRunsDesc, corruptRunsDesc, pendingTimersDesc, duplicatesDesc, lateReportsDesc, inDoubtDesc, queueDepthDesc, queuePollersDesc,
+		timersFiredDesc, openRunsDesc, pausedRunsDesc, corruptRunsDesc, pendingTimersDesc, duplicatesDesc, lateReportsDesc, inDoubtDesc, runsDeletedDesc, sweepsDesc, queueDepthDesc, queuePollersDesc,
 		limitInFlightDesc, limitMaxDesc} {
 		ch <- d
 	}
@@ -153,6 +157,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(corruptRunsDesc, s.CorruptRuns)
 	gauge(pendingTimersDesc, s.PendingTimers)
 	counter(inDoubtDesc, s.EffectsInDoubt)
+	counter(runsDeletedDesc, s.RunsDeleted)
+	counter(sweepsDesc, s.RetentionSweeps)
 	ch <- prometheus.MustNewConstMetric(duplicatesDesc, prometheus.CounterValue, float64(s.DuplicateEffects), api.VerdictDuplicate.String())
 	ch <- prometheus.MustNewConstMetric(duplicatesDesc, prometheus.CounterValue, float64(s.PossibleDuplicateEffects), api.VerdictPossibleDuplicate.String())
 	for _, v := range []struct {

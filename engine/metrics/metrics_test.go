@@ -54,7 +54,8 @@ func (f *fakeSource) QueueDepths(q string) (int, int, int, int) {
 func TestCollector(t *testing.T) {
 	src := &fakeSource{
 		stats: engine.StatsSnapshot{Commits: 10, WorkflowTasks: 4, ActivityTasks: 3, ActivityCompletion: 2, TimersFired: 1, OpenRuns: 7, PendingTimers: 5, CorruptRuns: 2,
-			DuplicateEffects: 1, PossibleDuplicateEffects: 2, EffectConfirmations: 6, EffectConflicts: 3, EffectsInDoubt: 4},
+			DuplicateEffects: 1, PossibleDuplicateEffects: 2, EffectConfirmations: 6, EffectConflicts: 3, EffectsInDoubt: 4,
+			RunsDeleted: 8, RetentionSweeps: 9},
 		depths: map[string][4]int{"agents": {1, 2, 3, 4}},
 		paused: 5,
 	}
@@ -95,6 +96,12 @@ cairn_engine_timers_fired_total 1
 # HELP cairn_engine_workflow_tasks_dispatched_total Workflow tasks handed to workers.
 # TYPE cairn_engine_workflow_tasks_dispatched_total counter
 cairn_engine_workflow_tasks_dispatched_total 4
+# HELP cairn_retention_runs_deleted_total Closed runs deleted since the engine opened: by the retention sweep once their retention passed, or by hand (cairn workflow delete).
+# TYPE cairn_retention_runs_deleted_total counter
+cairn_retention_runs_deleted_total 8
+# HELP cairn_retention_sweeps_total Retention sweeps run since the engine opened.
+# TYPE cairn_retention_sweeps_total counter
+cairn_retention_sweeps_total 9
 # HELP cairn_runs_corrupt Runs quarantined because their stored data is damaged: not served, their writes refused (cairn workflow list --corrupt).
 # TYPE cairn_runs_corrupt gauge
 cairn_runs_corrupt 2
@@ -116,7 +123,7 @@ cairn_task_queue_pollers{kind="workflow",queue="idle"} 0
 	}
 	// Without queues: only the engine-wide series.
 	got := exposition(t, metrics.NewCollector(src, metrics.Options{}))
-	if strings.Contains(got, "cairn_task_queue") || strings.Count(got, "# TYPE") != 12 {
+	if strings.Contains(got, "cairn_task_queue") || strings.Count(got, "# TYPE") != 14 {
 		t.Fatalf("without queues:\n%s", got)
 	}
 }

@@ -148,6 +148,9 @@ func (g *group) admit(r *request) {
 			for _, a := range r.appends {
 				g.heads[string(a.head)] = a.last
 			}
+			for _, d := range r.deletes {
+				g.heads[string(d.head)] = 0
+			}
 			return
 		}
 		// Part of r may be in txn: drop the txn. Alone, r cannot be
@@ -193,6 +196,14 @@ func (g *group) check(r *request) error {
 		if err := checkCondition(g.txn, c); err != nil {
 			return err
 		}
+	}
+	for i := range r.deletes {
+		d := &r.deletes[i]
+		last, err := g.lastEventID(appendCheck{run: d.run, head: d.head})
+		if err != nil {
+			return err
+		}
+		d.last = last
 	}
 	return nil
 }
@@ -247,6 +258,13 @@ func (g *group) apply(txn *badger.Txn, r *request) error {
 		}
 		if err != nil {
 			return err
+		}
+	}
+	for _, d := range r.deletes {
+		for id := int64(1); id <= d.last; id++ {
+			if err := txn.Delete(eventKey(d.prefix, id)); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

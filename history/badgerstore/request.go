@@ -11,6 +11,7 @@ import (
 // carries its outcome back.
 type request struct {
 	appends []appendCheck
+	deletes []runDelete
 	conds   []condCheck
 	writes  []write
 	size    int64      // bytes of keys and values in writes
@@ -24,6 +25,15 @@ type appendCheck struct {
 	head         []byte // the run's identity in the heads cache (headKey)
 	expectedNext int64
 	last         int64 // the run's last event id after the append
+}
+
+// runDelete is one of Batch.DeleteRuns. last is the run's last event id
+// as the committer saw it when it admitted the request (check): apply
+// deletes events 1..last.
+type runDelete struct {
+	run          history.RunRef
+	head, prefix []byte
+	last         int64
 }
 
 // condCheck is a Condition with its Badger key.
@@ -58,11 +68,22 @@ func (s *Store) prepare(b *history.Batch) (*request, error) {
 		return nil, invalidf("badgerstore has no shard leases: a batch with %d fences cannot be checked", len(b.Fences))
 	}
 	r := &request{done: make(chan error, 1)}
-	seen := newKeySet(len(b.Appends) + len(b.Puts) + len(b.Deletes))
+	seen := newKeySet(len(b.Appends) + len(b.Puts) + len(b.Deletes) + len(b.DeleteRuns))
 	for i := range b.Appends {
 		if err := s.prepareAppend(r, &b.Appends[i], seen); err != nil {
 			return nil, fmt.Errorf("badgerstore: append %d: %w", i, err)
 		}
+	}
+	for i, run := range b.DeleteRuns {
+		if err := checkRun(run); err != nil {
+			return nil, fmt.Errorf("badgerstore: delete run %d: %w", i, err)
+		}
+		head, prefix := runKeys(run)
+		if !seen.add(head) {
+			return nil, fmt.Errorf("badgerstore: delete run %d: %w", i,
+				invalidf("workflow %q run %q is appended to or deleted twice in one batch", run.WorkflowID, run.RunID))
+		}
+		r.deletes = append(r.deletes, runDelete{run: run, head: head, prefix: prefix})
 	}
 	for i, c := range b.Conditions {
 		if err := checkRecordKey(c.Space, c.Key); err != nil {

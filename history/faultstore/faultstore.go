@@ -387,3 +387,12 @@ func WorkflowIs(workflowID string) func(*Call) bool {
 		return c.Run.WorkflowID == workflowID
 	}
 }
+
+// Reclaim passes through to the wrapped store when it is a
+// history.Reclaimer (and does nothing otherwise).
+func (s *Store) Reclaim(ctx context.Context) error {
+	if r, ok := s.inner.(history.Reclaimer); ok {
+		return r.Reclaim(ctx)
+	}
+	return nil
+}

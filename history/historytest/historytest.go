@@ -72,6 +72,7 @@ func Run(t *testing.T, h Harness) {
 		{"Scan", testScan},
 		{"ScanIndexKeys", testScanIndexKeys},
 		{"Runs", testRuns},
+		{"DeleteRuns", testDeleteRuns},
 		{"Invalid", testInvalid},
 		{"ContextCanceled", testContextCanceled},
 		{"Close", testClose},

@@ -97,16 +97,24 @@ func (s *Store) formGroup(pending []*request) (group, rest []*request) {
 		for _, a := range r.appends {
 			runs[a.key] = true
 		}
+		for _, k := range r.deletes {
+			runs[k] = true
+		}
 		bytes += r.size
 		group = append(group, r)
 	}
 	return group, rest
 }
 
-// touchesAny reports whether r appends to one of runs.
+// touchesAny reports whether r appends to or deletes one of runs.
 func touchesAny(r *request, runs map[runKey]bool) bool {
 	for _, a := range r.appends {
 		if runs[a.key] {
+			return true
+		}
+	}
+	for _, k := range r.deletes {
+		if runs[k] {
 			return true
 		}
 	}

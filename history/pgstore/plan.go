@@ -51,6 +51,11 @@ SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bigint[], $4::bytea[])`
 SELECT * FROM unnest($1::smallint[], $2::bytea[], $3::bytea[])
 ON CONFLICT (space, key) DO UPDATE SET value = excluded.value`
 
+	// Batch.DeleteRuns: a run's events, then its head row (a run with no
+	// row has no events, and its next append starts it again at 1).
+	sqlDeleteEvents = `DELETE FROM events WHERE (workflow_id, run_id) IN (SELECT * FROM unnest($1::bytea[], $2::bytea[]))`
+	sqlDeleteRuns   = `DELETE FROM runs WHERE (workflow_id, run_id) IN (SELECT * FROM unnest($1::bytea[], $2::bytea[]))`
+
 	sqlDelete = `DELETE FROM records WHERE (space, key) IN (SELECT * FROM unnest($1::smallint[], $2::bytea[]))`
 )
 
@@ -87,6 +92,7 @@ func newPlan(members []*request) *plan {
 	p.queueFences()
 	p.queueConds()
 	p.queueRuns()
+	p.queueRunDeletes()
 	p.queueEvents()
 	p.queueRecords()
 	return p
@@ -160,6 +166,26 @@ func (p *plan) queueRuns() {
 		}
 		p.queue(stepCreate, sqlCreate, wf, run, next)
 	}
+}
+
+// queueRunDeletes queues the deletion of the runs of Batch.DeleteRuns, in
+// key order. formGroup keeps a run deleted by one member out of every
+// other member's appends.
+func (p *plan) queueRunDeletes() {
+	var keys []runKey
+	for _, m := range p.members {
+		keys = append(keys, m.deletes...)
+	}
+	if len(keys) == 0 {
+		return
+	}
+	slices.SortFunc(keys, func(a, b runKey) int { return cmp.Or(cmp.Compare(a.wf, b.wf), cmp.Compare(a.run, b.run)) })
+	wf, run := make([][]byte, len(keys)), make([][]byte, len(keys))
+	for i, k := range keys {
+		wf[i], run[i] = []byte(k.wf), []byte(k.run)
+	}
+	p.queue(stepExec, sqlDeleteEvents, wf, run)
+	p.queue(stepExec, sqlDeleteRuns, wf, run)
 }
 
 func (p *plan) queueEvents() {

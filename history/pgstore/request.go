@@ -12,6 +12,7 @@ import (
 // carries its outcome back.
 type request struct {
 	appends []appendReq
+	deletes []runKey // Batch.DeleteRuns
 	conds   []history.Condition
 	writes  []recWrite
 	fences  []history.Fence
@@ -52,7 +53,7 @@ func (r *request) finish(err error) { r.done <- err }
 
 // nothing reports whether the request neither writes nor checks anything.
 func (r *request) nothing() bool {
-	return len(r.appends) == 0 && len(r.writes) == 0 && len(r.conds) == 0 && len(r.fences) == 0
+	return len(r.appends) == 0 && len(r.writes) == 0 && len(r.conds) == 0 && len(r.fences) == 0 && len(r.deletes) == 0
 }
 
 // prepare validates b without touching the database (see history.Batch for
@@ -68,6 +69,19 @@ func (s *Store) prepare(b *history.Batch) (*request, error) {
 		if err := r.addAppend(&b.Appends[i], runs); err != nil {
 			return nil, fmt.Errorf("pgstore: append %d: %w", i, err)
 		}
+	}
+	for i, run := range b.DeleteRuns {
+		if err := checkRun(run); err != nil {
+			return nil, fmt.Errorf("pgstore: delete run %d: %w", i, err)
+		}
+		key := runKey{run.WorkflowID, run.RunID}
+		if runs[key] {
+			return nil, fmt.Errorf("pgstore: delete run %d: %w", i,
+				invalidf("workflow %q run %q is appended to or deleted twice in one batch", run.WorkflowID, run.RunID))
+		}
+		runs[key] = true
+		r.deletes = append(r.deletes, key)
+		r.size += int64(len(run.WorkflowID) + len(run.RunID))
 	}
 	for i, c := range b.Conditions {
 		if err := checkRecordKey(c.Space, c.Key); err != nil {

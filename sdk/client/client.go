@@ -59,6 +59,11 @@ type Client interface {
 	CancelWorkflow(ctx context.Context, workflowID, runID, reason string) error
 	// TerminateWorkflow closes a run at once.
 	TerminateWorkflow(ctx context.Context, workflowID, runID, reason string) error
+	// DeleteWorkflow deletes a closed run (runID "": the current run) —
+	// its history, state and list entries; not its effects-ledger entries.
+	// An open run is refused (api.ErrFailedPrecondition) unless force,
+	// which terminates it first. It returns the run id deleted.
+	DeleteWorkflow(ctx context.Context, workflowID, runID string, force bool) (string, error)
 	// DescribeWorkflow returns a run's status and pending work.
 	DescribeWorkflow(ctx context.Context, workflowID, runID string) (*api.DescribeWorkflowResponse, error)
 	// GetWorkflow returns a handle on a run.
@@ -192,6 +197,9 @@ type StartOptions struct {
 	ConflictPolicy   api.ConflictPolicy
 	// RequestID makes a retried start idempotent.
 	RequestID string
+	// Retention is how long the run is kept once closed (zero: the
+	// server's default; negative: until deleted by hand).
+	Retention time.Duration
 }
 
 // ResolveRequest decides an activity whose outcome is unknown.
@@ -264,7 +272,8 @@ func (c *serviceClient) startRequest(opts StartOptions, workflow any, input any)
 	}
 	return &api.StartWorkflowRequest{WorkflowID: opts.ID, WorkflowType: name, TaskQueue: opts.TaskQueue, Input: in,
 		ExecutionTimeout: opts.ExecutionTimeout, RunTimeout: opts.RunTimeout, TaskTimeout: opts.TaskTimeout,
-		ReusePolicy: opts.ReusePolicy, ConflictPolicy: opts.ConflictPolicy, RequestID: opts.RequestID, Identity: c.opts.Identity}, nil
+		ReusePolicy: opts.ReusePolicy, ConflictPolicy: opts.ConflictPolicy, RequestID: opts.RequestID, Identity: c.opts.Identity,
+		Retention: opts.Retention}, nil
 }
 
 func (c *serviceClient) StartWorkflow(ctx context.Context, opts StartOptions, workflow any, input any) (Run, error) {
@@ -380,6 +389,15 @@ func (c *serviceClient) TerminateWorkflow(ctx context.Context, workflowID, runID
 	_, err := c.svc.TerminateWorkflow(ctx, &api.TerminateWorkflowRequest{WorkflowID: workflowID, RunID: runID, Reason: reason,
 		Identity: c.opts.Identity})
 	return err
+}
+
+func (c *serviceClient) DeleteWorkflow(ctx context.Context, workflowID, runID string, force bool) (string, error) {
+	resp, err := c.svc.DeleteWorkflow(ctx, &api.DeleteWorkflowRequest{WorkflowID: workflowID, RunID: runID, Force: force,
+		Identity: c.opts.Identity})
+	if err != nil {
+		return "", err
+	}
+	return resp.RunID, nil
 }
 
 func (c *serviceClient) DescribeWorkflow(ctx context.Context, workflowID, runID string) (*api.DescribeWorkflowResponse, error) {

@@ -331,6 +331,11 @@ func (r *RemoteService) TerminateWorkflow(ctx context.Context, req *api.Terminat
 	return callAbout[api.TerminateWorkflowRequest, api.TerminateWorkflowResponse](ctx, r, "TerminateWorkflow", req.WorkflowID, req)
 }
 
+// DeleteWorkflow implements api.Service.
+func (r *RemoteService) DeleteWorkflow(ctx context.Context, req *api.DeleteWorkflowRequest) (*api.DeleteWorkflowResponse, error) {
+	return callAbout[api.DeleteWorkflowRequest, api.DeleteWorkflowResponse](ctx, r, "DeleteWorkflow", req.WorkflowID, req)
+}
+
 // DescribeWorkflow implements api.Service.
 func (r *RemoteService) DescribeWorkflow(ctx context.Context, req *api.DescribeWorkflowRequest) (*api.DescribeWorkflowResponse, error) {
 	return callAbout[api.DescribeWorkflowRequest, api.DescribeWorkflowResponse](ctx, r, "DescribeWorkflow", req.WorkflowID, req)

@@ -271,3 +271,27 @@ func (db *DB) CompactLevel(level int) error {
 	}
 	return nil
 }
+
+// CompactAll compacts every level's tables down into the last level, one
+// compaction at a time, with the background compactions stopped (Cairn
+// patch: badgerstore's Reclaim after deletes). A key deleted or a version
+// overwritten at or below the discard timestamp is dropped on the way
+// (compactions rewrite tables, never move them), so deleted bytes leave
+// the disk. What the memtables hold is not compacted until it is flushed.
+func (db *DB) CompactAll() error {
+	db.stopCompactions()
+	defer db.startCompactions()
+	last := db.opt.MaxLevels - 1
+	for level := 0; level < last; level++ {
+		for tries := 0; db.lc.levels[level].numTables() > 0; tries++ {
+			if tries > 1<<16 {
+				return fmt.Errorf("badger: level %d still holds %d tables after %d compactions", level, db.lc.levels[level].numTables(), tries)
+			}
+			p := compactionPriority{level: level, score: 2, adjusted: 2, t: db.lc.levelTargets()}
+			if err := db.lc.doCompact(1001, p); err != nil && !errors.Is(err, errFillTables) {
+				return err
+			}
+		}
+	}
+	return nil
+}

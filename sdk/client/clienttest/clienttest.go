@@ -65,6 +65,7 @@ func Run(t *testing.T, newEnv func(t *testing.T) Env) {
 		{"Update", testUpdate},
 		{"Cancel", testCancel},
 		{"Terminate", testTerminate},
+		{"Delete", testDelete},
 		{"DescribePendingActivity", testDescribe},
 		{"FailedWorkflowError", testFailure},
 		{"History", testHistory},

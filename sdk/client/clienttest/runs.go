@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cairnflow/cairn/activities"
 	"github.com/cairnflow/cairn/engine/api"
@@ -419,4 +420,28 @@ func testFailure(t *testing.T, s *suite) {
 	if d := s.describe("decline", ""); d.Info.Status != api.StatusFailed {
 		t.Fatalf("status %s, want failed", d.Info.Status)
 	}
+}
+
+// testDelete: an open run is refused (failed_precondition) unless forced,
+// which terminates it first; a closed run is deleted and no longer found;
+// StartOptions.Retention reaches the engine (the run's WorkflowStarted).
+func testDelete(t *testing.T, s *suite) {
+	s.startWorker()
+	o := s.opts("del")
+	o.Retention = 90 * time.Minute
+	r := s.start(o, WaitForCancel, nil)
+	started, ok := s.waitEvent("del", r.RunID(), 1, history.TypeWorkflowStarted).Attrs.(*history.WorkflowStarted)
+	if !ok || started.Retention != 90*time.Minute {
+		t.Fatalf("WorkflowStarted %+v: retention not recorded", started)
+	}
+	_, err := s.c.DeleteWorkflow(s.ctx, "del", "", false)
+	wantCode(t, "delete an open run", err, api.ErrFailedPrecondition)
+	runID, err := s.c.DeleteWorkflow(s.ctx, "del", "", true)
+	if err != nil || runID != r.RunID() {
+		t.Fatalf("forced delete: %q, %v", runID, err)
+	}
+	_, err = s.c.DescribeWorkflow(s.ctx, "del", runID)
+	wantCode(t, "describe a deleted run", err, api.ErrNotFound)
+	_, err = s.c.DeleteWorkflow(s.ctx, "del", runID, false)
+	wantCode(t, "delete a deleted run", err, api.ErrNotFound)
 }

@@ -48,6 +48,7 @@ func (h *Handler) apiRoutes() {
 	post("/api/signal", h.apiSignal)
 	post("/api/cancel", h.apiCancel)
 	post("/api/terminate", h.apiTerminate)
+	post("/api/delete", h.apiDelete)
 	post("/api/reset", h.apiReset)
 	post("/api/resolve", h.apiResolve)
 	post("/api/budget", h.apiBudget)
@@ -584,6 +585,19 @@ func (h *Handler) apiTerminate(r *http.Request, body []byte) (any, error) {
 	defer cancel()
 	_, err = h.svc.TerminateWorkflow(ctx, &api.TerminateWorkflowRequest{WorkflowID: a.WorkflowID, RunID: a.RunID, Reason: a.Reason, Identity: a.identity()})
 	return done{a.WorkflowID, a.RunID, "terminate"}, err
+}
+
+// apiDelete deletes a closed run (its history, state and list entries;
+// not its effects ledger): docs/retention.md.
+func (h *Handler) apiDelete(r *http.Request, body []byte) (any, error) {
+	a, err := decodeAction(body)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := ctxOf(r)
+	defer cancel()
+	_, err = h.svc.DeleteWorkflow(ctx, &api.DeleteWorkflowRequest{WorkflowID: a.WorkflowID, RunID: a.RunID, Reason: a.Reason, Identity: a.identity()})
+	return done{a.WorkflowID, a.RunID, "delete"}, err
 }
 
 // resetDone answers a reset: the new run, for the page to open.

@@ -3,6 +3,7 @@ package ui
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cairnflow/cairn/engine"
+	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history/badgerstore"
 	"github.com/cairnflow/cairn/sdk/client"
 )
@@ -187,6 +189,17 @@ func TestActionsNeedTheCSRFToken(t *testing.T) {
 	h, _ := c.GetHistory(ctx, "w", "")
 	if last, _ := json.Marshal(h[len(h)-1]); !strings.Contains(string(last), `"identity":"Ann (web UI)"`) || !strings.Contains(string(last), `"reason":"test"`) {
 		t.Fatalf("the history does not record who and why: %s", last)
+	}
+	// The closed run's Delete: gone from describe afterwards; a second
+	// delete is a not-found.
+	if code, out := b.action("/api/delete", `{"workflowId":"w","by":"Ann"}`); code != 200 {
+		t.Fatalf("delete: %d %s", code, out)
+	}
+	if _, err := c.DescribeWorkflow(ctx, "w", ""); !errors.Is(err, api.ErrNotFound) {
+		t.Fatalf("describe after delete: %v", err)
+	}
+	if code, out := b.action("/api/delete", `{"workflowId":"w","by":"Ann"}`); code != http.StatusNotFound {
+		t.Fatalf("delete again: %d %s", code, out)
 	}
 }
 

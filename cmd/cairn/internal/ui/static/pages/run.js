@@ -125,9 +125,10 @@ function renderActions(el, i, v) {
   if (el.dataset.for === key) return;
   el.dataset.for = key;
   const reset = resettable ? html`<button type="button" data-act="reset">Reset…</button>` : "";
+  const del = i.status && !open && !i.corrupt ? html`<button type="button" data-act="delete" class="danger">Delete…</button>` : "";
   el.innerHTML = open ? html`${talk}<button type="button" data-act="signal">Signal…</button>
     <button type="button" data-act="cancel">Cancel…</button>${reset}
-    <button type="button" data-act="terminate" class="danger">Terminate…</button>`.s : html`${talk}${reset}`.s;
+    <button type="button" data-act="terminate" class="danger">Terminate…</button>`.s : html`${talk}${reset}${del}`.s;
   el.onclick = async (e) => {
     const act = e.target.closest("button")?.dataset.act;
     if (!act) return;
@@ -149,6 +150,10 @@ function renderActions(el, i, v) {
         values.eventId = Number(values.eventId || 0);
         values.requestId = `${i.runId}-${Date.now()}`;
       }
+    } else if (act === "delete") {
+      values = await confirmDialog({ title: `Delete this run of ${i.workflowId}?`, danger: true,
+        body: html`Its history, state and list entry are deleted <strong>now</strong>, as the retention sweep would later. Its effects-ledger entries stay: the workflow id started again is still answered from them.`,
+        confirm: "Delete", fields: [whoField] });
     } else {
       values = await confirmDialog({ title: `Terminate ${i.workflowId}?`, danger: true,
         body: html`The run closes <strong>at once</strong>, without running its code: nothing it would do next happens, and pending activities are abandoned.`,
@@ -158,6 +163,11 @@ function renderActions(el, i, v) {
     if (values.by) who.set(values.by);
     try {
       const res = await post("/api/" + act, { workflowId: i.workflowId, runId: i.runId, ...values });
+      if (act === "delete") {
+        toast(`Deleted run ${short(i.runId)}`);
+        go("/runs");
+        return;
+      }
       if (act === "reset") {
         toast(`Reset to event ${res.atEventId}: new run ${short(res.runId)}`);
         go(`/runs/${encodeURIComponent(i.workflowId)}/${res.runId}`);

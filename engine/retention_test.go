@@ -1,0 +1,341 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/history"
+)
+
+// paidAndClosed runs workflow id through one payment of INV-1 (completed
+// with "paid") and completes it; it returns the run id.
+func paidAndClosed(h *harness, id string) string {
+	h.t.Helper()
+	run := h.start(id, "W")
+	h.complete(h.pollWFT("q"), pay("a1", "INV-1"))
+	h.completeActivity(h.pollActivity("q"), `"paid"`)
+	h.complete(h.pollWFT("q"), completeWF(`"done"`))
+	return run
+}
+
+func (h *harness) sweep() SweepReport {
+	h.t.Helper()
+	rep, err := h.eng.SweepRetention(h.ctx())
+	if err != nil {
+		h.t.Fatalf("sweep: %v", err)
+	}
+	return rep
+}
+
+// wantDeleted fails unless the run is gone from every read of the API.
+func (h *harness) wantDeleted(id, runID string) {
+	h.t.Helper()
+	_, err := h.eng.DescribeWorkflow(h.ctx(), &api.DescribeWorkflowRequest{WorkflowID: id, RunID: runID})
+	wantErr(h.t, err, api.ErrNotFound)
+	_, err = h.eng.GetHistory(h.ctx(), &api.GetHistoryRequest{WorkflowID: id, RunID: runID})
+	wantErr(h.t, err, api.ErrNotFound)
+	if last, err := h.store.LastEventID(h.ctx(), history.RunRef{WorkflowID: id, RunID: runID}); err != nil || last != 0 {
+		h.t.Fatalf("the store still holds events of %s/%s: last %d, %v", id, runID, last, err)
+	}
+	list, err := h.eng.ListWorkflows(h.ctx(), &api.ListWorkflowsRequest{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, w := range list.Workflows {
+		if w.WorkflowID == id && w.RunID == runID {
+			h.t.Fatalf("the list still shows %s/%s", id, runID)
+		}
+	}
+}
+
+// TestRetentionSweepKeepsLedger: a closed run is deleted once its
+// retention passed (by the engine's clock, not before), its ledger entry
+// stays, and the workflow id started again is answered from the ledger:
+// the payment is deduplicated, no second attempt is dispatched.
+func TestRetentionSweepKeepsLedger(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.Retention = 24 * time.Hour })
+	first := paidAndClosed(h, "pay")
+	h.advance(23 * time.Hour)
+	if rep := h.sweep(); rep.Deleted != 0 {
+		t.Fatalf("deleted before the retention passed: %+v", rep)
+	}
+	h.describe("pay")
+	h.advance(2 * time.Hour)
+	if rep := h.sweep(); rep.Deleted != 1 || rep.Skipped != 0 {
+		t.Fatalf("sweep: %+v", rep)
+	}
+	h.wantDeleted("pay", first)
+	if s := h.eng.Stats(); s.RunsDeleted != 1 || s.RetentionSweeps != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+	effects, err := h.eng.ListEffects(h.ctx(), &api.ListEffectsRequest{WorkflowID: "pay"})
+	if err != nil || len(effects.Effects) != 1 {
+		t.Fatalf("the ledger entry is gone: %+v, %v", effects, err)
+	}
+	h.wantConsistent()
+
+	second := h.start("pay", "W")
+	if second == first {
+		t.Fatal("no new run")
+	}
+	h.complete(h.pollWFT("q"), pay("a1", "INV-1"))
+	evs := h.history("pay")
+	d, _ := find[*history.ActivityDeduplicated](t, evs)
+	if string(d.Result.Data) != `"paid"` {
+		t.Fatalf("deduplicated with %q:\n%s", d.Result.Data, types(evs))
+	}
+	h.noActivity("q")
+	if rep := h.sweep(); rep.Deleted != 0 {
+		t.Fatalf("swept an open run: %+v", rep)
+	}
+}
+
+// TestRetentionPerStart: a start's own retention overrides the default,
+// and a negative one keeps the run; without a default nothing expires.
+func TestRetentionPerStart(t *testing.T) {
+	h := newHarness(t)
+	closeNow := func(id string, retention time.Duration) string {
+		run := h.startWith(api.StartWorkflowRequest{WorkflowID: id, WorkflowType: "W", TaskQueue: "q", Retention: retention}).RunID
+		h.complete(h.pollWFT("q"), completeWF(`"done"`))
+		return run
+	}
+	short := closeNow("short", time.Hour)
+	closeNow("forever", -1)
+	closeNow("default", 0)
+	h.advance(2 * time.Hour)
+	if rep := h.sweep(); rep.Deleted != 1 {
+		t.Fatalf("sweep: %+v", rep)
+	}
+	h.wantDeleted("short", short)
+	h.advance(10000 * time.Hour)
+	if rep := h.sweep(); rep.Deleted != 0 {
+		t.Fatalf("sweep: %+v", rep)
+	}
+	h.describe("forever")
+	h.describe("default")
+	h.wantConsistent()
+}
+
+// TestDeleteWorkflow: an open run is refused unless forced (then
+// terminated first); a closed one is deleted at once; a deleted run's
+// workflow id can be started again.
+func TestDeleteWorkflow(t *testing.T) {
+	h := newHarness(t)
+	run := h.start("wf", "W")
+	_, err := h.eng.DeleteWorkflow(h.ctx(), &api.DeleteWorkflowRequest{WorkflowID: "wf"})
+	wantErr(t, err, api.ErrFailedPrecondition)
+	resp, err := h.eng.DeleteWorkflow(h.ctx(), &api.DeleteWorkflowRequest{WorkflowID: "wf", Force: true, Reason: "cleanup"})
+	if err != nil || !resp.Terminated || resp.RunID != run {
+		t.Fatalf("forced delete: %+v, %v", resp, err)
+	}
+	h.wantDeleted("wf", run)
+	_, err = h.eng.DeleteWorkflow(h.ctx(), &api.DeleteWorkflowRequest{WorkflowID: "wf"})
+	wantErr(t, err, api.ErrNotFound)
+
+	closed := paidAndClosed(h, "closed")
+	resp, err = h.eng.DeleteWorkflow(h.ctx(), &api.DeleteWorkflowRequest{WorkflowID: "closed", RunID: closed})
+	if err != nil || resp.Terminated {
+		t.Fatalf("delete: %+v, %v", resp, err)
+	}
+	h.wantDeleted("closed", closed)
+	h.wantConsistent()
+	again := h.start("wf", "W")
+	if again == run {
+		t.Fatal("the deleted run came back")
+	}
+	h.reopen()
+	h.wantDeleted("closed", closed)
+	h.describe("wf")
+}
+
+// TestRetentionKeepsBaseOfReset: a run a reset reads its first events
+// from is not deleted while the reset run is kept — the sweep postpones
+// it, DeleteWorkflow refuses it — and goes once the reset run is deleted.
+func TestRetentionKeepsBaseOfReset(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.Retention = time.Hour })
+	base := paidRun(h)
+	r := h.reset(api.ResetWorkflowRequest{WorkflowID: "pay-1", ToFirstTask: true})
+	h.advance(2 * time.Hour)
+	if rep := h.sweep(); rep.Deleted != 0 || rep.Postponed != 1 {
+		t.Fatalf("sweep: %+v", rep)
+	}
+	_, err := h.eng.DeleteWorkflow(h.ctx(), &api.DeleteWorkflowRequest{WorkflowID: "pay-1", RunID: base})
+	if !errors.Is(err, api.ErrFailedPrecondition) || !errors.Is(err, errBaseKept) {
+		t.Fatalf("delete of the base: %v", err)
+	}
+	h.historyOf("pay-1", r.RunID) // still readable through its base
+	h.terminate("pay-1")
+	h.advance(2 * time.Hour)
+	if rep := h.sweep(); rep.Deleted != 1 || rep.Postponed != 0 {
+		t.Fatalf("sweep after the reset run closed: %+v", rep)
+	}
+	h.wantDeleted("pay-1", r.RunID)
+	h.advance(RetentionRetry)
+	if rep := h.sweep(); rep.Deleted != 1 {
+		t.Fatalf("sweep of the base: %+v", rep)
+	}
+	h.wantDeleted("pay-1", base)
+	h.wantConsistent()
+}
+
+// bigPayload is a payload above the inline limit: recorded as a chunk.
+func bigPayload(fill byte) history.Payload {
+	return history.Payload{Encoding: "json", Data: append(append([]byte{'"'}, bytes.Repeat([]byte{fill}, 20<<10)...), '"')}
+}
+
+func (h *harness) chunkStored(hash []byte) bool {
+	h.t.Helper()
+	_, err := h.store.Get(h.ctx(), history.SpaceChunk, hash)
+	if err != nil && !errors.Is(err, history.ErrNotFound) {
+		h.t.Fatal(err)
+	}
+	return err == nil
+}
+
+// TestRetentionCollectsChunks: once runs are deleted, the payload chunks
+// no kept run references are deleted — not the ones a kept run references
+// (a chunk another extends included), and not one a transaction
+// references while the collection runs (between its mark and its sweep).
+func TestRetentionCollectsChunks(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.Retention = time.Hour })
+	if h.eng.opts.Shards != nil {
+		t.Skip("payload chunks are not collected by an engine serving shards (a cluster's store): chunkgc.go")
+	}
+	closeWith := func(id string, in history.Payload, retention time.Duration) {
+		h.startWith(api.StartWorkflowRequest{WorkflowID: id, WorkflowType: "W", TaskQueue: "q", Input: in, Retention: retention})
+		h.complete(h.pollWFT("q"), completeWF(`"done"`))
+	}
+	p1, p3, p4 := bigPayload('a'), bigPayload('c'), bigPayload('d')
+	h1 := history.Chunk{Data: p1.Data}.Hash()
+	h2 := history.Chunk{Parent: h1, Data: []byte(`"more"`)}.Hash()
+	h3, h4 := history.Chunk{Data: p3.Data}.Hash(), history.Chunk{Data: p4.Data}.Hash()
+	closeWith("a", p1, 0)
+	closeWith("b", history.Payload{Encoding: "json", Ref: h1, Data: []byte(`"more"`)}, -1) // kept: extends a's chunk
+	closeWith("c", p3, 0)
+	closeWith("d", p4, 0)
+	for _, hash := range [][]byte{h1, h2, h3, h4} {
+		if !h.chunkStored(hash) {
+			t.Fatalf("chunk %x not stored", hash)
+		}
+	}
+	// While the collection runs, after its mark, a new run references
+	// d's chunk (which the mark did not reach: d is deleted by then).
+	h.eng.chunkGC.afterMark = func() {
+		h.startWith(api.StartWorkflowRequest{WorkflowID: "late", WorkflowType: "W", TaskQueue: "q", Input: history.Payload{Encoding: "json", Ref: h4}})
+	}
+	h.advance(2 * time.Hour)
+	rep := h.sweep()
+	if rep.Deleted != 3 || rep.ChunksDeleted != 1 {
+		t.Fatalf("sweep: %+v", rep)
+	}
+	if h.chunkStored(h3) || !h.chunkStored(h1) || !h.chunkStored(h2) || !h.chunkStored(h4) {
+		t.Fatalf("chunks stored after the sweep: a %v b %v c %v d %v", h.chunkStored(h1), h.chunkStored(h2), h.chunkStored(h3), h.chunkStored(h4))
+	}
+	h.eng.chunkGC.afterMark = nil
+	h.wantConsistent()
+	// The chunk is forgotten by the engine's cache of known hashes: a
+	// reference to it now is refused instead of recorded.
+	_, err := h.eng.StartWorkflow(h.ctx(), &api.StartWorkflowRequest{WorkflowID: "gone", WorkflowType: "W", TaskQueue: "q",
+		Input: history.Payload{Encoding: "json", Ref: h3}})
+	wantErr(t, err, api.ErrInvalidArgument)
+}
+
+// TestLateReportForDeletedRun: an activity attempt that reports after its
+// run was deleted (forced) is refused (its token names a run that does
+// not exist), and the ledger entry its intent wrote (in flight) still
+// stands: the workflow id's next run pauses on the action for a person
+// instead of paying again.
+func TestLateReportForDeletedRun(t *testing.T) {
+	h := newHarness(t)
+	h.start("pay", "W")
+	h.complete(h.pollWFT("q"), pay("a1", "INV-1"))
+	a := h.pollActivity("q")
+	if _, err := h.eng.DeleteWorkflow(h.ctx(), &api.DeleteWorkflowRequest{WorkflowID: "pay", Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := h.eng.CompleteActivity(h.ctx(), &api.CompleteActivityRequest{TaskToken: a.TaskToken, Result: jsonPayload(`"paid"`)})
+	wantErr(t, err, api.ErrInvalidArgument)
+	h.wantConsistent()
+	h.start("pay", "W")
+	h.complete(h.pollWFT("q"), pay("a1", "INV-1"))
+	h.noActivity("q")
+	if d := h.describe("pay"); d.Info.Pause == nil {
+		t.Fatalf("the next run did not pause on the action in flight: %+v", d.Info)
+	}
+}
+
+// TestRetentionStaleExpiryRecord: a run deleted by hand after the default
+// retention changed leaves its expiry record (written under the old one):
+// the sweep finds no run behind it, drops it, and deletes nothing else.
+func TestRetentionStaleExpiryRecord(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.Retention = time.Hour })
+	run := h.start("wf", "W")
+	h.complete(h.pollWFT("q"), completeWF(`"done"`))
+	h.opts.Retention = 2 * time.Hour
+	h.reopen()
+	if _, err := h.eng.DeleteWorkflow(h.ctx(), &api.DeleteWorkflowRequest{WorkflowID: "wf"}); err != nil {
+		t.Fatal(err)
+	}
+	h.wantDeleted("wf", run)
+	expiries := func() int {
+		recs, err := h.store.Scan(h.ctx(), history.SpaceIndex, history.ScanOptions{Prefix: history.Key().Str("r").Bytes()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(recs)
+	}
+	if n := expiries(); n != 1 {
+		t.Fatalf("%d expiry records, want the stale one", n)
+	}
+	h.advance(3 * time.Hour)
+	if rep := h.sweep(); rep.Deleted != 0 || rep.Skipped != 0 {
+		t.Fatalf("sweep: %+v", rep)
+	}
+	if n := expiries(); n != 0 {
+		t.Fatalf("%d expiry records after the sweep", n)
+	}
+	h.wantConsistent()
+}
+
+// TestRetentionSweepLoop: with RetentionSweepInterval the engine sweeps on
+// its own clock; the test waits for the loop to arm its next timer (the
+// sweep done), never sleeps.
+func TestRetentionSweepLoop(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.Retention = time.Hour; o.RetentionSweepInterval = time.Minute })
+	run := h.start("wf", "W")
+	h.complete(h.pollWFT("q"), completeWF(`"done"`))
+	h.clk.BlockUntil(1) // the loop armed its timer
+	h.clk.Advance(2 * time.Hour)
+	// The sweep ran once the loop armed the next one, a minute ahead
+	// (every other callback due by now has run).
+	h.clk.BlockUntilDueWithin(time.Minute)
+	if s := h.eng.Stats(); s.RetentionSweeps != 1 || s.RunsDeleted != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+	h.wantDeleted("wf", run)
+}
+
+// TestDeleteRefusesBaseOfFork: a fork (another workflow id) reads its
+// first events from its base: the base cannot be deleted while the fork
+// is kept, and can once the fork is deleted.
+func TestDeleteRefusesBaseOfFork(t *testing.T) {
+	h := newHarness(t)
+	base := paidRun(h)
+	f := h.fork(api.ForkWorkflowRequest{WorkflowID: "pay-1", NewWorkflowID: "fork-1", Reason: "what if"})
+	_, err := h.eng.DeleteWorkflow(h.ctx(), &api.DeleteWorkflowRequest{WorkflowID: "pay-1"})
+	if !errors.Is(err, errBaseKept) {
+		t.Fatalf("delete of the fork's base: %v", err)
+	}
+	if _, err := h.eng.DeleteWorkflow(h.ctx(), &api.DeleteWorkflowRequest{WorkflowID: "fork-1", Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	h.wantDeleted("fork-1", f.RunID)
+	if _, err := h.eng.DeleteWorkflow(h.ctx(), &api.DeleteWorkflowRequest{WorkflowID: "pay-1"}); err != nil {
+		t.Fatalf("delete of the base once the fork is gone: %v", err)
+	}
+	h.wantDeleted("pay-1", base)
+	h.wantConsistent()
+}

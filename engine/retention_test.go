@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -337,5 +338,42 @@ func TestDeleteRefusesBaseOfFork(t *testing.T) {
 		t.Fatalf("delete of the base once the fork is gone: %v", err)
 	}
 	h.wantDeleted("pay-1", base)
+	h.wantConsistent()
+}
+
+// TestRetentionKeepsCarriedChunk: an agent that continues as new carries
+// its conversation by reference (sdk/agent/carry.go: Carry.Tip, the hash
+// of the transcript's last chunk, inside the next run's input — bytes the
+// engine cannot read as a reference). Until the next run makes its first
+// model call (it waits on a timer, an approval, a signal), the tip is
+// referenced as a chunk only by the run that continued as new. That run
+// expiring must not take the chunk with it: the open run's conversation
+// would be lost, and its next model call (which extends the tip) refused.
+func TestRetentionKeepsCarriedChunk(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.Retention = time.Hour })
+	if h.eng.opts.Shards != nil {
+		t.Skip("payload chunks are not collected by an engine serving shards (a cluster's store): chunkgc.go")
+	}
+	conv := bigPayload('t') // the conversation so far, recorded as a chunk
+	tip := history.Chunk{Data: conv.Data}.Hash()
+	first := h.startWith(api.StartWorkflowRequest{WorkflowID: "agent", WorkflowType: "W", TaskQueue: "q", Input: conv}).RunID
+	// The run continues as new, carrying the tip inside its input.
+	h.complete(h.pollWFT("q"), continueAsNewCmd(fmt.Sprintf(`{"carry":{"tip":"%x"}}`, tip)))
+	// The next run waits a day before its first model call.
+	h.complete(h.pollWFT("q"), startTimer("think", 24*time.Hour))
+	h.advance(2 * time.Hour)
+	h.sweep()
+	if !h.chunkStored(tip) {
+		t.Fatal("the carried conversation's chunk was collected while the run carrying it is open")
+	}
+	h.advance(24 * time.Hour)
+	// The model call extends the carried tip.
+	err := h.completeErr(h.pollWFT("q"), api.Command{Type: api.CommandScheduleActivity, ScheduleActivity: &api.ScheduleActivityCommand{
+		ActivityID: "chat", ActivityType: "llm.Chat", Input: history.Payload{Encoding: "json", Ref: tip, Data: []byte(`"next turn"`)}}})
+	if err != nil {
+		t.Fatalf("the next model call (extending the carried tip): %v", err)
+	}
+	h.describe("agent")
+	_ = first
 	h.wantConsistent()
 }

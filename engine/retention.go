@@ -158,6 +158,14 @@ func (e *Engine) DeleteWorkflow(ctx context.Context, req *api.DeleteWorkflowRequ
 // errBaseKept: the run is the base of a kept reset or fork.
 var errBaseKept = errors.New("a reset or fork still reads its history")
 
+// errChainOpen: the run continued as new into a chain still open. The
+// next run's input may carry references the engine cannot see (an
+// agent's Carry.Tip, sdk/agent/carry.go: a transcript chunk's hash inside
+// the input's bytes), which only this run's events reference as chunks
+// until the next run extends them: deleting it would let the chunk
+// collection take the open run's conversation.
+var errChainOpen = errors.New("it continued as new into a run still open, which may carry its payload chunks")
+
 // deleteRun deletes a closed run (runID "": the current run) and returns
 // its run id. expired, when set, is the expiry record the sweep found,
 // deleted with the run.
@@ -170,6 +178,10 @@ func (e *Engine) deleteRun(ctx context.Context, workflowID, runID string, expire
 		}
 		if entry != nil || st.Status.Open() {
 			return api.Errorf(api.ErrFailedPrecondition, "workflow %q run %q is open: terminate it first (or delete with force)", workflowID, st.RunID)
+		}
+		if cur := e.openRun(workflowID); st.Status == api.StatusContinuedAsNew && cur != nil && cur.state.FirstRunID == st.FirstRunID {
+			return fmt.Errorf("%w: workflow %q run %q: %w (run %q): close that first",
+				api.ErrFailedPrecondition, workflowID, st.RunID, errChainOpen, cur.ref.RunID)
 		}
 		ref := st.Ref()
 		users, err := e.store.Scan(ctx, history.SpaceIndex, history.ScanOptions{Prefix: baseIndexPrefix(ref), Limit: 1})
@@ -396,7 +408,7 @@ func (e *Engine) sweepOne(ctx context.Context, ref history.RunRef, key []byte, n
 	switch {
 	case err == nil:
 		rep.Deleted++
-	case errors.Is(err, errBaseKept):
+	case errors.Is(err, errBaseKept), errors.Is(err, errChainOpen):
 		if e.postpone(ctx, ref, key, now) == nil {
 			rep.Postponed++
 		} else {

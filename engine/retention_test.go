@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -375,5 +376,67 @@ func TestRetentionKeepsCarriedChunk(t *testing.T) {
 	}
 	h.describe("agent")
 	_ = first
+	h.wantConsistent()
+}
+
+// TestRetentionKeepsToolResultOfCarriedTranscript: a transcript chunk
+// names a tool's result by reference (history.TranscriptEntry.Content, a
+// ShareResult chunk). The chunk collection marks what events reference and
+// the parents of those chunks, not what a transcript chunk's entries name:
+// it relies on the tool's result being referenced by an event of the same
+// run. An agent that continued as new extends the earlier run's
+// transcript, so the next run's model calls read tool results only the
+// earlier run's events reference. That run closes first and expires
+// first: its tool results must not go while the later run is kept, or the
+// later run's transcript cannot be read any more.
+func TestRetentionKeepsToolResultOfCarriedTranscript(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.Retention = time.Hour })
+	if h.eng.opts.Shards != nil {
+		t.Skip("payload chunks are not collected by an engine serving shards (a cluster's store): chunkgc.go")
+	}
+	h.startWith(api.StartWorkflowRequest{WorkflowID: "agent", WorkflowType: "W", TaskQueue: "q"})
+	h.complete(h.pollWFT("q"), api.Command{Type: api.CommandScheduleActivity, ScheduleActivity: &api.ScheduleActivityCommand{
+		ActivityID: "tool-1", ActivityType: "search", Input: jsonPayload(`"q"`), Effect: history.Read, ShareResult: true}})
+	h.completeActivity(h.pollActivity("q"), `"`+strings.Repeat("r", 2*api.ShareResultMinBytes)+`"`)
+	done, _ := find[*history.ActivityCompleted](t, h.history("agent"))
+	tool := done.Result.Ref
+	if len(tool) == 0 {
+		t.Fatal("the tool's result is not shared as a chunk")
+	}
+	entries, err := history.AppendTranscript(nil,
+		history.TranscriptEntry{Message: &history.ChatMessage{Role: "user", Content: "find it"}},
+		history.TranscriptEntry{Message: &history.ChatMessage{Role: "tool", Name: "search"}, Content: &history.ContentRef{Ref: tool, Encoding: "json"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chat := func(id string, in history.Payload) api.Command {
+		return api.Command{Type: api.CommandScheduleActivity, ScheduleActivity: &api.ScheduleActivityCommand{
+			ActivityID: id, ActivityType: "llm.Chat", Input: in, Effect: history.Read, Metered: true}}
+	}
+	h.complete(h.pollWFT("q"), chat("chat-1", history.Payload{Encoding: history.EncodingTranscript, Ref: history.RootRef, Data: entries}))
+	h.completeActivity(h.pollActivity("q"), `"ok"`)
+	sched, _ := find[*history.ActivityScheduled](t, h.historyOf("agent", h.describe("agent").Info.RunID)[4:])
+	tip := sched.Input.Ref
+	// It continues as new, carrying the tip; the next run extends it.
+	h.complete(h.pollWFT("q"), continueAsNewCmd(fmt.Sprintf(`{"carry":{"tip":"%x"}}`, tip)))
+	more, err := history.AppendTranscript(nil, history.TranscriptEntry{Message: &history.ChatMessage{Role: "user", Content: "and then?"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.complete(h.pollWFT("q"), chat("chat-2", history.Payload{Encoding: history.EncodingTranscript, Ref: tip, Data: more}))
+	h.completeActivity(h.pollActivity("q"), `"done"`)
+	h.advance(30 * time.Minute)
+	second := h.describe("agent").Info.RunID
+	h.complete(h.pollWFT("q"), completeWF(`"done"`))
+	h.advance(45 * time.Minute) // the first run expired, the second has not
+	if rep := h.sweep(); rep.Deleted != 1 {
+		t.Fatalf("sweep: %+v", rep)
+	}
+	if !h.chunkStored(tool) {
+		t.Error("the tool's result the kept run's transcript names was collected")
+	}
+	if _, err := h.eng.GetTranscript(h.ctx(), &api.GetTranscriptRequest{WorkflowID: "agent", RunID: second}); err != nil {
+		t.Errorf("the kept run's transcript: %v", err)
+	}
 	h.wantConsistent()
 }

@@ -164,10 +164,13 @@ func (e *Engine) CollectChunks(ctx context.Context) (ChunkReport, error) {
 // ledger's results, with their ancestors.
 func (e *Engine) markChunks(ctx context.Context, lister history.RunLister) (map[string]struct{}, error) {
 	marked := map[string]struct{}{}
-	var refs [][]byte
+	var refs, transcripts [][]byte
 	see := func(p *history.Payload) {
 		if p.ByRef() && !history.IsRoot(p.Ref) {
 			refs = append(refs, p.Ref)
+			if p.Encoding == history.EncodingTranscript {
+				transcripts = append(transcripts, p.Ref)
+			}
 		}
 	}
 	var after *history.RunRef
@@ -205,12 +208,56 @@ func (e *Engine) markChunks(ctx context.Context, lister history.RunLister) (map[
 	if err != nil {
 		return nil, err
 	}
-	for _, h := range refs {
+	// A transcript chunk's entries name tool results by reference
+	// (history.TranscriptEntry.Content); after a continue-as-new, only an
+	// earlier run's events may reference them.
+	content, err := e.transcriptContent(ctx, transcripts)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range append(refs, content...) {
 		if err := e.markAncestors(ctx, h, marked); err != nil && !errors.Is(err, history.ErrNotFound) {
 			return nil, err
 		}
 	}
 	return marked, nil
+}
+
+// transcriptContent returns the payload references the entries of the
+// transcript chains ending at tips name.
+func (e *Engine) transcriptContent(ctx context.Context, tips [][]byte) ([][]byte, error) {
+	var out [][]byte
+	seen := map[string]struct{}{}
+	for _, h := range tips {
+		for len(h) > 0 && !history.IsRoot(h) {
+			if _, ok := seen[string(h)]; ok {
+				break
+			}
+			seen[string(h)] = struct{}{}
+			v, err := e.store.Get(ctx, history.SpaceChunk, h)
+			if errors.Is(err, history.ErrNotFound) {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			c, err := history.DecodeChunk(h, v)
+			if err != nil {
+				return nil, err
+			}
+			entries, err := history.DecodeTranscript(c.Data)
+			if err != nil {
+				return nil, fmt.Errorf("transcript chunk %x: %w", h, err)
+			}
+			for _, en := range entries {
+				if en.Content != nil && len(en.Content.Ref) > 0 && !history.IsRoot(en.Content.Ref) {
+					out = append(out, en.Content.Ref)
+				}
+			}
+			h = c.Parent
+		}
+	}
+	return out, nil
 }
 
 // markAncestors marks h and the chunks it extends.

@@ -166,6 +166,12 @@ var errBaseKept = errors.New("a reset or fork still reads its history")
 // collection take the open run's conversation.
 var errChainOpen = errors.New("it continued as new into a run still open, which may carry its payload chunks")
 
+// errParentNotTold: the run is a child whose parent, on another server of
+// the cluster, has not been told yet that it closed (its outbox record,
+// crossshard.go): the notice reads the child's outcome from its run
+// state, so deleting the run would leave the parent waiting forever.
+var errParentNotTold = errors.New("its parent (on another server) has not been told yet that it closed")
+
 // deleteRun deletes a closed run (runID "": the current run) and returns
 // its run id. expired, when set, is the expiry record the sweep found,
 // deleted with the run.
@@ -184,6 +190,12 @@ func (e *Engine) deleteRun(ctx context.Context, workflowID, runID string, expire
 				api.ErrFailedPrecondition, workflowID, st.RunID, errChainOpen, cur.ref.RunID)
 		}
 		ref := st.Ref()
+		switch _, err := e.store.Get(ctx, history.SpaceIndex, outboxKey(ref)); {
+		case err == nil:
+			return fmt.Errorf("%w: workflow %q run %q: %w: try again later", api.ErrFailedPrecondition, workflowID, st.RunID, errParentNotTold)
+		case !errors.Is(err, history.ErrNotFound):
+			return storeErr(err)
+		}
 		users, err := e.store.Scan(ctx, history.SpaceIndex, history.ScanOptions{Prefix: baseIndexPrefix(ref), Limit: 1})
 		if err != nil {
 			return storeErr(err)
@@ -408,7 +420,7 @@ func (e *Engine) sweepOne(ctx context.Context, ref history.RunRef, key []byte, n
 	switch {
 	case err == nil:
 		rep.Deleted++
-	case errors.Is(err, errBaseKept), errors.Is(err, errChainOpen):
+	case errors.Is(err, errBaseKept), errors.Is(err, errChainOpen), errors.Is(err, errParentNotTold):
 		if e.postpone(ctx, ref, key, now) == nil {
 			rep.Postponed++
 		} else {

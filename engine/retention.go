@@ -158,13 +158,13 @@ func (e *Engine) DeleteWorkflow(ctx context.Context, req *api.DeleteWorkflowRequ
 // errBaseKept: the run is the base of a kept reset or fork.
 var errBaseKept = errors.New("a reset or fork still reads its history")
 
-// errChainOpen: the run continued as new into a chain still open. The
-// next run's input may carry references the engine cannot see (an
-// agent's Carry.Tip, sdk/agent/carry.go: a transcript chunk's hash inside
-// the input's bytes), which only this run's events reference as chunks
-// until the next run extends them: deleting it would let the chunk
-// collection take the open run's conversation.
-var errChainOpen = errors.New("it continued as new into a run still open, which may carry its payload chunks")
+// errChainOpen: the run continued as new into the run still open. That
+// run's input may carry references the engine cannot see (an agent's
+// Carry.Tip, sdk/agent/carry.go: a transcript chunk's hash inside the
+// input's bytes), which only this run's events reference as chunks until
+// the open run extends them: deleting it would let the chunk collection
+// take the open run's conversation.
+var errChainOpen = errors.New("it continued as new into the run still open, whose input may carry its payload chunks")
 
 // errParentNotTold: the run is a child whose parent, on another server of
 // the cluster, has not been told yet that it closed (its outbox record,
@@ -185,7 +185,7 @@ func (e *Engine) deleteRun(ctx context.Context, workflowID, runID string, expire
 		if entry != nil || st.Status.Open() {
 			return api.Errorf(api.ErrFailedPrecondition, "workflow %q run %q is open: terminate it first (or delete with force)", workflowID, st.RunID)
 		}
-		if cur := e.openRun(workflowID); st.Status == api.StatusContinuedAsNew && cur != nil && cur.state.FirstRunID == st.FirstRunID {
+		if cur := e.openRun(workflowID); st.Status == api.StatusContinuedAsNew && cur != nil && cur.ref.RunID == st.ContinuedAsNewRunID {
 			return fmt.Errorf("%w: workflow %q run %q: %w (run %q): close that first",
 				api.ErrFailedPrecondition, workflowID, st.RunID, errChainOpen, cur.ref.RunID)
 		}

@@ -374,8 +374,20 @@ func TestRetentionKeepsCarriedChunk(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the next model call (extending the carried tip): %v", err)
 	}
-	h.describe("agent")
-	_ = first
+	// Once the open run has extended the tip and continued as new again,
+	// the first run is no longer kept (the chain keeps one run more, not
+	// all of them), and the tip stays: the second run's model call
+	// references a chunk that extends it.
+	h.completeActivity(h.pollActivity("q"), `"ok"`)
+	h.complete(h.pollWFT("q"), continueAsNewCmd(`{"carry":{"tip":"later"}}`))
+	h.advance(RetentionRetry + time.Hour)
+	if rep := h.sweep(); rep.Deleted != 1 {
+		t.Fatalf("sweep once the chain moved on: %+v", rep)
+	}
+	h.wantDeleted("agent", first)
+	if !h.chunkStored(tip) {
+		t.Fatal("the tip an open run's history extends was collected")
+	}
 	h.wantConsistent()
 }
 

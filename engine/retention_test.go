@@ -10,6 +10,7 @@ import (
 
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/history"
+	"github.com/cairnflow/cairn/history/faultstore"
 )
 
 // paidAndClosed runs workflow id through one payment of INV-1 (completed
@@ -449,6 +450,38 @@ func TestRetentionKeepsToolResultOfCarriedTranscript(t *testing.T) {
 	}
 	if _, err := h.eng.GetTranscript(h.ctx(), &api.GetTranscriptRequest{WorkflowID: "agent", RunID: second}); err != nil {
 		t.Errorf("the kept run's transcript: %v", err)
+	}
+	h.wantConsistent()
+}
+
+// TestCollectChunksCommitReportedFailed: the commit that deletes unmarked
+// chunks is applied but reported failed (history/faultstore: a connection
+// lost after COMMIT, an fsync error after the write). The engine's cache
+// of known hashes must not go on saying the chunks are stored: a new run
+// with the same payload would then trust the cache, not write the chunk
+// again, and record a reference to bytes that no longer exist.
+func TestCollectChunksCommitReportedFailed(t *testing.T) {
+	h := newHarness(t)
+	if h.eng.opts.Shards != nil {
+		t.Skip("payload chunks are not collected by an engine serving shards (a cluster's store): chunkgc.go")
+	}
+	big := bigPayload('z')
+	hash := history.Chunk{Data: big.Data}.Hash()
+	h.startWith(api.StartWorkflowRequest{WorkflowID: "a", WorkflowType: "W", TaskQueue: "q", Input: big})
+	h.complete(h.pollWFT("q"), completeWF(`"done"`))
+	if _, err := h.eng.DeleteWorkflow(h.ctx(), &api.DeleteWorkflowRequest{WorkflowID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	h.failNextCommit(faultstore.After, faultstore.ErrIO)
+	if _, err := h.eng.CollectChunks(h.ctx()); err == nil {
+		t.Fatal("the collection's failed commit was not reported")
+	}
+	if h.chunkStored(hash) {
+		t.Fatal("the fault did not apply the delete")
+	}
+	h.startWith(api.StartWorkflowRequest{WorkflowID: "b", WorkflowType: "W", TaskQueue: "q", Input: big})
+	if !h.chunkStored(hash) {
+		t.Fatal("a new run's payload references a chunk that is not stored: its bytes are lost")
 	}
 	h.wantConsistent()
 }

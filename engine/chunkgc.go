@@ -145,11 +145,15 @@ func (e *Engine) CollectChunks(ctx context.Context) (ChunkReport, error) {
 	}
 	for len(doomed) > 0 {
 		n := min(len(doomed), 512)
-		if err := e.commit(ctx, &history.Batch{Deletes: doomed[:n]}); err != nil {
-			return rep, fmt.Errorf("collect chunks: delete: %w", storeErr(err))
-		}
+		// Forgotten before the commit: one applied but reported failed
+		// must not leave them known (a later reference would trust the
+		// cache and record a chunk that is gone); a chunk not deleted
+		// after all is found in the store again.
 		for _, d := range doomed[:n] {
 			e.chunks.Remove(string(d.Key))
+		}
+		if err := e.commit(ctx, &history.Batch{Deletes: doomed[:n]}); err != nil {
+			return rep, fmt.Errorf("collect chunks: delete: %w", storeErr(err))
 		}
 		rep.Deleted += n
 		doomed = doomed[n:]

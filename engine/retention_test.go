@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cairnflow/cairn/engine/api"
+	"github.com/cairnflow/cairn/engine/machine"
 	"github.com/cairnflow/cairn/history"
 	"github.com/cairnflow/cairn/history/faultstore"
 )
@@ -484,4 +485,39 @@ func TestCollectChunksCommitReportedFailed(t *testing.T) {
 		t.Fatal("a new run's payload references a chunk that is not stored: its bytes are lost")
 	}
 	h.wantConsistent()
+}
+
+// TestLateReportForDeletedRunIsRecorded: a payment in flight when its run
+// was deleted (forced) completes, and its worker reports it late. The
+// run's events are gone, but its ledger entry is not: the report is the
+// proof that the payment happened, and must be recorded there as it is
+// for a run that is only closed — else the workflow id's next run pauses
+// on an action "in flight" with no trace of the proof, and a person may
+// decide it did not happen and pay a second time. With it, the next run is
+// answered from the ledger.
+func TestLateReportForDeletedRunIsRecorded(t *testing.T) {
+	h := newHarness(t)
+	h.start("pay", "W")
+	h.complete(h.pollWFT("q"), pay("a1", "INV-1"))
+	a := h.pollActivity("q")
+	if _, err := h.eng.DeleteWorkflow(h.ctx(), &api.DeleteWorkflowRequest{WorkflowID: "pay", Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := h.eng.CompleteActivity(h.ctx(), &api.CompleteActivityRequest{TaskToken: a.TaskToken, Result: jsonPayload(`"paid"`)})
+	t.Logf("the late report: %v", err)
+	effects, err := h.eng.ListEffects(h.ctx(), &api.ListEffectsRequest{WorkflowID: "pay"})
+	if err != nil || len(effects.Effects) != 1 {
+		t.Fatalf("effects %+v, %v", effects, err)
+	}
+	if e := effects.Effects[0]; e.State != api.EffectState(machine.LedgerCompleted) {
+		t.Fatalf("the ledger entry after the late report of its completion: %+v", e)
+	}
+	h.wantConsistent()
+	h.start("pay", "W")
+	h.complete(h.pollWFT("q"), pay("a1", "INV-1"))
+	h.noActivity("q")
+	d, _ := find[*history.ActivityDeduplicated](t, h.history("pay"))
+	if string(d.Result.Data) != `"paid"` {
+		t.Fatalf("deduplicated with %q", d.Result.Data)
+	}
 }

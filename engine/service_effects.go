@@ -130,7 +130,7 @@ func (e *Engine) closedRunReport(ctx context.Context, tok actToken, r machine.At
 	defer unlock()
 	st, _, err := e.loadState(ctx, tok.W, tok.R)
 	if errors.Is(err, api.ErrNotFound) {
-		return 0, api.Errorf(api.ErrInvalidArgument, "task token names workflow %q run %q, which does not exist", tok.W, tok.R)
+		return e.deletedRunReport(ctx, tok, r)
 	}
 	if err != nil {
 		return 0, err
@@ -168,4 +168,93 @@ func (e *Engine) closedRunReport(ctx context.Context, tok actToken, r machine.At
 		return 0, err
 	}
 	return j.Ack, nil
+}
+
+// deletedRunReport judges a report of an attempt whose run was deleted
+// (retention, cairn workflow delete) from the ledger entry its intent
+// wrote, which outlives the run: the proof a late report brings (the
+// payment happened) is recorded there as for a run that is only closed,
+// so the workflow id's next run is answered from it. Only the ledger is
+// written: the run stays deleted. A token of a run that never existed, or
+// whose action no ledger entry names any more, is refused.
+func (e *Engine) deletedRunReport(ctx context.Context, tok actToken, r machine.AttemptReport) (machine.ReportAck, error) {
+	gone := api.Errorf(api.ErrInvalidArgument, "task token names workflow %q run %q, which does not exist", tok.W, tok.R)
+	ref := history.RunRef{WorkflowID: tok.W, RunID: tok.R}
+	switch _, err := e.store.Get(ctx, history.SpaceIndex, deletedKey(ref)); {
+	case errors.Is(err, history.ErrNotFound):
+		return 0, gone
+	case err != nil:
+		return 0, storeErr(err)
+	}
+	key, le, err := e.deletedRunLedgerEntry(ctx, tok)
+	if err != nil || le == nil {
+		if err == nil {
+			err = gone
+		}
+		return 0, err
+	}
+	j, err := machine.JudgeClosed(tok.W, tok.R, key, le, r)
+	if err != nil || j.Repeated {
+		return j.Ack, err
+	}
+	var changes []machine.LedgerChange
+	for i := range j.Reports {
+		rep := j.Reports[i]
+		rep.ScheduledEventID, rep.IdempotencyKey, rep.ActivityType = tok.S, key, le.ActivityType
+		changes = append(changes, machine.LedgerChange{Key: key, KeepState: true, Report: &rep})
+	}
+	changes = append(changes, j.Change)
+	x := e.newTxn(e.now(), []string{tok.W})
+	defer x.release()
+	for _, change := range changes {
+		if rep := change.Report; rep != nil {
+			rep.WorkflowID, rep.RunID, rep.Time, rep.AfterClose = tok.W, tok.R, x.now, true
+		}
+		if err := x.ledgerChange(ctx, tok.W, tok.R, change); err != nil {
+			return 0, err
+		}
+	}
+	if err := e.commitFenced(context.WithoutCancel(ctx), &x.batch, x.held); err != nil {
+		return 0, storeErr(err)
+	}
+	e.stats.commits.Add(1)
+	for _, c := range changes {
+		if c.Report != nil {
+			e.noteReport(c.Report)
+		}
+	}
+	return j.Ack, nil
+}
+
+// deletedRunLedgerEntry returns the ledger entry (and its key) that names
+// the action of tok's deleted run as the last to change it, or nil.
+func (e *Engine) deletedRunLedgerEntry(ctx context.Context, tok actToken) (string, *machine.LedgerEntry, error) {
+	var (
+		found string
+		entry *machine.LedgerEntry
+	)
+	err := scanRecords(ctx, e.store, history.SpaceLedger, history.ScanOptions{Prefix: history.Key().Str(tok.W).Bytes()}, 0,
+		func(rec history.Record, bad error) (bool, error) {
+			if bad != nil {
+				return false, bad
+			}
+			kr := history.ReadKey(rec.Key)
+			wf, key := kr.Str(), kr.Str()
+			if kr.Err() != nil || wf != tok.W {
+				return true, nil
+			}
+			le, err := decodeLedger(key, rec.Value)
+			if err != nil {
+				return false, err
+			}
+			if le.RunID == tok.R && le.ScheduledEventID == tok.S {
+				found, entry = key, le
+				return false, nil
+			}
+			return true, nil
+		})
+	if err != nil {
+		return "", nil, damaged(history.RunRef{WorkflowID: tok.W, RunID: tok.R}, false, err)
+	}
+	return found, entry, nil
 }

@@ -523,4 +523,28 @@ func TestLateReportForDeletedRunIsRecorded(t *testing.T) {
 	if string(d.Result.Data) != `"paid"` {
 		t.Fatalf("deduplicated with %q", d.Result.Data)
 	}
+
+	h.complete(h.pollWFT("q"), completeWF(`"ok"`))
+
+	// The report comes only once the next run has paused on the action:
+	// it is recorded all the same (the entry holds its attempt's record).
+	h.start("pay-2", "W")
+	h.complete(h.pollWFT("q"), pay("a1", "INV-2"))
+	a = h.pollActivity("q")
+	if _, err := h.eng.DeleteWorkflow(h.ctx(), &api.DeleteWorkflowRequest{WorkflowID: "pay-2", Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	h.start("pay-2", "W")
+	h.complete(h.pollWFT("q"), pay("a1", "INV-2"))
+	if d := h.describe("pay-2"); d.Info.Pause == nil {
+		t.Fatalf("the next run did not pause on the action in flight: %+v", d.Info)
+	}
+	if _, err := h.eng.CompleteActivity(h.ctx(), &api.CompleteActivityRequest{TaskToken: a.TaskToken, Result: jsonPayload(`"paid"`)}); err != nil {
+		t.Fatalf("the late report after the next run paused: %v", err)
+	}
+	effects, err = h.eng.ListEffects(h.ctx(), &api.ListEffectsRequest{WorkflowID: "pay-2"})
+	if err != nil || len(effects.Effects) != 1 || effects.Effects[0].State != api.EffectState(machine.LedgerCompleted) {
+		t.Fatalf("effects %+v, %v", effects, err)
+	}
+	h.wantConsistent()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cairnflow/cairn/engine/api"
 	"github.com/cairnflow/cairn/engine/machine"
@@ -176,7 +177,7 @@ func (e *Engine) closedRunReport(ctx context.Context, tok actToken, r machine.At
 // payment happened) is recorded there as for a run that is only closed,
 // so the workflow id's next run is answered from it. Only the ledger is
 // written: the run stays deleted. A token of a run that never existed, or
-// whose action no ledger entry names any more, is refused.
+// whose attempt no ledger entry knows, is refused.
 func (e *Engine) deletedRunReport(ctx context.Context, tok actToken, r machine.AttemptReport) (machine.ReportAck, error) {
 	gone := api.Errorf(api.ErrInvalidArgument, "task token names workflow %q run %q, which does not exist", tok.W, tok.R)
 	ref := history.RunRef{WorkflowID: tok.W, RunID: tok.R}
@@ -226,8 +227,10 @@ func (e *Engine) deletedRunReport(ctx context.Context, tok actToken, r machine.A
 	return j.Ack, nil
 }
 
-// deletedRunLedgerEntry returns the ledger entry (and its key) that names
-// the action of tok's deleted run as the last to change it, or nil.
+// deletedRunLedgerEntry returns the ledger entry (and its key) of the
+// action of tok's deleted run — the entry names it as the last to change
+// it, or holds the record of tok's attempt (a later run of the workflow id
+// scheduled the action since) — or nil.
 func (e *Engine) deletedRunLedgerEntry(ctx context.Context, tok actToken) (string, *machine.LedgerEntry, error) {
 	var (
 		found string
@@ -247,7 +250,9 @@ func (e *Engine) deletedRunLedgerEntry(ctx context.Context, tok actToken) (strin
 			if err != nil {
 				return false, err
 			}
-			if le.RunID == tok.R && le.ScheduledEventID == tok.S {
+			if le.RunID == tok.R && le.ScheduledEventID == tok.S || slices.ContainsFunc(le.AttemptRecords, func(a machine.AttemptRecord) bool {
+				return a.RunID == tok.R && a.Epoch == tok.E
+			}) {
 				found, entry = key, le
 				return false, nil
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -546,5 +547,25 @@ func TestLateReportForDeletedRunIsRecorded(t *testing.T) {
 	if err != nil || len(effects.Effects) != 1 || effects.Effects[0].State != api.EffectState(machine.LedgerCompleted) {
 		t.Fatalf("effects %+v, %v", effects, err)
 	}
+	h.wantConsistent()
+}
+
+// TestRetentionBeyondYear2262: a retention so long that the expiry is past
+// what the expiry record's key can hold (unix nanoseconds end in 2262) —
+// math.MaxInt64, the obvious "forever", or a few hundred years — keeps
+// the run; it is not deleted at the next sweep (the expiry's nanoseconds
+// overflowed and sorted as long past).
+func TestRetentionBeyondYear2262(t *testing.T) {
+	h := newHarness(t)
+	for _, r := range []time.Duration{math.MaxInt64, 250 * 365 * 24 * time.Hour} {
+		id := "keep-" + r.String()
+		h.startWith(api.StartWorkflowRequest{WorkflowID: id, WorkflowType: "W", TaskQueue: "q", Retention: r})
+		h.complete(h.pollWFT("q"), completeWF(`"done"`))
+	}
+	h.advance(time.Hour)
+	if rep := h.sweep(); rep.Deleted != 0 {
+		t.Fatalf("runs kept for centuries deleted at once: %+v", rep)
+	}
+	h.describe("keep-" + time.Duration(math.MaxInt64).String())
 	h.wantConsistent()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -74,13 +75,22 @@ func (e *Engine) retention(st *machine.RunState) time.Duration {
 	return e.opts.Retention
 }
 
+// lastExpiry is the latest expiry an expiry record's key can hold (unix
+// nanoseconds: 2262); a run that expires later is kept until deleted by
+// hand.
+var lastExpiry = time.Unix(0, math.MaxInt64)
+
 // expiry returns when a closed run expires, and false when it never does.
 func (e *Engine) expiry(st *machine.RunState) (time.Time, bool) {
 	r := e.retention(st)
 	if r <= 0 || st.Status.Open() {
 		return time.Time{}, false
 	}
-	return st.CloseTime.Add(r), true
+	at := st.CloseTime.Add(r)
+	if at.After(lastExpiry) {
+		return time.Time{}, false
+	}
+	return at, true
 }
 
 // sourceRuns returns the runs whose stored events a run's history reads

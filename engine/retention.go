@@ -38,7 +38,8 @@ import (
 const DefaultRetentionSweepInterval = time.Minute
 
 // RetentionRetry is how much later the sweep looks again at an expired run
-// it could not delete yet (a base a kept reset or fork reads from).
+// it could not delete yet (a base a kept reset or fork reads from, or a
+// delete that failed).
 const RetentionRetry = 24 * time.Hour
 
 // retentionSweepBatch bounds the runs one sweep round reads and deletes;
@@ -288,13 +289,19 @@ type SweepReport struct {
 	// Deleted runs, and Postponed ones (bases a kept run still reads).
 	Deleted, Postponed int
 	// Skipped: expired runs another server of the cluster serves, or
-	// whose delete failed (tried again by the next sweep).
+	// whose expiry record could not be moved (tried again by the next
+	// sweep).
 	Skipped int
 	// ChunksDeleted: payload chunks no kept run references any more
 	// (CollectChunks, run after a sweep that deleted runs, at most once
 	// per ChunkCollectInterval).
 	ChunksDeleted int
 	Took          time.Duration
+	// Failed: expired runs whose delete failed (a store error; a run too
+	// long to delete in one store transaction: history.ErrTooLarge). Each
+	// is logged, counted (cairn_retention_delete_failures_total) and
+	// tried again RetentionRetry later, not at every sweep.
+	Failed int
 }
 
 // ChunkCollectInterval is how often at most a sweep collects payload
@@ -409,6 +416,7 @@ func (e *Engine) sweepRound(ctx context.Context, due []expired, now time.Time, r
 				rep.Deleted += one.Deleted
 				rep.Postponed += one.Postponed
 				rep.Skipped += one.Skipped
+				rep.Failed += one.Failed
 				mu.Unlock()
 			}
 		}()
@@ -443,8 +451,13 @@ func (e *Engine) sweepOne(ctx context.Context, ref history.RunRef, key []byte, n
 			rep.Skipped++
 		}
 	default:
-		e.log.Warn().Err(err).Str("workflow_id", ref.WorkflowID).Str("run_id", ref.RunID).Msg("retention: delete failed")
-		rep.Skipped++
+		e.log.Warn().Err(err).Str("workflow_id", ref.WorkflowID).Str("run_id", ref.RunID).
+			Dur("retry_in", RetentionRetry).Msg("retention: delete failed")
+		e.stats.retentionFailures.Add(1)
+		rep.Failed++
+		if e.postpone(ctx, ref, key, now) != nil {
+			rep.Skipped++
+		}
 	}
 }
 

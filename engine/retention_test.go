@@ -569,3 +569,33 @@ func TestRetentionBeyondYear2262(t *testing.T) {
 	h.describe("keep-" + time.Duration(math.MaxInt64).String())
 	h.wantConsistent()
 }
+
+// TestRetentionFailedDeleteIsCountedAndPostponed: an expired run whose
+// delete the store refuses (a run too long to delete in one transaction:
+// history.ErrTooLarge) is counted and logged, and looked at again a
+// RetentionRetry later — not retried at every sweep, and never silently.
+func TestRetentionFailedDeleteIsCountedAndPostponed(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.Retention = time.Hour })
+	first := paidAndClosed(h, "pay")
+	deletes := func(c *faultstore.Call) bool { return c.Batch != nil && len(c.Batch.DeleteRuns) > 0 }
+	remove := h.fault.Inject(faultstore.Rule{Op: faultstore.OpCommit, Match: deletes, Err: history.ErrTooLarge})
+	h.advance(2 * time.Hour)
+	if rep := h.sweep(); rep.Failed != 1 || rep.Deleted != 0 {
+		t.Fatalf("sweep with a refused delete: %+v", rep)
+	}
+	if s := h.eng.Stats(); s.RetentionFailures != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+	h.advance(time.Hour)
+	if rep := h.sweep(); rep.Failed != 0 || rep.Deleted != 0 {
+		t.Fatalf("the failed delete was tried again before RetentionRetry: %+v", rep)
+	}
+	h.describe("pay")
+	remove()
+	h.advance(RetentionRetry)
+	if rep := h.sweep(); rep.Deleted != 1 {
+		t.Fatalf("the postponed run was not deleted: %+v", rep)
+	}
+	h.wantDeleted("pay", first)
+	h.wantConsistent()
+}

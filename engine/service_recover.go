@@ -35,6 +35,8 @@ type Stats struct {
 	// sweep), sweeps the retention sweeps run.
 	runsDeleted atomic.Int64
 	sweeps      atomic.Int64
+	// retentionFailures counts the expired runs whose delete failed.
+	retentionFailures atomic.Int64
 }
 
 // StatsSnapshot is a copy of the counters.
@@ -74,6 +76,9 @@ type StatsSnapshot struct {
 	// sweeps run.
 	RunsDeleted     int64
 	RetentionSweeps int64
+	// RetentionFailures counts the expired runs whose delete failed (each
+	// is tried again RetentionRetry later; the log line names it).
+	RetentionFailures int64
 }
 
 // Stats returns the engine's counters.
@@ -93,6 +98,7 @@ func (e *Engine) Stats() StatsSnapshot {
 		EffectsInDoubt:           e.stats.inDoubt.Load(),
 		RunsDeleted:              e.stats.runsDeleted.Load(),
 		RetentionSweeps:          e.stats.sweeps.Load(),
+		RetentionFailures:        e.stats.retentionFailures.Load(),
 	}
 }
 

@@ -90,6 +90,8 @@ var (
 		nil, nil)
 	runsDeletedDesc = prometheus.NewDesc("cairn_retention_runs_deleted_total",
 		"Closed runs deleted since the engine opened: by the retention sweep once their retention passed, or by hand (cairn workflow delete).", nil, nil)
+	retentionFailuresDesc = prometheus.NewDesc("cairn_retention_delete_failures_total",
+		"Expired runs whose delete by the retention sweep failed since the engine opened (each is logged and tried again a day later).", nil, nil)
 	sweepsDesc = prometheus.NewDesc("cairn_retention_sweeps_total",
 		"Retention sweeps run since the engine opened.", nil, nil)
 	queueDepthDesc = prometheus.NewDesc("cairn_task_queue_depth",
@@ -105,7 +107,7 @@ var (
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{commitsDesc, workflowTasksDesc, activityTasksDesc, activityCompletionsDesc,
-		timersFiredDesc, openRunsDesc, pausedRunsDesc, corruptRunsDesc, pendingTimersDesc, duplicatesDesc, lateReportsDesc, inDoubtDesc, runsDeletedDesc, sweepsDesc, queueDepthDesc, queuePollersDesc,
+		timersFiredDesc, openRunsDesc, pausedRunsDesc, corruptRunsDesc, pendingTimersDesc, duplicatesDesc, lateReportsDesc, inDoubtDesc, runsDeletedDesc, sweepsDesc, retentionFailuresDesc, queueDepthDesc, queuePollersDesc,
 		limitInFlightDesc, limitMaxDesc} {
 		ch <- d
 	}
@@ -159,6 +161,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(inDoubtDesc, s.EffectsInDoubt)
 	counter(runsDeletedDesc, s.RunsDeleted)
 	counter(sweepsDesc, s.RetentionSweeps)
+	counter(retentionFailuresDesc, s.RetentionFailures)
 	ch <- prometheus.MustNewConstMetric(duplicatesDesc, prometheus.CounterValue, float64(s.DuplicateEffects), api.VerdictDuplicate.String())
 	ch <- prometheus.MustNewConstMetric(duplicatesDesc, prometheus.CounterValue, float64(s.PossibleDuplicateEffects), api.VerdictPossibleDuplicate.String())
 	for _, v := range []struct {

@@ -55,7 +55,7 @@ func TestCollector(t *testing.T) {
 	src := &fakeSource{
 		stats: engine.StatsSnapshot{Commits: 10, WorkflowTasks: 4, ActivityTasks: 3, ActivityCompletion: 2, TimersFired: 1, OpenRuns: 7, PendingTimers: 5, CorruptRuns: 2,
 			DuplicateEffects: 1, PossibleDuplicateEffects: 2, EffectConfirmations: 6, EffectConflicts: 3, EffectsInDoubt: 4,
-			RunsDeleted: 8, RetentionSweeps: 9},
+			RunsDeleted: 8, RetentionFailures: 10, RetentionSweeps: 9},
 		depths: map[string][4]int{"agents": {1, 2, 3, 4}},
 		paused: 5,
 	}
@@ -96,6 +96,9 @@ cairn_engine_timers_fired_total 1
 # HELP cairn_engine_workflow_tasks_dispatched_total Workflow tasks handed to workers.
 # TYPE cairn_engine_workflow_tasks_dispatched_total counter
 cairn_engine_workflow_tasks_dispatched_total 4
+# HELP cairn_retention_delete_failures_total Expired runs whose delete by the retention sweep failed since the engine opened (each is logged and tried again a day later).
+# TYPE cairn_retention_delete_failures_total counter
+cairn_retention_delete_failures_total 10
 # HELP cairn_retention_runs_deleted_total Closed runs deleted since the engine opened: by the retention sweep once their retention passed, or by hand (cairn workflow delete).
 # TYPE cairn_retention_runs_deleted_total counter
 cairn_retention_runs_deleted_total 8
@@ -123,7 +126,7 @@ cairn_task_queue_pollers{kind="workflow",queue="idle"} 0
 	}
 	// Without queues: only the engine-wide series.
 	got := exposition(t, metrics.NewCollector(src, metrics.Options{}))
-	if strings.Contains(got, "cairn_task_queue") || strings.Count(got, "# TYPE") != 14 {
+	if strings.Contains(got, "cairn_task_queue") || strings.Count(got, "# TYPE") != 15 {
 		t.Fatalf("without queues:\n%s", got)
 	}
 }

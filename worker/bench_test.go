@@ -3,11 +3,15 @@
 package worker_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
+	netpkg "net"
 	"net/http"
-	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -46,19 +50,17 @@ func benchOneActivitySDK(b *testing.B, inflight int, wo worker.Options) {
 // BenchmarkTracing is BenchmarkOneActivityWorkflowsSDK with OpenTelemetry
 // tracing off (no provider: the global no-op) and on (the SDK's provider,
 // every span sampled, batched to the OTLP/HTTP exporter and sent to an
-// in-process HTTP server that reads and discards the bodies), the two
-// interleaved in one sitting with -count. Compare cpu-µs/workflow:
+// HTTP server that reads and discards the bodies — in a process of its
+// own, the test binary run again, as a collector is: its CPU is not the
+// workflow's), the two interleaved in one sitting with -count. Compare
+// cpu-µs/workflow:
 //
 //	go test -run '^$' -bench Tracing -benchtime 5000x -count 5 ./worker
 func BenchmarkTracing(b *testing.B) {
 	b.Run("off", func(b *testing.B) { benchOneActivitySDK(b, 256, worker.Options{}) })
 	b.Run("on", func(b *testing.B) {
-		sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			w.Header().Set("Content-Type", "application/x-protobuf")
-		}))
-		defer sink.Close()
-		exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(sink.URL+"/v1/traces"))
+		url := startSink(b)
+		exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(url+"/v1/traces"))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -72,6 +74,44 @@ func BenchmarkTracing(b *testing.B) {
 		// means the batcher dropped spans and the figure is low.
 		b.ReportMetric(float64(counted.n.Load())/float64(b.N), "spans/workflow")
 	})
+}
+
+// sinkEnv makes the test binary serve as BenchmarkTracing's collector.
+const sinkEnv = "CAIRN_BENCH_OTLP_SINK"
+
+// startSink runs the test binary again as an OTLP/HTTP sink and returns
+// its address; the process ends with the benchmark.
+func startSink(b *testing.B) string {
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), sinkEnv+"=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		b.Fatalf("the sink process: %v", err)
+	}
+	return strings.TrimSpace(line)
+}
+
+// runSink serves OTLP/HTTP requests, reading and discarding their bodies,
+// and prints its address; it runs until killed.
+func runSink() {
+	ln, err := netpkg.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Printf("http://%s\n", ln.Addr())
+	_ = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
 }
 
 // countingExporter counts the spans it exports.

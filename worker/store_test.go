@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"os"
 	"testing"
 
 	"github.com/cairnflow/cairn/internal/pgtest"
@@ -10,7 +11,13 @@ import (
 
 // TestMain says in one line when the Postgres suites were skipped
 // (CAIRN_TEST_STORE=postgres without a database).
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(sinkEnv) != "" {
+		runSink() // BenchmarkTracing's collector, in a process of its own
+		return
+	}
+	pgtest.Main(m)
+}
 
 // newEnv is testenv.New on the suites' store: the env's own in-memory
 // one, or with CAIRN_TEST_STORE=postgres a schema of the test's own,

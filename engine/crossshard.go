@@ -276,6 +276,9 @@ func (e *Engine) tryNotice(ctx context.Context, child history.RunRef) error {
 func (e *Engine) deliverPendingNotices(ctx context.Context, shards map[int]bool) error {
 	var refs []history.RunRef
 	err := e.scanIndex(ctx, history.Key().Str("x").Bytes(), func(r history.Record, _ error) error {
+		if !isOutbox(r) {
+			return nil // a duplicate-index record (ledger.go) shares the family
+		}
 		kr := history.ReadKey(r.Key)
 		_ = kr.Str()
 		ref := history.RunRef{WorkflowID: kr.Str(), RunID: kr.Str()}

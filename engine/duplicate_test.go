@@ -75,3 +75,26 @@ func TestStaleSuccessAfterTheRunClosedIsRecorded(t *testing.T) {
 	}
 	h.wantConsistent()
 }
+
+// TestParentNoticeIsNotADuplicate: a cluster's pending parent notice
+// (crossshard.go: "x" ‖ child workflow id ‖ run id, with a value) shares
+// the duplicate index's key family; listing the duplicates skips it
+// instead of reporting it as an index entry that names a missing ledger
+// entry (a false alarm of damage).
+func TestParentNoticeIsNotADuplicate(t *testing.T) {
+	h := newHarness(t)
+	b, err := api.MarshalMsgpack(&parentNotice{ParentWorkflowID: "parent", ParentRunID: "r1", InitiatedEventID: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := history.RunRef{WorkflowID: "child", RunID: "c1"}
+	if err := h.store.Commit(h.ctx(), &history.Batch{Puts: []history.Record{{Space: history.SpaceIndex, Key: outboxKey(child), Value: b}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, req := range []*api.ListEffectsRequest{{DuplicatesOnly: true}, {DuplicatesOnly: true, WorkflowID: "child"}} {
+		effects, err := h.eng.ListEffects(h.ctx(), req)
+		if err != nil || len(effects.Effects) != 0 {
+			t.Fatalf("ListEffects(%+v) with a parent notice stored: %+v, %v", req, effects, err)
+		}
+	}
+}

@@ -97,9 +97,17 @@ func (x *txn) put(space history.Space, key, value []byte) {
 	x.batch.Puts = append(x.batch.Puts, history.Record{Space: space, Key: key, Value: value})
 }
 
+// duplicateIndexKey is the duplicate index's record of an entry: "x" ‖
+// workflow id ‖ key, with no value. The cluster's parent notices
+// (crossshard.go, outboxKey) share the "x" family — "x" ‖ workflow id ‖
+// run id — and always hold a value: isOutbox tells them apart.
 func duplicateIndexKey(workflowID, key string) []byte {
 	return history.Key().Str("x").Str(workflowID).Str(key).Bytes()
 }
+
+// isOutbox reports whether a record of the "x" family is a parent notice
+// (crossshard.go) rather than a duplicate-index record.
+func isOutbox(r history.Record) bool { return len(r.Value) > 0 }
 
 func runReportKey(r *api.EffectReport) []byte {
 	closed := int64(0)
@@ -192,6 +200,9 @@ func (e *Engine) listDuplicates(ctx context.Context, req *api.ListEffectsRequest
 		prefix = append(history.Key().Str("x").Str(req.WorkflowID).Bytes(), escapeKeyPrefix(req.KeyPrefix)...)
 	}
 	return e.scanEffects(ctx, history.SpaceIndex, prefix, req, size, func(r history.Record) (string, string, *machine.LedgerEntry, error) {
+		if isOutbox(r) {
+			return "", "", nil, nil
+		}
 		kr := history.ReadKey(r.Key)
 		_ = kr.Str()
 		wf, key := kr.Str(), kr.Str()
@@ -224,6 +235,9 @@ func (e *Engine) scanEffects(ctx context.Context, space history.Space, prefix []
 			wf, key, le, err := read(r)
 			if err != nil {
 				return nil, err
+			}
+			if le == nil {
+				continue // not an entry (a parent notice beside the duplicate index)
 			}
 			if req.KeyPrefix != "" && !hasPrefix(key, req.KeyPrefix) || req.DuplicatesOnly && le.Duplicates == 0 || req.InDoubtOnly && le.Doubt == "" {
 				continue

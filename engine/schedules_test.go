@@ -76,7 +76,7 @@ func TestScheduleStartsOneRunPerNominalTime(t *testing.T) {
 	// Durable: after a restart the schedule goes on from where it was.
 	h.reopen()
 	h.advance(time.Minute)
-	info = h.schedule("s")
+	info = h.settledSchedule("s", 3)
 	if info.Actions != 3 || info.RecentActions[2].WorkflowID != "s-2026-11-29T12:03:00Z" {
 		t.Fatalf("after reopen %+v", info)
 	}
@@ -223,8 +223,7 @@ func TestScheduleCatchUpAfterDowntime(t *testing.T) {
 	h.close()
 	h.clk.Advance(time.Hour) // down until 13:01
 	h.open()
-	h.settle()
-	info := h.schedule("s")
+	info := h.settledSchedule("s", 12)
 	// 12:02 … 12:50 are older than the window (49 missed); 12:51 … 13:01 fire.
 	if info.MissedCatchup != 49 || info.Actions != 12 {
 		t.Fatalf("missed %d actions %d", info.MissedCatchup, info.Actions)
@@ -274,8 +273,7 @@ func TestScheduleCrashBetweenDecidingAndRecording(t *testing.T) {
 						h.terminate(wid)
 					}
 				}
-				h.settle()
-				info := h.schedule("s")
+				info := h.settledSchedule("s", 1)
 				if info.Actions != 1 || len(info.RecentActions) != 1 {
 					t.Fatalf("after the crash: %+v", info)
 				}
@@ -369,4 +367,23 @@ func TestScheduleJitterDelaysTheStart(t *testing.T) {
 	if n := h.schedule("j").Actions; n < 3 {
 		t.Fatalf("%d actions in 4 minutes", n)
 	}
+}
+
+// settledSchedule settles the engine until the schedule has recorded at
+// least want actions, and returns it. An engine serving shards (the
+// Postgres harness) loads a shard's schedules when it acquires the shard,
+// which may come after Open returned; so one Settle can return before the
+// schedule's timer exists. It gives up after a bounded number of rounds
+// (polling a condition, not waiting for time: the fake clock stands still).
+func (h *harness) settledSchedule(id string, want int64) api.ScheduleInfo {
+	h.t.Helper()
+	var info api.ScheduleInfo
+	for i := 0; i < 2000; i++ {
+		h.settle()
+		if info = h.schedule(id); int64(info.Actions) >= want {
+			return info
+		}
+		time.Sleep(5 * time.Millisecond) // let the shard acquisition run; bounded at ~10 s
+	}
+	return info
 }
